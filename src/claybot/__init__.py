@@ -1,0 +1,3 @@
+"""ClayBot: a self-hosted agent engine."""
+
+__version__ = "0.1.0"

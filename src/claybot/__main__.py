@@ -1,0 +1,3 @@
+from claybot.cli.main import main
+
+main()

@@ -1,0 +1,1 @@
+"""Home directory, settings.json and auth.json."""

@@ -1,0 +1,42 @@
+"""The auth.json model: credentials keyed by provider id or plugin instance id."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, RootModel
+
+REDACTED = "***"
+
+
+class AuthEntry(BaseModel):
+    # Entries carry free-form fields (apiKey, token, baseUrl...) next to the type.
+    model_config = ConfigDict(extra="allow")
+    type: Literal["apiKey", "token", "oauth"] = "apiKey"
+
+    def secret(self, key: str) -> str | None:
+        value = (self.model_extra or {}).get(key)
+        return value if isinstance(value, str) else None
+
+    def redacted(self) -> dict[str, Any]:
+        """What may be shown: the field names, never their values."""
+        return {"type": self.type, "fields": sorted((self.model_extra or {}).keys())}
+
+
+class AuthFile(RootModel[dict[str, AuthEntry]]):
+    root: dict[str, AuthEntry] = {}
+
+    def get(self, entry_id: str) -> AuthEntry | None:
+        return self.root.get(entry_id)
+
+    def with_field(self, entry_id: str, key: str, value: str) -> AuthFile:
+        entries = {name: entry.model_copy() for name, entry in self.root.items()}
+        current = entries.get(entry_id)
+        data: dict[str, Any] = current.model_dump() if current is not None else {}
+        if key == "type":
+            data["type"] = value
+        else:
+            data[key] = value
+            data.setdefault("type", "token" if key == "token" else "apiKey")
+        entries[entry_id] = AuthEntry.model_validate(data)
+        return AuthFile(entries)

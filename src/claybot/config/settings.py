@@ -1,0 +1,66 @@
+"""The settings.json model. JSON keys are camelCase; unknown top-level sections are kept."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+DEFAULT_PORT = 7331
+
+
+class CamelModel(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+class EngineSettings(CamelModel):
+    socket_path: str | None = None  # default <home>/claybot.sock
+    data_dir: str | None = None  # default <home>
+    host: str = "127.0.0.1"
+    port: int = Field(default=DEFAULT_PORT, ge=0, le=65535)
+
+
+class ProviderSettings(CamelModel):
+    id: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    # The provider implementation; defaults to ``id`` so {"id": "openai"} just works,
+    # while {"id": "ollama", "type": "openai"} adds a second OpenAI-compatible endpoint.
+    type: str | None = None
+    enabled: bool = True
+    model: str | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def provider_type(self) -> str:
+        return self.type or self.id
+
+
+class PluginInstanceSettings(CamelModel):
+    instance_id: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    plugin_id: str = Field(min_length=1, max_length=64)
+    enabled: bool = True
+    settings: dict[str, Any] = Field(default_factory=dict)
+
+
+class AgentSettings(CamelModel):
+    max_concurrent: int = Field(default=64, ge=1, le=10_000)  # agents running a turn at once
+    idle_unload_s: float = Field(default=60.0, ge=0)  # unload an agent idle this long
+    max_message_bytes: int = Field(default=64 * 1024, ge=1, le=16 * 1024 * 1024)
+    system_prompt: str | None = None
+
+
+class Settings(CamelModel):
+    # Later features add their own sections; a file written by a newer engine must
+    # still load, so unknown sections are preserved instead of rejected.
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow")
+
+    engine: EngineSettings = Field(default_factory=EngineSettings)
+    providers: list[ProviderSettings] = Field(default_factory=list)
+    plugins: list[PluginInstanceSettings] = Field(default_factory=list)
+    agents: AgentSettings = Field(default_factory=AgentSettings)
+
+    def enabled_providers(self) -> list[ProviderSettings]:
+        return [provider for provider in self.providers if provider.enabled]

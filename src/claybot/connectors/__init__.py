@@ -1,0 +1,1 @@
+"""Connectors: how people reach agents (local CLI, webchat, Telegram)."""

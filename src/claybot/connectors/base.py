@@ -1,0 +1,66 @@
+"""The connector contract.
+
+A connector turns platform updates into ``InboundMessage`` (posted through the
+engine, which makes them durable before returning) and delivers
+``OutgoingMessage`` back. Outgoing messages carry stable ids derived from the
+inbound message id, so a connector (or its client) can drop a repeat after a
+restart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class InboundMessage:
+    connector: str  # the connector's instance id
+    user_id: str
+    channel_id: str
+    text: str
+    message_id: str | None = None  # platform or client id: a repeat with it is accepted once
+    metadata: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class PostedMessage:
+    agent_id: str
+    message_id: str
+    duplicate: bool  # the same message id was accepted before; nothing new was queued
+
+
+@dataclass(frozen=True)
+class OutgoingMessage:
+    id: str
+    agent_id: str
+    connector: str
+    user_id: str
+    channel_id: str
+    text: str
+    in_reply_to: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "agentId": self.agent_id,
+            "connector": self.connector,
+            "userId": self.user_id,
+            "channelId": self.channel_id,
+            "text": self.text,
+            "inReplyTo": self.in_reply_to,
+        }
+
+
+PostInbound = Callable[[InboundMessage], Awaitable[PostedMessage]]
+
+
+@runtime_checkable
+class Connector(Protocol):
+    @property
+    def id(self) -> str: ...
+
+    async def send(self, message: OutgoingMessage) -> None: ...
+
+    async def stop(self) -> None: ...

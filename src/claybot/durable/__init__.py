@@ -1,0 +1,1 @@
+"""Crash-safe file primitives: atomic replacement, append-only JSONL, group commit."""

@@ -1,0 +1,131 @@
+"""The one interface every inference provider implements.
+
+Messages and tool schemas go in; text, tool calls and token usage come out. The
+agent loop only sees these types and never imports a vendor SDK.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "arguments": self.arguments}
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    """One entry of the inference context.
+
+    ``user`` and ``assistant`` carry text (assistant may add tool calls);
+    ``tool`` carries the result of the tool call ``tool_call_id``.
+    """
+
+    role: Literal["user", "assistant", "tool"]
+    text: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+    is_error: bool = False
+
+
+@dataclass(frozen=True)
+class ToolSchema:
+    name: str
+    description: str
+    parameters: dict[str, Any]  # JSON schema of the arguments object
+
+
+@dataclass(frozen=True)
+class TokenUsage:
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.input + self.output + self.cache_read + self.cache_write
+
+    def __add__(self, other: TokenUsage) -> TokenUsage:
+        return TokenUsage(
+            self.input + other.input,
+            self.output + other.output,
+            self.cache_read + other.cache_read,
+            self.cache_write + other.cache_write,
+        )
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "input": self.input,
+            "output": self.output,
+            "cacheRead": self.cache_read,
+            "cacheWrite": self.cache_write,
+            "total": self.total,
+        }
+
+
+@dataclass(frozen=True)
+class InferenceRequest:
+    messages: Sequence[ChatMessage]
+    system_prompt: str = ""
+    tools: Sequence[ToolSchema] = ()
+    max_output_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class InferenceResult:
+    text: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    usage: TokenUsage = field(default_factory=TokenUsage)
+    provider_id: str = ""
+    model: str = ""
+
+
+class ProviderError(Exception):
+    """A provider could not answer; the router tries the next one."""
+
+    def __init__(self, provider_id: str, message: str) -> None:
+        super().__init__(f"{provider_id}: {message}")
+        self.provider_id = provider_id
+
+
+class ProviderConfigError(ProviderError):
+    """The provider's settings or credentials are unusable (tell the user)."""
+
+
+@runtime_checkable
+class InferenceProvider(Protocol):
+    """A configured, ready-to-call model endpoint."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def model(self) -> str: ...
+
+    async def complete(self, request: InferenceRequest) -> InferenceResult: ...
+
+    async def close(self) -> None: ...
+
+
+@runtime_checkable
+class ImageProvider(Protocol):
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def label(self) -> str: ...
+
+    async def generate(self, prompt: str, *, size: str | None = None) -> list[bytes]: ...

@@ -1,0 +1,70 @@
+"""Provider types by name, and building the configured providers from settings.
+
+A registry instead of an if/elif chain: plugins add provider types the same way
+the built-ins do. Vendor SDKs are imported inside the factories, so an engine that
+never uses a provider never pays for importing its SDK.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from claybot.config.auth import AuthEntry
+from claybot.config.settings import ProviderSettings
+from claybot.providers.base import InferenceProvider, ProviderConfigError
+
+ProviderFactory = Callable[[ProviderSettings, AuthEntry | None], InferenceProvider]
+
+# Used when settings.json configures no provider at all: the engine still answers,
+# with no key and no network.
+DEFAULT_PROVIDER = ProviderSettings(id="local")
+
+
+@dataclass(frozen=True)
+class ProviderType:
+    type: str
+    label: str
+    create: ProviderFactory
+    needs_auth: bool = False
+    description: str = ""
+
+
+class ProviderRegistry:
+    def __init__(self, types: Iterable[ProviderType] = ()) -> None:
+        self._types: dict[str, ProviderType] = {}
+        for provider_type in types:
+            self.register(provider_type)
+
+    def register(self, provider_type: ProviderType) -> None:
+        self._types[provider_type.type] = provider_type
+
+    def unregister(self, type_name: str) -> None:
+        self._types.pop(type_name, None)
+
+    def get(self, type_name: str) -> ProviderType | None:
+        return self._types.get(type_name)
+
+    def types(self) -> list[ProviderType]:
+        return list(self._types.values())
+
+    def create(self, settings: ProviderSettings, auth: AuthEntry | None) -> InferenceProvider:
+        provider_type = self._types.get(settings.provider_type)
+        if provider_type is None:
+            known = ", ".join(sorted(self._types)) or "none"
+            raise ProviderConfigError(
+                settings.id, f"unknown provider type {settings.provider_type!r} (known: {known})"
+            )
+        return provider_type.create(settings, auth)
+
+
+def builtin_provider_types() -> list[ProviderType]:
+    from claybot.providers import scripted
+
+    types = [scripted.PROVIDER_TYPE]
+    # Each vendor module is optional at import time only in the sense that its
+    # SDK is imported lazily inside the factory.
+    from claybot.providers import anthropic_provider, local, openai_provider
+
+    types += [openai_provider.PROVIDER_TYPE, anthropic_provider.PROVIDER_TYPE, local.PROVIDER_TYPE]
+    return types

@@ -1,0 +1,41 @@
+"""Try the enabled providers in priority order; a failing one falls through."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from claybot.providers.base import InferenceProvider, InferenceRequest, InferenceResult
+
+log = logging.getLogger(__name__)
+
+
+class InferenceFailed(Exception):
+    """Every provider failed; ``failures`` says why, one entry per provider."""
+
+    def __init__(self, failures: list[tuple[str, str]]) -> None:
+        detail = "; ".join(f"{pid}: {why}" for pid, why in failures) or "no provider is configured"
+        super().__init__(f"inference failed ({detail})")
+        self.failures = failures
+
+
+class InferenceRouter:
+    def __init__(self, providers: Sequence[InferenceProvider]) -> None:
+        self.providers = list(providers)
+
+    async def complete(self, request: InferenceRequest) -> InferenceResult:
+        failures: list[tuple[str, str]] = []
+        for provider in self.providers:
+            try:
+                return await provider.complete(request)
+            except Exception as exc:  # any provider failure means: try the next one
+                failures.append((provider.id, str(exc) or type(exc).__name__))
+                log.warning(
+                    "provider failed, trying the next one",
+                    extra={"action": "inference.fallthrough", "provider": provider.id},
+                )
+        raise InferenceFailed(failures)
+
+    async def close(self) -> None:
+        for provider in self.providers:
+            await provider.close()

@@ -1,0 +1,71 @@
+"""Tool definitions and the registry agents pick their tools from."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from claybot.providers.base import ToolSchema
+
+AgentKind = Literal["user", "cron", "heartbeat", "subagent"]
+ALL_AGENT_KINDS: frozenset[AgentKind] = frozenset({"user", "cron", "heartbeat", "subagent"})
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    agent_id: str
+    agent_kind: AgentKind
+    message_id: str | None
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    text: str
+    is_error: bool = False
+
+
+ToolRun = Callable[[BaseModel, ToolContext], Awaitable[ToolResult | str]]
+
+
+@dataclass(frozen=True)
+class ToolDefinition:
+    name: str
+    description: str
+    parameters: type[BaseModel]
+    run: ToolRun
+    visible_to: frozenset[AgentKind] = ALL_AGENT_KINDS
+
+    def schema(self) -> ToolSchema:
+        return ToolSchema(self.name, self.description, self.parameters.model_json_schema())
+
+
+class ToolRegistry:
+    def __init__(self, tools: Iterable[ToolDefinition] = ()) -> None:
+        self._tools: dict[str, ToolDefinition] = {}
+        for tool in tools:
+            self.register(tool)
+
+    def register(self, tool: ToolDefinition) -> None:
+        if tool.name in self._tools:
+            raise ValueError(f"a tool named {tool.name!r} is already registered")
+        self._tools[tool.name] = tool
+
+    def unregister(self, name: str) -> None:
+        self._tools.pop(name, None)
+
+    def get(self, name: str) -> ToolDefinition | None:
+        return self._tools.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self._tools)
+
+    def visible_to(self, kind: AgentKind) -> list[ToolDefinition]:
+        return [tool for tool in self._tools.values() if kind in tool.visible_to]
+
+    def describe(self) -> list[dict[str, Any]]:
+        return [
+            {"name": tool.name, "description": tool.description} for tool in self._tools.values()
+        ]
