@@ -124,5 +124,10 @@ class EventBus:
         self._subscribers.add(subscription)
         return subscription
 
+    def close_subscriptions(self) -> None:
+        """End every stream (shutdown): readers finish instead of waiting forever."""
+        for subscriber in list(self._subscribers):
+            subscriber.close()
+
     def recent(self, limit: int = 100) -> list[Event]:
         return list(self._buffer)[-limit:]

@@ -1,0 +1,101 @@
+"""What every command shares: home resolution, the engine client, errors, output."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, NoReturn, TypeVar
+
+import typer
+from rich.console import Console
+
+from claybot.config.home import HomePaths, resolve_home
+from claybot.config.store import ConfigError, ConfigStore
+from claybot.engine.ipc.client import EngineApiError, EngineClient, EngineNotRunning
+
+T = TypeVar("T")
+
+console = Console()
+err_console = Console(stderr=True)
+
+HomeOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--home",
+        help="Engine home directory (default: $CLAYBOT_HOME, else ~/.claybot).",
+        show_default=False,
+    ),
+]
+RemoteOption = Annotated[
+    str | None,
+    typer.Option(
+        "--remote", help="Remote engine URL (reserved for a future version).", show_default=False
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+
+
+def paths_for(home: Path | None) -> HomePaths:
+    return HomePaths(resolve_home(home))
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    err_console.print(f"[red]error:[/red] {message}")
+    raise typer.Exit(code)
+
+
+def print_json(value: Any) -> None:
+    typer.echo(json.dumps(value, indent=2, default=str))
+
+
+@contextmanager
+def engine_errors() -> Iterator[None]:
+    """Turn engine and config errors into one clear line and a non-zero exit."""
+    try:
+        yield
+    except EngineNotRunning as exc:
+        fail(f"{exc}. Start it with `claybot start`.")
+    except EngineApiError as exc:
+        where = f" (field: {exc.field})" if exc.field else ""
+        fail(f"{exc}{where}")
+    except ConfigError as exc:
+        fail(str(exc))
+
+
+@contextmanager
+def running_engine(home: Path | None) -> Iterator[EngineClient]:
+    """A client for an engine that must be running."""
+    paths = paths_for(home)
+    with engine_errors(), EngineClient(paths.socket) as client:
+        yield client
+
+
+def reject_remote(remote: str | None) -> None:
+    if remote:
+        fail(
+            "--remote is reserved for a future version: remote engines are not supported yet. "
+            "Run the command on the engine's machine, without --remote."
+        )
+
+
+def mutate(
+    home: Path | None,
+    remote: str | None,
+    *,
+    online: Callable[[EngineClient], T],
+    offline: Callable[[ConfigStore], T],
+) -> tuple[T, bool]:
+    """Seed 000's update strategy: through the running engine, else the files.
+
+    Returns the result and whether the engine applied it.
+    """
+    reject_remote(remote)
+    paths = paths_for(home)
+    with engine_errors(), EngineClient(paths.socket, timeout_s=60) as client:
+        if client.is_running():
+            return online(client), True
+        paths.ensure()
+        return offline(ConfigStore(paths)), False
+    raise AssertionError("unreachable")

@@ -1,0 +1,130 @@
+"""``claybot start``, ``stop`` and ``status``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Annotated
+
+import typer
+
+from claybot.cli.common import (
+    HomeOption,
+    JsonOption,
+    console,
+    engine_errors,
+    fail,
+    paths_for,
+    print_json,
+)
+from claybot.config.home import HomePaths
+from claybot.config.store import ConfigError
+from claybot.engine.instance import AlreadyRunning, InstanceLock, process_alive, read_pid
+from claybot.engine.ipc.client import EngineClient, EngineNotRunning
+
+STOP_WAIT_S = 20.0
+
+
+def _stop_running(paths: HomePaths) -> bool:
+    """Ask the engine to stop, then wait for its lock; escalate to SIGTERM. True if one ran."""
+    lock = InstanceLock(paths)
+    if not lock.held_by_someone():
+        return False
+    with EngineClient(paths.socket, timeout_s=5) as client:
+        try:
+            client.post("/v1/engine/shutdown")
+        except EngineNotRunning:
+            pid = read_pid(paths)
+            if pid and process_alive(pid):
+                os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_WAIT_S
+    while time.monotonic() < deadline:
+        if not lock.held_by_someone():
+            return True
+        time.sleep(0.1)
+    fail(
+        f"the engine for {paths.home} did not stop within {STOP_WAIT_S:.0f}s (pid {read_pid(paths)})"
+    )
+
+
+def start(
+    home: HomeOption = None,
+    port: Annotated[
+        int | None,
+        typer.Option("--port", help="TCP port for the dashboard and API (default 7331)."),
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Stop an engine already running for this home first.")
+    ] = False,
+) -> None:
+    """Start the engine in the foreground (Ctrl-C stops it)."""
+    from claybot.engine.engine import EngineOptions
+    from claybot.engine.runner import run
+    from claybot.logging_setup import configure_logging
+
+    paths = paths_for(home)
+    paths.ensure()
+    if force and _stop_running(paths):
+        console.print("stopped the running engine")
+    configure_logging(paths)
+    try:
+        run(paths, EngineOptions(port=port))
+    except AlreadyRunning as exc:
+        fail(f"{exc}. Use `claybot stop`, or `claybot start --force` to replace it.")
+    except ConfigError as exc:
+        fail(f"{exc}\nFix the file (or move it away) and start again.")
+    except OSError as exc:
+        fail(f"could not start: {exc}")
+
+
+def stop(home: HomeOption = None) -> None:
+    """Stop the running engine (running turns finish or stay durably queued)."""
+    paths = paths_for(home)
+    if _stop_running(paths):
+        console.print("engine stopped")
+    else:
+        console.print(f"no engine is running for {paths.home}")
+
+
+def status(home: HomeOption = None, as_json: JsonOption = False) -> None:
+    """Show whether the engine runs, and what it has loaded."""
+    paths = paths_for(home)
+    with EngineClient(paths.socket, timeout_s=5) as client:
+        try:
+            with engine_errors():
+                data = client.get("/v1/engine/status")
+        except typer.Exit:
+            if as_json:
+                print_json({"running": False, "home": str(paths.home)})
+            else:
+                console.print(f"Engine not running (home {paths.home})")
+            raise typer.Exit(1) from None
+        except EngineNotRunning:
+            raise typer.Exit(1) from None
+    if as_json:
+        print_json({"running": True, **data})
+        return
+    agents = data.get("agents", {})
+    tcp = data.get("tcp", {})
+    console.print(
+        f"[green]Engine running[/green] (pid {data.get('pid')}, version {data.get('version')})"
+    )
+    console.print(f"  home:      {data.get('home')}")
+    console.print(f"  socket:    {data.get('socketPath')}")
+    console.print(f"  http:      http://{tcp.get('host')}:{tcp.get('port')}")
+    console.print(f"  started:   {data.get('startedAt')}")
+    console.print(
+        f"  agents:    {agents.get('total', 0)} ({agents.get('loaded', 0)} loaded, "
+        f"{agents.get('pendingItems', 0)} items queued)"
+    )
+    providers = (
+        ", ".join(f"{p['id']} ({p['label']})" for p in data.get("inferenceProviders", [])) or "none"
+    )
+    console.print(f"  providers: {providers}")
+    for provider_id, problem in (data.get("providerFailures") or {}).items():
+        console.print(f"  [yellow]provider {provider_id} unavailable:[/yellow] {problem}")
+    plugins = ", ".join(f"{p['id']} ({p['name']})" for p in data.get("plugins", [])) or "none"
+    console.print(f"  plugins:   {plugins}")
+    connectors = ", ".join(c["id"] for c in data.get("connectors", [])) or "none"
+    console.print(f"  connectors: {connectors}")

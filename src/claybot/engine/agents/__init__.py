@@ -1,0 +1,1 @@
+"""Agents: descriptors, durable inboxes, history, and the system that runs them."""

@@ -1,0 +1,278 @@
+"""One agent: processes its inbox one item at a time.
+
+A message turn appends ``user_message``, then loops: inference, an
+``assistant_message`` (durable before its text goes out), tool calls and their
+``tool_result``s, until the model answers without tool calls (the ``final``
+record). After a crash the turn resumes from what history holds: text already
+produced is re-delivered under the same outgoing ids instead of being generated
+again, and a tool call that was running when the engine died is reported to the
+model as interrupted rather than silently re-run.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+
+from claybot.connectors.base import OutgoingMessage
+from claybot.engine.agents.descriptors import AgentDescriptor, UserDescriptor, agent_kind
+from claybot.engine.agents.history import (
+    Record,
+    TurnProgress,
+    assistant_message_record,
+    build_context,
+    record_to_message,
+    reset_record,
+    since_last_marker,
+    tool_result_record,
+    user_message_record,
+)
+from claybot.engine.agents.inbox import AgentInbox, InboxItem, InboxLog
+from claybot.engine.agents.state import AgentState, ProviderSelection, TokenTotals
+from claybot.engine.agents.store import FileAgentStore
+from claybot.engine.events import EventBus
+from claybot.providers.base import ChatMessage, InferenceRequest, TokenUsage, ToolCall
+from claybot.providers.router import InferenceFailed, InferenceRouter
+from claybot.tools.base import ToolContext, ToolRegistry, ToolResult
+
+log = logging.getLogger(__name__)
+
+SEEN_IDS_LIMIT = 4096  # idempotent-retry window per agent
+INTERRUPTED_TOOL = (
+    "The engine restarted while this tool call was running, so it may or may not have "
+    "completed. It was not run again; check its effect before retrying."
+)
+DEFAULT_SYSTEM_PROMPT = "You are ClayBot, a helpful assistant. Answer clearly and briefly."
+
+
+def truncate(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n[truncated: {len(text) - limit} more characters]"
+
+
+@dataclass
+class AgentRuntime:
+    """What every agent shares; built once by the engine."""
+
+    store: FileAgentStore
+    inbox_log: InboxLog
+    events: EventBus
+    router: Callable[[], InferenceRouter]
+    tools: ToolRegistry
+    deliver: Callable[[OutgoingMessage], Awaitable[None]]
+    now_ms: Callable[[], int]
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    max_tool_iterations: int = 25
+    tool_output_limit: int = 16_000
+
+
+class Agent:
+    def __init__(
+        self,
+        agent_id: str,
+        descriptor: AgentDescriptor,
+        state: AgentState,
+        records: list[Record],
+        runtime: AgentRuntime,
+    ) -> None:
+        self.id = agent_id
+        self.descriptor = descriptor
+        self.kind = agent_kind(descriptor)
+        self.state = state
+        self.runtime = runtime
+        self.context: list[ChatMessage] = build_context(since_last_marker(records))
+        self.inbox = AgentInbox()
+        self.running = False
+        self.unloaded = False
+        self.state_dirty = False
+        self.last_active = 0.0
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        for record in records:
+            if record.get("type") == "user_message" and record.get("messageId"):
+                self.remember(str(record["messageId"]))
+        self._resume: dict[str, TurnProgress] = {}
+
+    # -- message ids ---------------------------------------------------------
+
+    def has_seen(self, message_id: str) -> bool:
+        return message_id in self._seen
+
+    def remember(self, message_id: str) -> None:
+        self._seen[message_id] = None
+        if len(self._seen) > SEEN_IDS_LIMIT:
+            self._seen.popitem(last=False)
+
+    def forget(self, message_id: str) -> None:
+        self._seen.pop(message_id, None)
+
+    def resume_from(self, item_id: str, progress: TurnProgress) -> None:
+        """History shows this item's turn already started before a crash."""
+        self._resume[item_id] = progress
+
+    # -- processing ----------------------------------------------------------
+
+    async def process(self, item: InboxItem) -> None:
+        if item.kind == "reset":
+            await self._reset(item)
+        else:
+            await self._turn(item)
+        self.state.updatedAt = self.runtime.now_ms()
+        self.state_dirty = True
+
+    async def _reset(self, item: InboxItem) -> None:
+        message = item.context.get("message")
+        record = reset_record(self.runtime.now_ms(), message if isinstance(message, str) else None)
+        await self.runtime.store.append_history(self.id, record)
+        self.context = build_context([record])
+        self.runtime.events.emit("agent.reset", {"agentId": self.id, "context": item.context})
+
+    def _append(self, record: Record) -> None:
+        self.runtime.store.append_history_nowait(self.id, record)
+        message = record_to_message(record)
+        if message is not None:
+            self.context.append(message)
+
+    async def _append_durable(self, record: Record) -> None:
+        await self.runtime.store.append_history(self.id, record)
+        message = record_to_message(record)
+        if message is not None:
+            self.context.append(message)
+
+    async def _turn(self, item: InboxItem) -> None:
+        rt = self.runtime
+        progress = self._resume.pop(item.id, None)
+        if progress is not None:
+            for outgoing_id, text in progress.outgoing:
+                await self._deliver(item, outgoing_id, text)
+            if progress.done:
+                return
+        if progress is None or not progress.started:
+            origin = item.context.get("origin")
+            self._append(
+                user_message_record(
+                    rt.now_ms(),
+                    item.text,
+                    item.id,
+                    origin=origin if isinstance(origin, str) else None,
+                )
+            )
+        if progress is not None:
+            for call in progress.unanswered_calls:
+                self._append(
+                    tool_result_record(rt.now_ms(), item.id, call, INTERRUPTED_TOOL, is_error=True)
+                )
+        sent = len(progress.outgoing) if progress is not None else 0
+        tools = rt.tools.visible_to(self.kind)
+        schemas = [tool.schema() for tool in tools]
+        for iteration in range(rt.max_tool_iterations + 1):
+            request = InferenceRequest(
+                messages=list(self.context), system_prompt=rt.system_prompt, tools=schemas
+            )
+            try:
+                result = await rt.router().complete(request)
+            except InferenceFailed as exc:
+                await self._fail(item, sent, f"Inference failed: {exc}")
+                return
+            calls = result.tool_calls if iteration < rt.max_tool_iterations else ()
+            outgoing_id = f"{item.id}#{sent}" if result.text else None
+            await self._append_durable(
+                assistant_message_record(
+                    rt.now_ms(),
+                    result.text,
+                    item.id,
+                    tool_calls=calls,
+                    usage=result.usage,
+                    provider=result.provider_id,
+                    model=result.model,
+                    final=not calls,
+                    outgoing_id=outgoing_id,
+                )
+            )
+            self._count_usage(result.usage, result.provider_id, result.model)
+            if outgoing_id is not None:
+                sent += 1
+                await self._deliver(item, outgoing_id, result.text)
+            if not calls:
+                return
+            for call in calls:
+                output = await self._run_tool(call, item.id)
+                self._append(
+                    tool_result_record(
+                        rt.now_ms(), item.id, call, output.text, is_error=output.is_error
+                    )
+                )
+
+    async def _fail(self, item: InboxItem, sent: int, text: str) -> None:
+        outgoing_id = f"{item.id}#{sent}"
+        await self._append_durable(
+            assistant_message_record(
+                self.runtime.now_ms(),
+                text,
+                item.id,
+                final=True,
+                outgoing_id=outgoing_id,
+                error=True,
+            )
+        )
+        self.runtime.events.emit(
+            "agent.error", {"agentId": self.id, "messageId": item.id, "error": text}
+        )
+        await self._deliver(item, outgoing_id, text)
+
+    async def _run_tool(self, call: ToolCall, message_id: str) -> ToolResult:
+        rt = self.runtime
+        tool = rt.tools.get(call.name)
+        if tool is None or self.kind not in tool.visible_to:
+            return ToolResult(f"Unknown tool {call.name!r}.", is_error=True)
+        try:
+            arguments = tool.parameters.model_validate(call.arguments)
+        except ValidationError as exc:
+            return ToolResult(f"Invalid arguments for {call.name!r}: {exc}", is_error=True)
+        try:
+            output = await tool.run(arguments, ToolContext(self.id, self.kind, message_id))
+        except Exception as exc:  # a failing tool is a result the model reads, never a dead agent
+            log.warning(
+                "tool raised",
+                extra={"action": "tool.error", "tool": call.name, "agentId": self.id},
+                exc_info=True,
+            )
+            return ToolResult(f"{call.name} failed: {type(exc).__name__}: {exc}", is_error=True)
+        result = output if isinstance(output, ToolResult) else ToolResult(str(output))
+        return ToolResult(truncate(result.text, rt.tool_output_limit), result.is_error)
+
+    async def _deliver(self, item: InboxItem, outgoing_id: str, text: str) -> None:
+        rt = self.runtime
+        if rt.inbox_log.already_sent(item, outgoing_id):
+            return
+        descriptor = self.descriptor
+        if isinstance(descriptor, UserDescriptor):
+            message = OutgoingMessage(
+                id=outgoing_id,
+                agent_id=self.id,
+                connector=descriptor.connector,
+                user_id=descriptor.userId,
+                channel_id=descriptor.channelId,
+                text=text,
+                in_reply_to=item.id,
+            )
+        else:
+            message = OutgoingMessage(outgoing_id, self.id, "", "", "", text, item.id)
+        await rt.deliver(message)
+        rt.inbox_log.mark_sent(item, outgoing_id)
+
+    def _count_usage(self, usage: TokenUsage, provider: str, model: str) -> None:
+        totals = self.state.tokens
+        self.state.tokens = TokenTotals(
+            input=totals.input + usage.input,
+            output=totals.output + usage.output,
+            cacheRead=totals.cacheRead + usage.cache_read,
+            cacheWrite=totals.cacheWrite + usage.cache_write,
+            total=totals.total + usage.total,
+        )
+        if provider:
+            self.state.provider = ProviderSelection(providerId=provider, model=model or None)

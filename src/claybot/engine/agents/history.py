@@ -1,0 +1,183 @@
+"""History records (``history.jsonl``) and rebuilding inference context from them.
+
+Record types: ``start``, ``reset``, ``user_message``, ``assistant_message``,
+``tool_result``, ``note``. Times (``at``) are unix milliseconds. Records of one
+turn carry the inbound ``messageId``; the turn's last assistant record has
+``final: true``, which is what marks the message done.
+
+Everything here is pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from claybot.providers.base import ChatMessage, TokenUsage, ToolCall
+
+Record = dict[str, Any]
+MARKER_TYPES = frozenset({"start", "reset"})
+
+
+def start_record(at: int) -> Record:
+    return {"type": "start", "at": at}
+
+
+def reset_record(at: int, message: str | None = None) -> Record:
+    record: Record = {"type": "reset", "at": at}
+    if message:
+        record["message"] = message
+    return record
+
+
+def user_message_record(
+    at: int, text: str, message_id: str, *, origin: str | None = None
+) -> Record:
+    record: Record = {"type": "user_message", "at": at, "messageId": message_id, "text": text}
+    record["files"] = []
+    if origin:
+        record["origin"] = origin
+    return record
+
+
+def assistant_message_record(
+    at: int,
+    text: str,
+    message_id: str,
+    *,
+    tool_calls: Sequence[ToolCall] = (),
+    usage: TokenUsage | None = None,
+    provider: str | None = None,
+    model: str | None = None,
+    final: bool,
+    outgoing_id: str | None = None,
+    error: bool = False,
+) -> Record:
+    record: Record = {
+        "type": "assistant_message",
+        "at": at,
+        "messageId": message_id,
+        "text": text,
+        "files": [],
+        "toolCalls": [call.to_dict() for call in tool_calls],
+        "tokens": (
+            {"provider": provider, "model": model, "size": usage.to_dict()}
+            if usage is not None
+            else None
+        ),
+        "final": final,
+    }
+    if outgoing_id:
+        record["outgoingId"] = outgoing_id
+    if error:
+        record["error"] = True
+    return record
+
+
+def tool_result_record(
+    at: int, message_id: str, call: ToolCall, text: str, *, is_error: bool
+) -> Record:
+    return {
+        "type": "tool_result",
+        "at": at,
+        "messageId": message_id,
+        "toolCallId": call.id,
+        "toolName": call.name,
+        "output": {"text": text, "isError": is_error},
+    }
+
+
+def note_record(at: int, text: str) -> Record:
+    return {"type": "note", "at": at, "text": text}
+
+
+def since_last_marker(records: Sequence[Record]) -> Sequence[Record]:
+    """The records after the most recent ``start`` or ``reset`` marker (inclusive)."""
+    for index in range(len(records) - 1, -1, -1):
+        if records[index].get("type") in MARKER_TYPES:
+            return records[index:]
+    return records
+
+
+def _tool_calls(raw: Any) -> tuple[ToolCall, ...]:
+    calls = []
+    for item in raw or []:
+        if isinstance(item, dict) and "id" in item and "name" in item:
+            calls.append(
+                ToolCall(str(item["id"]), str(item["name"]), dict(item.get("arguments") or {}))
+            )
+    return tuple(calls)
+
+
+def record_to_message(record: Record) -> ChatMessage | None:
+    """One history record as inference context, or None if it is not context."""
+    kind = record.get("type")
+    if kind == "user_message":
+        text = str(record.get("text", ""))
+        origin = record.get("origin")
+        if origin:
+            text = f'<system_message origin="{origin}">{text}</system_message>'
+        return ChatMessage(role="user", text=text)
+    if kind == "assistant_message":
+        return ChatMessage(
+            role="assistant",
+            text=str(record.get("text", "")),
+            tool_calls=_tool_calls(record.get("toolCalls")),
+        )
+    if kind == "tool_result":
+        output = record.get("output") or {}
+        return ChatMessage(
+            role="tool",
+            text=str(output.get("text", "")),
+            tool_call_id=str(record.get("toolCallId", "")),
+            tool_name=str(record.get("toolName", "")),
+            is_error=bool(output.get("isError")),
+        )
+    if kind == "reset" and record.get("message"):
+        return ChatMessage(
+            role="user", text=f"<system_message>{record['message']}</system_message>"
+        )
+    return None
+
+
+def build_context(records: Iterable[Record]) -> list[ChatMessage]:
+    """Inference context from records already cut at the last marker."""
+    messages = []
+    for record in records:
+        message = record_to_message(record)
+        if message is not None:
+            messages.append(message)
+    return messages
+
+
+@dataclass
+class TurnProgress:
+    """What history says about one inbound message's turn."""
+
+    started: bool = False
+    done: bool = False
+    outgoing: list[tuple[str, str]] = field(default_factory=list)  # (outgoing id, text)
+    unanswered_calls: list[ToolCall] = field(default_factory=list)
+
+
+def turn_progress(records: Iterable[Record], message_id: str) -> TurnProgress:
+    progress = TurnProgress()
+    answered: set[str] = set()
+    pending: list[ToolCall] = []
+    for record in records:
+        if record.get("messageId") != message_id:
+            continue
+        kind = record.get("type")
+        if kind == "user_message":
+            progress.started = True
+        elif kind == "assistant_message":
+            if record.get("outgoingId"):
+                progress.outgoing.append((str(record["outgoingId"]), str(record.get("text", ""))))
+            pending.extend(_tool_calls(record.get("toolCalls")))
+            if record.get("final"):
+                progress.done = True
+        elif kind == "tool_result":
+            answered.add(str(record.get("toolCallId")))
+    progress.unanswered_calls = [call for call in pending if call.id not in answered]
+    return progress

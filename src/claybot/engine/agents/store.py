@@ -1,0 +1,161 @@
+"""Agent files on disk: ``agents/<id>/{descriptor,state}.json`` and ``history.jsonl``.
+
+``agents/index.jsonl`` lists every agent with its descriptor so boot reads one
+file instead of one per agent; it is a cache of the descriptor files and is
+repaired from a directory scan when an agent folder is missing from it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from claybot.durable.atomic import atomic_write_bytes, atomic_write_json
+from claybot.durable.group_commit import GroupCommitWriter
+from claybot.durable.jsonl import encode_record, read_jsonl
+from claybot.engine.agents.descriptors import (
+    AgentDescriptor,
+    descriptor_to_dict,
+    parse_descriptor,
+)
+from claybot.engine.agents.history import Record
+from claybot.engine.agents.state import AgentState
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class IndexEntry:
+    agent_id: str
+    descriptor: AgentDescriptor
+    created_at: int
+
+
+class AgentStoreError(Exception):
+    pass
+
+
+class FileAgentStore:
+    def __init__(self, root: Path, writer: GroupCommitWriter) -> None:
+        self.root = root
+        self.writer = writer
+        self.index_path = root / "index.jsonl"
+
+    def agent_dir(self, agent_id: str) -> Path:
+        return self.root / agent_id
+
+    def history_path(self, agent_id: str) -> Path:
+        return self.root / agent_id / "history.jsonl"
+
+    def exists(self, agent_id: str) -> bool:
+        return (self.root / agent_id / "descriptor.json").is_file()
+
+    # -- boot ---------------------------------------------------------------
+
+    def load_index(self) -> list[IndexEntry]:
+        """Every agent on disk. Runs before the writer takes appends."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        entries: dict[str, IndexEntry] = {}
+        for record in read_jsonl(self.index_path).records:
+            try:
+                entry = IndexEntry(
+                    str(record["id"]),
+                    parse_descriptor(record["descriptor"]),
+                    int(record["createdAt"]),
+                )
+            except (KeyError, ValueError, TypeError, ValidationError):
+                continue
+            entries[entry.agent_id] = entry
+        missing: list[IndexEntry] = []
+        with os.scandir(self.root) as scan:
+            for item in scan:
+                if item.is_dir() and item.name not in entries:
+                    entry = self._read_entry(item.name)
+                    if entry is not None:
+                        missing.append(entry)
+        if missing:
+            # An agent folder written just before a crash, whose index line was lost.
+            with self.index_path.open("ab") as index:
+                for entry in missing:
+                    index.write(encode_record(self._index_record(entry)))
+                    entries[entry.agent_id] = entry
+                index.flush()
+                os.fsync(index.fileno())
+            log.info("re-indexed agents", extra={"action": "agents.reindex", "count": len(missing)})
+        return [entry for entry in entries.values() if (self.root / entry.agent_id).is_dir()]
+
+    def _read_entry(self, agent_id: str) -> IndexEntry | None:
+        directory = self.root / agent_id
+        try:
+            descriptor = parse_descriptor(json.loads((directory / "descriptor.json").read_bytes()))
+        except FileNotFoundError:
+            return None
+        except (ValueError, ValidationError) as exc:
+            log.error(
+                "skipping an agent with an unreadable descriptor",
+                extra={"action": "agents.bad_descriptor", "agentId": agent_id, "error": str(exc)},
+            )
+            return None
+        state = self.read_state(agent_id)
+        return IndexEntry(agent_id, descriptor, state.createdAt if state else 0)
+
+    @staticmethod
+    def _index_record(entry: IndexEntry) -> Record:
+        return {
+            "id": entry.agent_id,
+            "descriptor": descriptor_to_dict(entry.descriptor),
+            "createdAt": entry.created_at,
+        }
+
+    # -- creation -----------------------------------------------------------
+
+    async def create(self, entry: IndexEntry, state: AgentState, start: Record) -> None:
+        """Durably create an agent: its files first, then its index line."""
+        await asyncio.to_thread(self._create_files, entry, state, start)
+        await self.writer.append(self.index_path, encode_record(self._index_record(entry)))
+
+    def _create_files(self, entry: IndexEntry, state: AgentState, start: Record) -> None:
+        directory = self.agent_dir(entry.agent_id)
+        directory.mkdir(parents=True, exist_ok=False)
+        atomic_write_json(directory / "descriptor.json", descriptor_to_dict(entry.descriptor))
+        atomic_write_json(directory / "state.json", state.model_dump(mode="json"))
+        atomic_write_bytes(directory / "history.jsonl", encode_record(start))
+
+    # -- state --------------------------------------------------------------
+
+    def read_state(self, agent_id: str) -> AgentState | None:
+        try:
+            return AgentState.model_validate_json(
+                (self.agent_dir(agent_id) / "state.json").read_bytes()
+            )
+        except FileNotFoundError:
+            return None
+        except ValidationError as exc:
+            raise AgentStoreError(f"{self.agent_dir(agent_id) / 'state.json'}: {exc}") from exc
+
+    async def write_state(self, agent_id: str, state: AgentState) -> None:
+        data = state.model_dump(mode="json")
+        await asyncio.to_thread(atomic_write_json, self.agent_dir(agent_id) / "state.json", data)
+
+    # -- history ------------------------------------------------------------
+
+    def read_history(self, agent_id: str, *, repair: bool) -> list[Record]:
+        return read_jsonl(self.history_path(agent_id), repair=repair).records
+
+    def append_history(self, agent_id: str, record: Record) -> asyncio.Future[None]:
+        return self.writer.append(self.history_path(agent_id), encode_record(record))
+
+    def append_history_nowait(self, agent_id: str, record: Record) -> None:
+        self.writer.append_nowait(self.history_path(agent_id), encode_record(record))
+
+    def history_mtime_ms(self, agent_id: str) -> int:
+        try:
+            return int(self.history_path(agent_id).stat().st_mtime * 1000)
+        except FileNotFoundError:
+            return 0

@@ -1,0 +1,507 @@
+"""AgentSystem: resolves targets to agents, keeps their inboxes, runs them.
+
+- A descriptor maps to one agent id forever (``descriptor_key``).
+- Each agent runs at most one item at a time; at most ``max_concurrent`` agents
+  run at once.
+- Idle agents are unloaded (``agent.sleep``) and loaded again by their next item
+  (``agent.woke``), so agents at rest cost only an index entry.
+- Restore is lazy: boot reads the index and the inbox log; an agent is restored
+  from its history (``agent.restored``) when it first has work, which at boot
+  means every agent with unfinished items.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from claybot.connectors.base import InboundMessage, PostedMessage
+from claybot.engine.agents.agent import Agent, AgentRuntime
+from claybot.engine.agents.descriptors import (
+    AgentDescriptor,
+    FetchStrategy,
+    HeartbeatDescriptor,
+    SubagentDescriptor,
+    UserDescriptor,
+    descriptor_key,
+    descriptor_label,
+    descriptor_to_dict,
+)
+from claybot.engine.agents.history import Record, start_record, turn_progress
+from claybot.engine.agents.inbox import InboxItem
+from claybot.engine.agents.state import AgentState
+from claybot.engine.agents.store import IndexEntry
+from claybot.ids import IdFactory, new_id
+
+log = logging.getLogger(__name__)
+
+RUN_BATCH = 32  # items an agent processes before letting other agents run
+STATE_FLUSH_INTERVAL_S = 5.0
+
+
+class AgentNotFound(LookupError):
+    def __init__(self, agent_id: str) -> None:
+        super().__init__(f"no agent with id {agent_id!r}")
+        self.agent_id = agent_id
+
+
+class MessageTooLarge(ValueError):
+    pass
+
+
+class EngineStopping(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class HistoryPage:
+    records: list[dict[str, Any]]
+    total: int
+
+
+class AgentSystem:
+    def __init__(
+        self,
+        runtime: AgentRuntime,
+        *,
+        max_concurrent: int,
+        idle_unload_s: float,
+        max_message_bytes: int,
+        id_factory: IdFactory = new_id,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.runtime = runtime
+        self.store = runtime.store
+        self.inbox_log = runtime.inbox_log
+        self.events = runtime.events
+        self._idle_unload_s = idle_unload_s
+        self._max_message_bytes = max_message_bytes
+        self._new_id = id_factory
+        self._monotonic = monotonic
+        self._semaphore = asyncio.Semaphore(max_concurrent)
+        self._entries: dict[str, IndexEntry] = {}
+        self._by_key: dict[str, str] = {}
+        self._loaded: dict[str, Agent] = {}
+        self._loading: dict[str, asyncio.Future[Agent]] = {}
+        self._creating: dict[str, asyncio.Future[str]] = {}
+        self._recovered: dict[str, list[InboxItem]] = {}
+        self._restored: set[str] = set()
+        self._updated: dict[str, int] = {}
+        # Recency of foreground activity since boot; milliseconds tie too easily.
+        self._touched: dict[str, int] = {}
+        self._touch_seq = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._background: list[asyncio.Task[None]] = []
+        self._stopping = False
+
+    # -- lifecycle ------------------------------------------------------------
+
+    async def boot(self) -> int:
+        """Load the index and the inbox log; wake agents with unfinished items."""
+        entries = await asyncio.to_thread(self.store.load_index)
+        for entry in entries:
+            self._index(entry)
+        recovered = await asyncio.to_thread(self.inbox_log.recover)
+        for item in recovered:
+            if item.agent_id in self._entries:
+                self._recovered.setdefault(item.agent_id, []).append(item)
+        for agent_id in list(self._recovered):
+            agent = await self._wake(agent_id)
+            self._schedule(agent)
+        self._background = [
+            asyncio.create_task(self._sweep_idle(), name="agents-idle-sweeper"),
+            asyncio.create_task(self._flush_states_periodically(), name="agents-state-flush"),
+        ]
+        return len(recovered)
+
+    async def shutdown(self, drain_timeout_s: float = 10.0) -> None:
+        """Stop taking items; let running turns finish, leaving the rest durably pending."""
+        self._stopping = True
+        for task in self._background:
+            task.cancel()
+        running = [task for task in self._tasks if not task.done()]
+        if running:
+            _, stragglers = await asyncio.wait(running, timeout=drain_timeout_s)
+            for task in stragglers:
+                task.cancel()
+            if stragglers:
+                await asyncio.wait(stragglers)
+        for agent in list(self._loaded.values()):
+            await self._save_state(agent)
+
+    # -- index ----------------------------------------------------------------
+
+    def _index(self, entry: IndexEntry) -> None:
+        self._entries[entry.agent_id] = entry
+        self._by_key[descriptor_key(entry.descriptor)] = entry.agent_id
+
+    def exists(self, agent_id: str) -> bool:
+        return agent_id in self._entries
+
+    def descriptor_of(self, agent_id: str) -> AgentDescriptor:
+        entry = self._entries.get(agent_id)
+        if entry is None:
+            raise AgentNotFound(agent_id)
+        return entry.descriptor
+
+    @property
+    def agent_count(self) -> int:
+        return len(self._entries)
+
+    @property
+    def loaded_count(self) -> int:
+        return len(self._loaded)
+
+    async def resolve(self, descriptor: AgentDescriptor) -> str:
+        """The agent id for a descriptor, creating the agent on first use."""
+        key = descriptor_key(descriptor)
+        agent_id = self._by_key.get(key)
+        if agent_id is not None:
+            return agent_id
+        pending = self._creating.get(key)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._creating[key] = future
+        try:
+            agent_id = await self._create(descriptor)
+            future.set_result(agent_id)
+            return agent_id
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: waiters re-raise it themselves
+            raise
+        finally:
+            del self._creating[key]
+
+    async def _create(self, descriptor: AgentDescriptor) -> str:
+        if self._stopping:
+            raise EngineStopping("the engine is shutting down")
+        agent_id = self._new_id()
+        now = self.runtime.now_ms()
+        state = AgentState(createdAt=now, updatedAt=now)
+        entry = IndexEntry(agent_id, descriptor, now)
+        await self.store.create(entry, state, start_record(now))
+        self._index(entry)
+        self._updated[agent_id] = now
+        self._touch_seq += 1
+        self._touched[agent_id] = self._touch_seq
+        agent = Agent(agent_id, descriptor, state, [start_record(now)], self.runtime)
+        agent.last_active = self._monotonic()
+        self._loaded[agent_id] = agent
+        self._restored.add(agent_id)
+        self.events.emit(
+            "agent.created",
+            {"agentId": agent_id, "descriptor": descriptor_to_dict(descriptor), "source": "agent"},
+        )
+        return agent_id
+
+    async def _wake(self, agent_id: str) -> Agent:
+        agent = self._loaded.get(agent_id)
+        if agent is not None:
+            return agent
+        pending = self._loading.get(agent_id)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        future: asyncio.Future[Agent] = asyncio.get_running_loop().create_future()
+        self._loading[agent_id] = future
+        try:
+            agent = await self._load(agent_id)
+            future.set_result(agent)
+            return agent
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()
+            raise
+        finally:
+            del self._loading[agent_id]
+
+    async def _load(self, agent_id: str) -> Agent:
+        entry = self._entries.get(agent_id)
+        if entry is None:
+            raise AgentNotFound(agent_id)
+        first_load = agent_id not in self._restored
+        # Unloading flushed this agent's appends; a torn tail can only come from a
+        # crash, so the file is repaired on the first load after boot.
+        state, records = await asyncio.to_thread(self._read_agent, agent_id, first_load)
+        agent = Agent(agent_id, entry.descriptor, state, records, self.runtime)
+        agent.last_active = self._monotonic()
+        for item in self._recovered.pop(agent_id, []):
+            progress = turn_progress(records, item.id)
+            if progress.started or progress.done:
+                agent.resume_from(item.id, progress)
+            agent.remember(item.id)
+            agent.inbox.push(item)
+        self._loaded[agent_id] = agent
+        if first_load:
+            self._restored.add(agent_id)
+            self.events.emit("agent.restored", {"agentId": agent_id})
+        else:
+            self.events.emit("agent.woke", {"agentId": agent_id})
+        return agent
+
+    def _read_agent(self, agent_id: str, repair: bool) -> tuple[AgentState, list[Record]]:
+        state = self.store.read_state(agent_id)
+        records = self.store.read_history(agent_id, repair=repair)
+        if state is None:
+            now = self.runtime.now_ms()
+            state = AgentState(createdAt=now, updatedAt=now)
+        return state, records
+
+    # -- posting --------------------------------------------------------------
+
+    async def post_message(self, message: InboundMessage) -> PostedMessage:
+        """Accept a connector message: durable in the agent's inbox when this returns."""
+        if len(message.text.encode()) > self._max_message_bytes:
+            raise MessageTooLarge(
+                f"text is {len(message.text.encode())} bytes; the limit is {self._max_message_bytes}"
+            )
+        descriptor = UserDescriptor(
+            connector=message.connector, userId=message.user_id, channelId=message.channel_id
+        )
+        agent_id = await self.resolve(descriptor)
+        context: dict[str, Any] = {"connector": message.connector}
+        if message.metadata:
+            context["metadata"] = message.metadata
+        item = await self._accept(agent_id, "message", message.message_id, message.text, context)
+        if item is None:
+            return PostedMessage(agent_id, message.message_id or "", duplicate=True)
+        return PostedMessage(agent_id, item.id, duplicate=False)
+
+    async def post_to_agent(
+        self, agent_id: str, text: str, *, message_id: str | None = None, origin: str | None = None
+    ) -> InboxItem | None:
+        """Post a (system) message straight to an agent id."""
+        context = {"origin": origin} if origin else {}
+        return await self._accept(agent_id, "message", message_id, text, context)
+
+    async def reset(self, agent_id: str, message: str | None = None) -> InboxItem:
+        context = {"message": message} if message else {}
+        item = await self._accept(agent_id, "reset", None, "", context)
+        assert item is not None  # a fresh id is never a duplicate
+        return item
+
+    async def _accept(
+        self,
+        agent_id: str,
+        kind: str,
+        item_id: str | None,
+        text: str,
+        context: dict[str, Any],
+    ) -> InboxItem | None:
+        if self._stopping:
+            raise EngineStopping("the engine is shutting down")
+        while True:
+            agent = await self._wake(agent_id)
+            if not agent.unloaded:
+                break
+        item_id = item_id or self._new_id()
+        if agent.has_seen(item_id):
+            return None
+        loop = asyncio.get_running_loop()
+        item = InboxItem(
+            kind="reset" if kind == "reset" else "message",
+            id=item_id,
+            agent_id=agent_id,
+            at=self.runtime.now_ms(),
+            text=text,
+            context=context,
+            processed=loop.create_future(),
+        )
+        agent.remember(item_id)
+        # Queue in memory now so the inbox order is the log order; the runner
+        # waits for durability before it processes the item.
+        item.durable = self.inbox_log.accept(item)
+        agent.inbox.push(item)
+        if isinstance(agent.descriptor, UserDescriptor):
+            self._touch_seq += 1
+            self._touched[agent_id] = self._touch_seq
+        self._schedule(agent)
+        try:
+            await asyncio.shield(item.durable)
+        except Exception:
+            agent.forget(item_id)
+            self.inbox_log.forget(item)
+            raise
+        return item
+
+    # -- running ----------------------------------------------------------------
+
+    def _schedule(self, agent: Agent) -> None:
+        if agent.running or not len(agent.inbox) or self._stopping:
+            return
+        agent.running = True
+        task = asyncio.create_task(self._run(agent))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run(self, agent: Agent) -> None:
+        try:
+            async with self._semaphore:
+                for _ in range(RUN_BATCH):
+                    if self._stopping:
+                        return
+                    item = agent.inbox.pop()
+                    if item is None:
+                        return
+                    await self._process(agent, item)
+        finally:
+            agent.running = False
+            agent.last_active = self._monotonic()
+            self._schedule(agent)
+
+    async def _process(self, agent: Agent, item: InboxItem) -> None:
+        if item.durable is not None:
+            try:
+                await item.durable
+            except Exception:
+                return  # never accepted: the poster was told
+        try:
+            await agent.process(item)
+        except asyncio.CancelledError:
+            raise  # shutdown: the item stays pending in the log and resumes next boot
+        except Exception:
+            # A bug must not wedge the inbox behind a message that always fails.
+            log.exception(
+                "processing an inbox item failed",
+                extra={"action": "agent.item_failed", "agentId": agent.id, "itemId": item.id},
+            )
+        self.inbox_log.mark_done(item)
+        if item.processed is not None and not item.processed.done():
+            item.processed.set_result(None)
+
+    # -- idle agents ------------------------------------------------------------
+
+    async def _sweep_idle(self) -> None:
+        interval = max(0.5, min(self._idle_unload_s / 2, 30.0))
+        while True:
+            await asyncio.sleep(interval)
+            await self.unload_idle()
+
+    async def unload_idle(self, *, older_than_s: float | None = None) -> int:
+        threshold = self._idle_unload_s if older_than_s is None else older_than_s
+        now = self._monotonic()
+        idle = [
+            agent
+            for agent in self._loaded.values()
+            if not agent.running and not len(agent.inbox) and now - agent.last_active >= threshold
+        ]
+        if not idle:
+            return 0
+        await self.runtime.store.writer.flush()
+        count = 0
+        for agent in idle:
+            if agent.running or len(agent.inbox) or self._loaded.get(agent.id) is not agent:
+                continue  # got work while the flush ran
+            agent.unloaded = True
+            del self._loaded[agent.id]
+            self._updated[agent.id] = agent.state.updatedAt
+            await self._save_state(agent)
+            self.events.emit("agent.sleep", {"agentId": agent.id, "reason": "idle"})
+            count += 1
+        return count
+
+    async def _save_state(self, agent: Agent) -> None:
+        if agent.state_dirty:
+            agent.state_dirty = False
+            await self.store.write_state(agent.id, agent.state)
+
+    async def _flush_states_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(STATE_FLUSH_INTERVAL_S)
+            for agent in list(self._loaded.values()):
+                with contextlib.suppress(OSError):
+                    await self._save_state(agent)
+
+    # -- queries ------------------------------------------------------------------
+
+    def _updated_at(self, agent_id: str) -> int:
+        agent = self._loaded.get(agent_id)
+        if agent is not None:
+            return agent.state.updatedAt
+        known = self._updated.get(agent_id)
+        if known is None:
+            # Not touched since boot: the last history append is its last activity.
+            known = self._updated[agent_id] = self.store.history_mtime_ms(agent_id)
+        return known
+
+    def agent_for(self, strategy: FetchStrategy) -> str | None:
+        """Seed 003: the most recent user agent, or the most recent heartbeat agent."""
+        wanted: type[UserDescriptor] | type[HeartbeatDescriptor]
+        wanted = UserDescriptor if strategy == "most-recent-foreground" else HeartbeatDescriptor
+        best: tuple[int, int, str] | None = None
+        for agent_id, entry in self._entries.items():
+            if isinstance(entry.descriptor, wanted):
+                touched = self._touched.get(agent_id)
+                # Anything touched since boot is more recent than anything that was not.
+                candidate = (
+                    (1, touched, agent_id)
+                    if touched is not None
+                    else (0, self._updated_at(agent_id), agent_id)
+                )
+                if best is None or candidate > best:
+                    best = candidate
+        return best[2] if best else None
+
+    def list_agents(self) -> list[dict[str, Any]]:
+        result = []
+        for agent_id, entry in self._entries.items():
+            agent = self._loaded.get(agent_id)
+            result.append(
+                {
+                    "agentId": agent_id,
+                    "descriptor": descriptor_to_dict(entry.descriptor),
+                    "type": entry.descriptor.type,
+                    "label": descriptor_label(entry.descriptor),
+                    "createdAt": entry.created_at,
+                    "updatedAt": self._updated_at(agent_id),
+                    "lifecycle": "active" if agent is not None else "sleeping",
+                    "pending": len(agent.inbox) if agent is not None else 0,
+                }
+            )
+        result.sort(key=lambda item: item["updatedAt"], reverse=True)
+        return result
+
+    def background_agents(self) -> list[dict[str, Any]]:
+        """Subagents as persisted on disk (no live inbox status, seed 000)."""
+        result = []
+        for agent_id, entry in self._entries.items():
+            descriptor = entry.descriptor
+            if not isinstance(descriptor, SubagentDescriptor):
+                continue
+            state = self.store.read_state(agent_id)
+            result.append(
+                {
+                    "agentId": agent_id,
+                    "name": descriptor.name,
+                    "parentAgentId": descriptor.parentAgentId,
+                    "createdAt": state.createdAt if state else entry.created_at,
+                    "updatedAt": state.updatedAt if state else entry.created_at,
+                    "status": "idle",
+                }
+            )
+        return result
+
+    async def history(
+        self, agent_id: str, *, after: int | None, before: int | None, limit: int
+    ) -> HistoryPage:
+        """Records numbered from 0 (``seq``), ``limit`` at most, oldest first."""
+        if agent_id not in self._entries:
+            raise AgentNotFound(agent_id)
+        await self.runtime.store.writer.flush()
+        records = await asyncio.to_thread(self.store.read_history, agent_id, repair=False)
+        numbered = [{"seq": seq, **record} for seq, record in enumerate(records)]
+        if after is not None:
+            page = numbered[after + 1 : after + 1 + limit]
+        else:
+            end = len(numbered) if before is None else max(0, min(before, len(numbered)))
+            page = numbered[max(0, end - limit) : end]
+        return HistoryPage(page, len(numbered))
+
+    def pending_count(self) -> int:
+        return self.inbox_log.pending_count

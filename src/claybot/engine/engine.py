@@ -1,0 +1,210 @@
+"""The engine: wires stores, agents, providers, plugins and listeners together.
+
+``Engine.start`` / ``Engine.stop`` are the only startup and shutdown path; the
+HTTP layer gets the running engine through ``app.state.engine``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from claybot import __version__
+from claybot.config.auth import AuthFile
+from claybot.config.home import HomePaths
+from claybot.config.settings import ProviderSettings, Settings
+from claybot.config.store import ConfigStore
+from claybot.connectors.base import OutgoingMessage
+from claybot.durable.group_commit import GroupCommitWriter
+from claybot.engine.agents.agent import DEFAULT_SYSTEM_PROMPT, AgentRuntime
+from claybot.engine.agents.inbox import InboxLog
+from claybot.engine.agents.store import FileAgentStore
+from claybot.engine.agents.system import AgentSystem
+from claybot.engine.events import EventBus
+from claybot.providers.base import InferenceProvider
+from claybot.providers.registry import (
+    DEFAULT_PROVIDER,
+    ProviderRegistry,
+    builtin_provider_types,
+)
+from claybot.providers.router import InferenceRouter
+from claybot.tools.base import ToolRegistry
+
+log = logging.getLogger(__name__)
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass
+class EngineOptions:
+    port: int | None = None  # overrides settings.engine.port (0 picks a free port)
+    durable: bool = True  # False skips fsync (benchmarks of the pure path only)
+    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+
+
+class Engine:
+    def __init__(self, paths: HomePaths, options: EngineOptions | None = None) -> None:
+        self.paths = paths
+        self.options = options or EngineOptions()
+        self.config = ConfigStore(paths)
+        self.settings: Settings = Settings()
+        self.events = EventBus()
+        self.writer = GroupCommitWriter(durable=self.options.durable)
+        self.provider_registry = ProviderRegistry(builtin_provider_types())
+        self.tools = ToolRegistry()
+        self.router = InferenceRouter([])
+        self.provider_failures: dict[str, str] = {}
+        self.started_at = datetime.now(UTC)
+        self.tcp_port: int | None = None
+        self._agents: AgentSystem | None = None
+        self._connectors: dict[str, Any] = {}
+
+    @property
+    def agents(self) -> AgentSystem:
+        if self._agents is None:
+            raise RuntimeError("the engine is not started")
+        return self._agents
+
+    # -- lifecycle --------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.paths.ensure()
+        self.settings = self.config.read_settings()  # ConfigError: refuse to start, say why
+        await self.writer.start()
+        await self.rebuild_providers()
+        agent_settings = self.settings.agents
+        runtime = AgentRuntime(
+            store=FileAgentStore(self.paths.agents, self.writer),
+            inbox_log=InboxLog(self.paths.agents / "inbox.wal", self.writer),
+            events=self.events,
+            router=lambda: self.router,
+            tools=self.tools,
+            deliver=self.deliver,
+            now_ms=now_ms,
+            system_prompt=agent_settings.system_prompt or DEFAULT_SYSTEM_PROMPT,
+        )
+        self._agents = AgentSystem(
+            runtime,
+            max_concurrent=agent_settings.max_concurrent,
+            idle_unload_s=agent_settings.idle_unload_s,
+            max_message_bytes=agent_settings.max_message_bytes,
+        )
+        recovered = await self._agents.boot()
+        log.info(
+            "engine started",
+            extra={
+                "action": "engine.started",
+                "agents": self._agents.agent_count,
+                "recovered": recovered,
+            },
+        )
+
+    async def stop(self, drain_timeout_s: float = 10.0) -> None:
+        if self._agents is not None:
+            await self._agents.shutdown(drain_timeout_s)
+        await self.router.close()
+        await self.writer.close()
+
+    # -- providers --------------------------------------------------------------
+
+    def _provider_settings(self) -> list[ProviderSettings]:
+        return self.settings.enabled_providers() or [DEFAULT_PROVIDER]
+
+    async def rebuild_providers(self) -> None:
+        """Create the enabled providers in priority order; a broken one is reported, not fatal."""
+        auth = self.config.read_auth()
+        providers: list[InferenceProvider] = []
+        failures: dict[str, str] = {}
+        for provider_settings in self._provider_settings():
+            try:
+                providers.append(
+                    self.provider_registry.create(provider_settings, auth.get(provider_settings.id))
+                )
+            except Exception as exc:
+                failures[provider_settings.id] = str(exc)
+                log.error(
+                    "provider unavailable",
+                    extra={"action": "provider.unavailable", "provider": provider_settings.id},
+                )
+        old, self.router = self.router, InferenceRouter(providers)
+        self.provider_failures = failures
+        await old.close()
+
+    # -- settings and auth mutations ------------------------------------------------
+
+    async def update_settings(self, settings: Settings) -> None:
+        self.config.write_settings(settings)
+        self.settings = settings
+        await self.rebuild_providers()
+
+    async def set_auth_field(self, entry_id: str, key: str, value: str) -> None:
+        auth: AuthFile = self.config.read_auth().with_field(entry_id, key, value)
+        self.config.write_auth(auth)
+        self.events.emit("auth.updated", {"id": entry_id, "key": key})
+        await self.rebuild_providers()
+
+    # -- outgoing -----------------------------------------------------------------
+
+    def register_connector(self, connector_id: str, connector: Any) -> None:
+        self._connectors[connector_id] = connector
+
+    async def deliver(self, message: OutgoingMessage) -> None:
+        """Publish an agent's outgoing message, then hand it to its connector."""
+        self.events.emit(
+            "agent.outgoing", {"agentId": message.agent_id, "message": message.to_dict()}
+        )
+        connector = self._connectors.get(message.connector)
+        if connector is None:
+            return
+        try:
+            await connector.send(message)
+        except Exception:
+            log.exception(
+                "connector send failed",
+                extra={"action": "connector.send_failed", "connector": message.connector},
+            )
+
+    # -- status -----------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        providers = [
+            {
+                "id": p.id,
+                "name": p.id,
+                "label": p.provider_type,
+                "enabled": p.enabled,
+                "model": p.model,
+            }
+            for p in self.settings.providers
+        ]
+        inference = [
+            {"id": p.id, "name": p.id, "label": p.label, "model": p.model}
+            for p in self.router.providers
+        ]
+        return {
+            "version": __version__,
+            "pid": os.getpid(),
+            "home": str(self.paths.home),
+            "startedAt": self.started_at.isoformat().replace("+00:00", "Z"),
+            "socketPath": str(self.paths.socket),
+            "tcp": {"host": self.settings.engine.host, "port": self.tcp_port},
+            "plugins": [],
+            "connectors": [],
+            "providers": providers,
+            "inferenceProviders": inference,
+            "imageProviders": [],
+            "providerFailures": self.provider_failures,
+            "tools": self.tools.names(),
+            "agents": {
+                "total": self.agents.agent_count if self._agents else 0,
+                "loaded": self.agents.loaded_count if self._agents else 0,
+                "pendingItems": self.agents.pending_count() if self._agents else 0,
+            },
+        }

@@ -1,0 +1,30 @@
+"""The engine's ASGI application."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fastapi import FastAPI
+from starlette.types import ASGIApp
+
+from claybot import __version__
+from claybot.engine.engine import Engine
+from claybot.engine.ipc.body_limit import BodyLimitMiddleware
+from claybot.engine.ipc.errors import install_error_handlers
+from claybot.engine.ipc.routes import router
+
+
+def create_app(engine: Engine, request_shutdown: Callable[[], None] = lambda: None) -> ASGIApp:
+    app = FastAPI(
+        title="ClayBot engine API",
+        version=__version__,
+        description=(
+            "Control API of a ClayBot engine. On the Unix socket it is trusted; on TCP every "
+            "request needs `Authorization: Bearer cb_...` with the route's scope."
+        ),
+    )
+    app.state.engine = engine
+    app.state.request_shutdown = request_shutdown
+    install_error_handlers(app)
+    app.include_router(router)
+    return BodyLimitMiddleware(app)

@@ -1,0 +1,92 @@
+"""One error shape for every endpoint: ``{"error": {"code", "message", "field"?}}``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import JSONResponse
+
+from claybot.config.store import ConfigError
+from claybot.engine.agents.system import AgentNotFound, EngineStopping, MessageTooLarge
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.field = field
+
+
+def error_response(
+    status: int,
+    code: str,
+    message: str,
+    field: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    body: dict[str, Any] = {"code": code, "message": message}
+    if field:
+        body["field"] = field
+    return JSONResponse({"ok": False, "error": body}, status_code=status, headers=headers)
+
+
+def _field_path(location: tuple[Any, ...] | list[Any]) -> str:
+    return ".".join(str(part) for part in location)
+
+
+async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = exc.errors()
+    first = errors[0] if errors else {"loc": (), "msg": "invalid request", "type": ""}
+    if first.get("type") == "json_invalid":
+        return error_response(
+            400, "malformed_json", f"request body is not valid JSON: {first['msg']}"
+        )
+    field = _field_path(first.get("loc", ()))
+    message = "; ".join(f"{_field_path(e.get('loc', ()))}: {e.get('msg')}" for e in errors)
+    return error_response(422, "invalid_request", message, field or None)
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    codes = {404: "not_found", 405: "method_not_allowed", 400: "bad_request"}
+    return error_response(
+        exc.status_code, codes.get(exc.status_code, "http_error"), str(exc.detail)
+    )
+
+
+async def _api_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ApiError)
+    return error_response(exc.status, exc.code, exc.message, exc.field)
+
+
+async def _not_found(request: Request, exc: Exception) -> JSONResponse:
+    return error_response(404, "not_found", str(exc))
+
+
+async def _too_large(request: Request, exc: Exception) -> JSONResponse:
+    return error_response(413, "too_large", str(exc), "text")
+
+
+async def _stopping(request: Request, exc: Exception) -> JSONResponse:
+    return error_response(503, "stopping", str(exc), headers={"Retry-After": "1"})
+
+
+async def _config_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ConfigError)
+    return error_response(500, "config_invalid", str(exc))
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(ApiError, _api_error)
+    app.add_exception_handler(AgentNotFound, _not_found)
+    app.add_exception_handler(MessageTooLarge, _too_large)
+    app.add_exception_handler(EngineStopping, _stopping)
+    app.add_exception_handler(ConfigError, _config_error)

@@ -1,0 +1,54 @@
+"""Request bodies of the engine API. Unknown fields are rejected, so typos are caught."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from claybot.config.settings import ProviderSettings
+
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+NAME = Field(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f/]+$")
+
+
+class Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PostMessage(Body):
+    connector: Literal["local"] = "local"
+    userId: str = NAME
+    channelId: str = NAME
+    text: str = Field(min_length=1)
+    messageId: str | None = Field(default=None, pattern=ID_PATTERN)
+
+
+class ResetAgent(Body):
+    message: str | None = Field(default=None, max_length=10_000)
+
+
+class LoadPlugin(Body):
+    pluginId: str = Field(min_length=1, max_length=64)
+    instanceId: str | None = Field(default=None, min_length=1, max_length=64)
+    settings: dict[str, Any] = Field(default_factory=dict)
+
+
+class UnloadPlugin(Body):
+    instanceId: str = Field(min_length=1, max_length=64)
+
+
+class SetAuth(Body):
+    id: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    key: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z][A-Za-z0-9_]*$")
+    value: str = Field(min_length=1, max_length=8192)
+
+
+class CreateKey(Body):
+    name: str = Field(min_length=1, max_length=128)
+    scopes: list[str] = Field(min_length=1)
+    rateLimitRpm: int = Field(default=60, ge=1, le=1_000_000)
+
+
+class UpsertProvider(ProviderSettings):
+    position: int | None = Field(default=None, ge=0)  # where to put a new provider; None: last

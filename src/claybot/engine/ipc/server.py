@@ -1,0 +1,61 @@
+"""Serving the engine's ASGI app on the Unix socket and on TCP with uvicorn.
+
+The sockets are bound here rather than by uvicorn: the Unix socket must be 0600
+from the moment it exists (uvicorn would chmod it 0666), and binding TCP port 0
+tells us the real port before serving starts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+from collections.abc import Generator
+from pathlib import Path
+
+import uvicorn
+from starlette.types import ASGIApp
+
+
+def bind_unix_socket(path: Path) -> socket.socket:
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old_umask = os.umask(0o177)  # no window where the socket is more open than 0600
+    try:
+        sock.bind(str(path))
+    finally:
+        os.umask(old_umask)
+    os.chmod(path, 0o600)
+    sock.listen(1024)
+    sock.setblocking(False)
+    return sock
+
+
+def bind_tcp_socket(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(1024)
+    sock.setblocking(False)
+    return sock
+
+
+class _Server(uvicorn.Server):
+    """A uvicorn server that leaves signal handling to the engine."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield
+
+
+def make_server(app: ASGIApp) -> uvicorn.Server:
+    config = uvicorn.Config(
+        app,
+        lifespan="off",
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=3,
+    )
+    return _Server(config)

@@ -1,0 +1,90 @@
+"""Running an engine in the foreground: ``claybot start``.
+
+Startup: take the home's lock, start the engine, bind the socket (0600) and TCP,
+write the pid file, print where it listens. SIGTERM/SIGINT (or POST
+/v1/engine/shutdown): stop accepting, end event streams, let running turns finish
+(or leave them durably pending), flush, remove the socket and pid file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from collections.abc import Callable
+
+from claybot.config.home import HomePaths
+from claybot.engine.engine import Engine, EngineOptions
+from claybot.engine.instance import InstanceLock
+from claybot.engine.ipc.app import create_app
+from claybot.engine.ipc.server import bind_tcp_socket, bind_unix_socket, make_server
+
+DRAIN_TIMEOUT_S = 10.0
+
+
+async def serve(
+    paths: HomePaths,
+    options: EngineOptions,
+    *,
+    announce: Callable[[str], None] = lambda line: print(line, flush=True),
+) -> None:
+    paths.ensure()
+    lock = InstanceLock(paths)
+    lock.acquire()  # AlreadyRunning if another engine has this home
+    engine = Engine(paths, options)
+    stop = asyncio.Event()
+    stopped_cleanly = False
+    try:
+        await engine.start()
+        app = create_app(engine, request_shutdown=stop.set)
+        unix_socket = bind_unix_socket(paths.socket)
+        port = options.port if options.port is not None else engine.settings.engine.port
+        tcp_socket = bind_tcp_socket(engine.settings.engine.host, port)
+        engine.tcp_port = tcp_socket.getsockname()[1]
+        servers = [make_server(app), make_server(engine.tcp_app(app))]
+        serving = [
+            asyncio.create_task(servers[0].serve(sockets=[unix_socket])),
+            asyncio.create_task(servers[1].serve(sockets=[tcp_socket])),
+        ]
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        while not all(server.started for server in servers):
+            if any(task.done() for task in serving):
+                break
+            await asyncio.sleep(0.005)
+        lock.write_pid()
+        announce(
+            f"ClayBot engine ready (pid {engine.status()['pid']})\n"
+            f"  socket: {paths.socket}\n"
+            f"  http:   http://{engine.settings.engine.host}:{engine.tcp_port}\n"
+            f"  home:   {paths.home}"
+        )
+        stopped = asyncio.create_task(stop.wait())
+        await asyncio.wait([stopped, *serving], return_when=asyncio.FIRST_COMPLETED)
+        for server in servers:
+            server.should_exit = True
+        engine.events.close_subscriptions()
+        await engine.stop(DRAIN_TIMEOUT_S)
+        stopped_cleanly = True
+        await asyncio.gather(*serving, return_exceptions=True)
+        stopped.cancel()
+    finally:
+        if not stopped_cleanly:
+            await engine.stop(0)
+        lock.release()
+
+
+def run(paths: HomePaths, options: EngineOptions) -> None:
+    """Run until stopped, on uvloop when it is installed."""
+    try:
+        import uvloop
+
+        runner = asyncio.Runner(loop_factory=uvloop.new_event_loop)
+    except ImportError:
+        runner = asyncio.Runner()
+    with runner:
+        try:
+            runner.run(serve(paths, options))
+        except KeyboardInterrupt:
+            sys.exit(130)

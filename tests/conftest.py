@@ -1,0 +1,116 @@
+"""Shared fixtures: a temporary home, an engine in-process, and a real engine subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from claybot.config.home import HomePaths
+from claybot.engine.engine import Engine, EngineOptions
+from claybot.engine.ipc.app import create_app
+
+ECHO_SETTINGS: dict[str, Any] = {"providers": [{"id": "scripted", "model": "echo"}]}
+
+
+def write_settings(paths: HomePaths, settings: dict[str, Any]) -> None:
+    paths.home.mkdir(parents=True, exist_ok=True)
+    paths.settings.write_text(json.dumps(settings))
+
+
+@pytest.fixture
+def paths(tmp_path: Path) -> HomePaths:
+    # Unix socket paths are limited to ~107 bytes; pytest's tmp paths can be long.
+    short = Path(f"/tmp/cb-{os.getpid()}-{tmp_path.name[-20:]}")
+    short.mkdir(parents=True, exist_ok=True)
+    yield HomePaths(short)  # type: ignore[misc]
+    subprocess.run(["rm", "-rf", str(short)], check=False)
+
+
+@pytest.fixture
+async def engine(paths: HomePaths) -> AsyncIterator[Engine]:
+    write_settings(paths, ECHO_SETTINGS)
+    engine = Engine(paths, EngineOptions(port=0))
+    await engine.start()
+    yield engine
+    await engine.stop(drain_timeout_s=2)
+
+
+@pytest.fixture
+async def api(engine: Engine) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=create_app(engine))
+    async with httpx.AsyncClient(transport=transport, base_url="http://claybot") as client:
+        yield client
+
+
+class EngineProcess:
+    """``claybot start`` as a real subprocess on a temporary home."""
+
+    def __init__(self, paths: HomePaths, extra_env: dict[str, str] | None = None) -> None:
+        self.paths = paths
+        self.env = {**os.environ, "CLAYBOT_HOME": str(paths.home), **(extra_env or {})}
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log = paths.home.parent / f"{paths.home.name}-engine.log"
+
+    def start(self, timeout_s: float = 30.0) -> None:
+        self.paths.socket.unlink(missing_ok=True)
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "claybot", "start", "--port", "0"],
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"engine exited with {self.process.returncode}: {self.output()}")
+            if self.paths.pid.exists() and self.paths.socket.exists():
+                try:
+                    with self.client() as client:
+                        if client.get("/v1/engine/status").status_code == 200:
+                            return
+                except httpx.TransportError:
+                    pass
+            time.sleep(0.02)
+        raise TimeoutError(f"engine did not become ready: {self.output()}")
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def client(self, timeout_s: float = 30.0) -> httpx.Client:
+        transport = httpx.HTTPTransport(uds=str(self.paths.socket))
+        return httpx.Client(transport=transport, base_url="http://claybot", timeout=timeout_s)
+
+    def async_client(self, timeout_s: float = 30.0) -> httpx.AsyncClient:
+        transport = httpx.AsyncHTTPTransport(uds=str(self.paths.socket))
+        return httpx.AsyncClient(transport=transport, base_url="http://claybot", timeout=timeout_s)
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+
+    def terminate(self, timeout_s: float = 30.0) -> int:
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout_s)
+
+
+@pytest.fixture
+def engine_process(paths: HomePaths) -> Iterator[EngineProcess]:
+    write_settings(paths, ECHO_SETTINGS)
+    process = EngineProcess(paths)
+    yield process
+    if process.process is not None and process.process.poll() is None:
+        process.kill()
