@@ -1,0 +1,13 @@
+"""The plugins that ship with ClayBot."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from claybot.engine.plugins.definition import PluginDefinition
+
+
+def builtin_definitions() -> list[PluginDefinition[Any]]:
+    from claybot.engine.plugins.builtin.clock import clock_definition
+
+    return [clock_definition()]

@@ -1,0 +1,157 @@
+"""Plugin errors, each naming what went wrong and what happens next.
+
+Every error carries a stable ``code``, an HTTP status the API layer can answer
+with, and, where one field is to blame, the ``field`` (as the request spells
+it: ``pluginId``, ``instanceId``, ``settings.timezone``).
+
+Three of them are also what a plugin's ``load()`` raises to say why it cannot
+start (the Home Assistant split): ``PluginNotReady`` (retry later),
+``PluginAuthFailed`` (tell the user to fix auth.json) and
+``PluginSettingsInvalid`` (refuse the load with the field named).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+LoadFailureKind = Literal["not_ready", "auth_failed", "settings_invalid", "timeout", "error"]
+
+
+class PluginError(Exception):
+    code = "plugin_error"
+    http_status = 400
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+    def to_dict(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.field is not None:
+            body["field"] = self.field
+        return body
+
+
+class UnknownPlugin(PluginError):
+    code = "unknown_plugin"
+    http_status = 404
+
+    def __init__(self, plugin_id: str) -> None:
+        super().__init__(f"no plugin with id {plugin_id!r} is installed", field="pluginId")
+        self.plugin_id = plugin_id
+
+
+class InvalidInstanceId(PluginError):
+    code = "invalid_instance_id"
+
+    def __init__(self, instance_id: str, problem: str) -> None:
+        super().__init__(f"instance id {instance_id!r}: {problem}", field="instanceId")
+        self.instance_id = instance_id
+
+
+class InstanceAlreadyLoaded(PluginError):
+    code = "instance_already_loaded"
+    http_status = 409
+
+    def __init__(self, instance_id: str) -> None:
+        super().__init__(
+            f"plugin instance {instance_id!r} is already loaded; unload it first",
+            field="instanceId",
+        )
+        self.instance_id = instance_id
+
+
+class InstanceIdTaken(PluginError):
+    """The id is configured for a different plugin; loading would overwrite its settings."""
+
+    code = "instance_id_taken"
+    http_status = 409
+
+    def __init__(self, instance_id: str, owner_plugin_id: str) -> None:
+        super().__init__(
+            f"instance id {instance_id!r} is configured for plugin {owner_plugin_id!r}; "
+            "choose another instance id",
+            field="instanceId",
+        )
+        self.instance_id = instance_id
+
+
+class InstanceNotFound(PluginError):
+    code = "instance_not_found"
+    http_status = 404
+
+    def __init__(self, instance_id: str, detail: str = "is not loaded") -> None:
+        super().__init__(f"plugin instance {instance_id!r} {detail}", field="instanceId")
+        self.instance_id = instance_id
+
+
+class ExclusivePluginConflict(PluginError):
+    code = "exclusive_plugin_conflict"
+    http_status = 409
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, field="pluginId")
+
+
+class PluginSettingsInvalid(PluginError):
+    code = "invalid_settings"
+
+    def __init__(self, plugin_id: str, problem: str, *, field: str = "settings") -> None:
+        super().__init__(f"invalid settings for plugin {plugin_id!r}: {problem}", field=field)
+        self.plugin_id = plugin_id
+        self.problem = problem
+
+
+class PluginNotReady(PluginError):
+    """Raised by a plugin's load(): a dependency is not there yet; retrying later may work."""
+
+    code = "plugin_not_ready"
+    http_status = 503
+
+
+class PluginAuthFailed(PluginError):
+    """Raised by a plugin's load(): its credentials in auth.json are missing or rejected."""
+
+    code = "plugin_auth_failed"
+
+
+class RegistrationError(PluginError):
+    """A plugin registered something that clashes with what is already there."""
+
+    code = "registration_conflict"
+    http_status = 409
+
+
+class PluginLoadFailed(PluginError):
+    """The instance's create() or load() failed; nothing it registered is left behind."""
+
+    code = "plugin_load_failed"
+    http_status = 502
+
+    def __init__(
+        self,
+        instance_id: str,
+        reason: str,
+        *,
+        kind: LoadFailureKind = "error",
+        field: str | None = None,
+    ) -> None:
+        super().__init__(f"plugin instance {instance_id!r} failed to load: {reason}", field=field)
+        self.instance_id = instance_id
+        self.reason = reason
+        self.kind = kind
+        if kind == "not_ready":
+            self.http_status = 503
+        elif kind in ("auth_failed", "settings_invalid"):
+            self.http_status = 400
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "kind": self.kind}
+
+
+class SettingsFileError(PluginError):
+    """settings.json cannot be read or written, so the change cannot be kept."""
+
+    code = "settings_file_error"
+    http_status = 500
