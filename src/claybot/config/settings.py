@@ -46,9 +46,11 @@ class PluginInstanceSettings(CamelModel):
 
 
 class AgentSettings(CamelModel):
-    max_concurrent: int = Field(default=64, ge=1, le=10_000)  # agents running a turn at once
+    max_concurrent: int = Field(default=512, ge=1, le=10_000)  # agents running a turn at once
     idle_unload_s: float = Field(default=60.0, ge=0)  # unload an agent idle this long
     max_message_bytes: int = Field(default=64 * 1024, ge=1, le=16 * 1024 * 1024)
+    # The most recent messages sent to the model each turn (history keeps everything).
+    max_context_messages: int = Field(default=200, ge=2, le=100_000)
     system_prompt: str | None = None
 
 

@@ -13,6 +13,7 @@ import ctypes
 import ctypes.util
 import logging
 import os
+import resource
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +28,14 @@ T = TypeVar("T")
 
 # Past this many files in one batch a single syncfs beats one fdatasync per file.
 SYNCFS_MIN_FILES = 4
+
+
+def default_open_files() -> int:
+    """A quarter of the soft fd limit, between 64 and 4096: room for sockets and the rest."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return 4096
+    return max(64, min(4096, soft // 4))
 
 
 def _load_syncfs() -> Callable[[int], int] | None:
@@ -66,10 +75,14 @@ class _FdCache:
         created = not path.exists()
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self.fds[path] = fd
+        return fd, created
+
+    def trim(self) -> None:
+        """Close the least recently used files past the limit (between batches only:
+        a batch may hold more files than the limit until it is synced)."""
         while len(self.fds) > self.limit:
             _, old = self.fds.popitem(last=False)
             os.close(old)
-        return fd, created
 
     def close(self, path: Path) -> None:
         fd = self.fds.pop(path, None)
@@ -91,9 +104,9 @@ class GroupCommitWriter:
     With ``durable=False`` the writer skips syncing (benchmarks of the pure path).
     """
 
-    def __init__(self, *, max_open_files: int = 256, durable: bool = True) -> None:
+    def __init__(self, *, max_open_files: int | None = None, durable: bool = True) -> None:
         self._durable = durable
-        self._fds = _FdCache(max_open_files)
+        self._fds = _FdCache(max_open_files or default_open_files())
         self._pending: list[_Append] = []
         self._barriers: list[asyncio.Future[None]] = []
         self._wakeup = asyncio.Event()
@@ -159,7 +172,13 @@ class GroupCommitWriter:
             barriers, self._barriers = self._barriers, []
             if batch:
                 async with self._lock:
-                    failures = await self._in_thread(self._write_batch, batch)
+                    try:
+                        failures = await self._in_thread(self._write_batch, batch)
+                    except Exception as exc:  # the writer must outlive any one batch
+                        log.exception(
+                            "writing a batch failed", extra={"action": "writer.batch_failed"}
+                        )
+                        failures = {item.path: exc for item in batch}
                 self.batches += 1
                 self.appends += len(batch)
                 for item in batch:
@@ -176,11 +195,11 @@ class GroupCommitWriter:
             if self._closing and not self._pending:
                 return
 
-    def _write_batch(self, batch: list[_Append]) -> dict[Path, OSError]:
+    def _write_batch(self, batch: list[_Append]) -> dict[Path, Exception]:
         chunks: dict[Path, list[bytes]] = {}
         for item in batch:
             chunks.setdefault(item.path, []).append(item.data)
-        failures: dict[Path, OSError] = {}
+        failures: dict[Path, Exception] = {}
         written: list[int] = []
         new_dirs: set[Path] = set()
         for path, parts in chunks.items():
@@ -199,10 +218,13 @@ class GroupCommitWriter:
                     "append failed",
                     extra={"action": "writer.append_failed", "path": str(path), "error": str(exc)},
                 )
-        if self._durable and written:
-            self._sync(written)
-            for directory in new_dirs:
-                fsync_directory(directory)
+        try:
+            if self._durable and written:
+                self._sync(written)
+                for directory in new_dirs:
+                    fsync_directory(directory)
+        finally:
+            self._fds.trim()
         return failures
 
     @staticmethod

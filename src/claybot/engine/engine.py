@@ -19,13 +19,14 @@ from claybot.config.auth import AuthFile
 from claybot.config.home import HomePaths
 from claybot.config.settings import ProviderSettings, Settings
 from claybot.config.store import ConfigStore
-from claybot.connectors.base import OutgoingMessage
+from claybot.connectors.base import InboundMessage, OutgoingMessage, PostedMessage
 from claybot.durable.group_commit import GroupCommitWriter
 from claybot.engine.agents.agent import DEFAULT_SYSTEM_PROMPT, AgentRuntime
 from claybot.engine.agents.inbox import InboxLog
 from claybot.engine.agents.store import FileAgentStore
 from claybot.engine.agents.system import AgentSystem
 from claybot.engine.events import EventBus
+from claybot.engine.plugins import LoadedPlugin, PluginCatalog, PluginManager, Registries
 from claybot.providers.base import InferenceProvider
 from claybot.providers.registry import (
     DEFAULT_PROVIDER,
@@ -46,6 +47,7 @@ def now_ms() -> int:
 class EngineOptions:
     port: int | None = None  # overrides settings.engine.port (0 picks a free port)
     durable: bool = True  # False skips fsync (benchmarks of the pure path only)
+    catalog: PluginCatalog | None = None  # default: built-ins + the claybot.plugins entry points
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
 
 
@@ -59,12 +61,16 @@ class Engine:
         self.writer = GroupCommitWriter(durable=self.options.durable)
         self.provider_registry = ProviderRegistry(builtin_provider_types())
         self.tools = ToolRegistry()
+        self.registries = Registries(tools=self.tools, providers=self.provider_registry)
+        self.catalog = self.options.catalog or PluginCatalog.discover()
+        self.plugins = PluginManager(
+            self.catalog, self.registries, self.config, self.events, paths, self.post_inbound
+        )
         self.router = InferenceRouter([])
         self.provider_failures: dict[str, str] = {}
         self.started_at = datetime.now(UTC)
         self.tcp_port: int | None = None
         self._agents: AgentSystem | None = None
-        self._connectors: dict[str, Any] = {}
 
     @property
     def agents(self) -> AgentSystem:
@@ -89,6 +95,7 @@ class Engine:
             deliver=self.deliver,
             now_ms=now_ms,
             system_prompt=agent_settings.system_prompt or DEFAULT_SYSTEM_PROMPT,
+            max_context_messages=agent_settings.max_context_messages,
         )
         self._agents = AgentSystem(
             runtime,
@@ -97,6 +104,9 @@ class Engine:
             max_message_bytes=agent_settings.max_message_bytes,
         )
         recovered = await self._agents.boot()
+        # Plugins start after the agents: their connectors post messages at once.
+        await self.plugins.restore()
+        await self.rebuild_providers()
         log.info(
             "engine started",
             extra={
@@ -107,6 +117,7 @@ class Engine:
         )
 
     async def stop(self, drain_timeout_s: float = 10.0) -> None:
+        await self.plugins.shutdown()  # connectors stop taking messages first
         if self._agents is not None:
             await self._agents.shutdown(drain_timeout_s)
         await self.router.close()
@@ -150,17 +161,44 @@ class Engine:
         self.events.emit("auth.updated", {"id": entry_id, "key": key})
         await self.rebuild_providers()
 
-    # -- outgoing -----------------------------------------------------------------
+    # -- plugins --------------------------------------------------------------------
 
-    def register_connector(self, connector_id: str, connector: Any) -> None:
-        self._connectors[connector_id] = connector
+    async def load_plugin(
+        self, plugin_id: str, instance_id: str | None, settings: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        loaded: LoadedPlugin = await self.plugins.load(plugin_id, instance_id, settings)
+        self.settings = self.config.read_settings()
+        await self.rebuild_providers()  # the plugin may have registered a provider type
+        return {"id": loaded.instance_id, "pluginId": loaded.plugin_id, "name": loaded.name}
+
+    async def unload_plugin(self, instance_id: str) -> None:
+        await self.plugins.unload(instance_id)
+        self.settings = self.config.read_settings()
+        await self.rebuild_providers()
+
+    def plugin_listing(self) -> dict[str, Any]:
+        return {
+            "loaded": self.plugins.plugin_summaries(),
+            "configured": [entry.to_json_dict() for entry in self.plugins.configured()],
+            "failures": self.plugins.failure_summaries(),
+            "catalog": self.catalog.describe(),
+        }
+
+    # -- messages in and out ------------------------------------------------------------
+
+    async def post_inbound(self, message: InboundMessage) -> PostedMessage:
+        return await self.agents.post_message(message)
 
     async def deliver(self, message: OutgoingMessage) -> None:
-        """Publish an agent's outgoing message, then hand it to its connector."""
+        """Publish an agent's outgoing message, then hand it to its connector.
+
+        The ``local`` connector (CLI, socket API) has no sender of its own: its
+        clients follow the ``agent.outgoing`` events.
+        """
         self.events.emit(
             "agent.outgoing", {"agentId": message.agent_id, "message": message.to_dict()}
         )
-        connector = self._connectors.get(message.connector)
+        connector = self.registries.connectors.get(message.connector)
         if connector is None:
             return
         try:
@@ -195,16 +233,25 @@ class Engine:
             "startedAt": self.started_at.isoformat().replace("+00:00", "Z"),
             "socketPath": str(self.paths.socket),
             "tcp": {"host": self.settings.engine.host, "port": self.tcp_port},
-            "plugins": [],
-            "connectors": [],
+            "plugins": self.plugins.plugin_summaries(),
+            "connectors": [self._local_connector_summary(), *self.plugins.connector_summaries()],
             "providers": providers,
             "inferenceProviders": inference,
-            "imageProviders": [],
+            "imageProviders": self.registries.images.summaries(),
             "providerFailures": self.provider_failures,
+            "pluginFailures": self.plugins.failure_summaries(),
             "tools": self.tools.names(),
             "agents": {
                 "total": self.agents.agent_count if self._agents else 0,
                 "loaded": self.agents.loaded_count if self._agents else 0,
                 "pendingItems": self.agents.pending_count() if self._agents else 0,
             },
+        }
+
+    def _local_connector_summary(self) -> dict[str, Any]:
+        return {
+            "id": "local",
+            "pluginId": None,
+            "name": "Local (CLI and socket API)",
+            "loadedAt": self.started_at.isoformat().replace("+00:00", "Z"),
         }

@@ -89,7 +89,7 @@ class ScriptedProvider:
             raise ProviderError(self._id, "the scripted 'fail' model always fails")
         if self._model == "echo":
             text = f"echo: {_last_user_text(request)}"
-            usage = TokenUsage(input=sum(len(m.text) for m in request.messages), output=len(text))
+            usage = TokenUsage(input=len(text) - len("echo: "), output=len(text))
             return InferenceResult(text=text, usage=usage, provider_id=self._id, model=self._model)
         if self._position >= len(self._script):
             raise ProviderError(self._id, "the script has no responses left")

@@ -25,6 +25,7 @@ from claybot.engine.agents.history import (
     TurnProgress,
     assistant_message_record,
     build_context,
+    context_window,
     record_to_message,
     reset_record,
     since_last_marker,
@@ -69,6 +70,7 @@ class AgentRuntime:
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     max_tool_iterations: int = 25
     tool_output_limit: int = 16_000
+    max_context_messages: int = 200
 
 
 class Agent:
@@ -170,8 +172,11 @@ class Agent:
         tools = rt.tools.visible_to(self.kind)
         schemas = [tool.schema() for tool in tools]
         for iteration in range(rt.max_tool_iterations + 1):
+            self._trim_context()
             request = InferenceRequest(
-                messages=list(self.context), system_prompt=rt.system_prompt, tools=schemas
+                messages=context_window(self.context, rt.max_context_messages),
+                system_prompt=rt.system_prompt,
+                tools=schemas,
             )
             try:
                 result = await rt.router().complete(request)
@@ -196,7 +201,8 @@ class Agent:
             self._count_usage(result.usage, result.provider_id, result.model)
             if outgoing_id is not None:
                 sent += 1
-                await self._deliver(item, outgoing_id, result.text)
+                # The last message of a turn needs no `sent` record: `done` follows at once.
+                await self._deliver(item, outgoing_id, result.text, record_sent=bool(calls))
             if not calls:
                 return
             for call in calls:
@@ -206,6 +212,12 @@ class Agent:
                         rt.now_ms(), item.id, call, output.text, is_error=output.is_error
                     )
                 )
+
+    def _trim_context(self) -> None:
+        """Keep memory bounded: what is beyond the window lives only in history."""
+        limit = self.runtime.max_context_messages
+        if len(self.context) > 2 * limit:
+            self.context = context_window(self.context, limit)
 
     async def _fail(self, item: InboxItem, sent: int, text: str) -> None:
         outgoing_id = f"{item.id}#{sent}"
@@ -222,7 +234,7 @@ class Agent:
         self.runtime.events.emit(
             "agent.error", {"agentId": self.id, "messageId": item.id, "error": text}
         )
-        await self._deliver(item, outgoing_id, text)
+        await self._deliver(item, outgoing_id, text, record_sent=False)
 
     async def _run_tool(self, call: ToolCall, message_id: str) -> ToolResult:
         rt = self.runtime
@@ -245,7 +257,9 @@ class Agent:
         result = output if isinstance(output, ToolResult) else ToolResult(str(output))
         return ToolResult(truncate(result.text, rt.tool_output_limit), result.is_error)
 
-    async def _deliver(self, item: InboxItem, outgoing_id: str, text: str) -> None:
+    async def _deliver(
+        self, item: InboxItem, outgoing_id: str, text: str, *, record_sent: bool = True
+    ) -> None:
         rt = self.runtime
         if rt.inbox_log.already_sent(item, outgoing_id):
             return
@@ -263,7 +277,8 @@ class Agent:
         else:
             message = OutgoingMessage(outgoing_id, self.id, "", "", "", text, item.id)
         await rt.deliver(message)
-        rt.inbox_log.mark_sent(item, outgoing_id)
+        if record_sent:
+            rt.inbox_log.mark_sent(item, outgoing_id)
 
     def _count_usage(self, usage: TokenUsage, provider: str, model: str) -> None:
         totals = self.state.tokens

@@ -151,6 +151,20 @@ def build_context(records: Iterable[Record]) -> list[ChatMessage]:
     return messages
 
 
+def context_window(messages: Sequence[ChatMessage], limit: int) -> list[ChatMessage]:
+    """The last ``limit`` messages, starting at a user message.
+
+    Starting mid-exchange would hand the model a tool result without the call
+    that produced it, which vendors reject.
+    """
+    if len(messages) <= limit:
+        return list(messages)
+    start = len(messages) - limit
+    while start < len(messages) and messages[start].role != "user":
+        start += 1
+    return list(messages[start:])
+
+
 @dataclass
 class TurnProgress:
     """What history says about one inbound message's turn."""

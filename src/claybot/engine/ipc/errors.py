@@ -11,6 +11,7 @@ from starlette.responses import JSONResponse
 
 from claybot.config.store import ConfigError
 from claybot.engine.agents.system import AgentNotFound, EngineStopping, MessageTooLarge
+from claybot.engine.plugins import PluginError
 
 
 class ApiError(Exception):
@@ -82,7 +83,13 @@ async def _config_error(request: Request, exc: Exception) -> JSONResponse:
     return error_response(500, "config_invalid", str(exc))
 
 
+async def _plugin_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, PluginError)
+    return error_response(exc.http_status, exc.code, exc.message, exc.field)
+
+
 def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(PluginError, _plugin_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(ApiError, _api_error)

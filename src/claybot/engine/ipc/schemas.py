@@ -31,7 +31,8 @@ class ResetAgent(Body):
 class LoadPlugin(Body):
     pluginId: str = Field(min_length=1, max_length=64)
     instanceId: str | None = Field(default=None, min_length=1, max_length=64)
-    settings: dict[str, Any] = Field(default_factory=dict)
+    # None keeps the stored settings of a configured instance (reload after unload).
+    settings: dict[str, Any] | None = None
 
 
 class UnloadPlugin(Body):

@@ -1,0 +1,69 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from claybot.durable.jsonl import encode_record, read_jsonl
+
+
+def test_a_torn_last_line_is_cut_off_and_the_file_repaired(tmp_path: Path) -> None:
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(encode_record({"n": 1}) + encode_record({"n": 2}) + b'{"n": 3, "tex')
+    result = read_jsonl(path)
+    assert result.records == [{"n": 1}, {"n": 2}]
+    assert result.torn_bytes == len(b'{"n": 3, "tex')
+    assert path.read_bytes() == encode_record({"n": 1}) + encode_record({"n": 2})
+    with path.open("ab") as handle:  # the next append starts on a clean line
+        handle.write(encode_record({"n": 4}))
+    assert [r["n"] for r in read_jsonl(path).records] == [1, 2, 4]
+
+
+def test_a_garbled_complete_last_line_is_also_torn(tmp_path: Path) -> None:
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(encode_record({"n": 1}) + b"\x00\x00garbage\n")
+    assert read_jsonl(path).records == [{"n": 1}]
+    assert path.read_bytes() == encode_record({"n": 1})
+
+
+def test_a_bad_line_in_the_middle_is_skipped_not_fatal(tmp_path: Path) -> None:
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(encode_record({"n": 1}) + b"not json\n" + encode_record({"n": 2}))
+    result = read_jsonl(path)
+    assert result.records == [{"n": 1}, {"n": 2}] and result.bad_lines == 1
+
+
+def test_reading_without_repair_leaves_the_file_alone(tmp_path: Path) -> None:
+    path = tmp_path / "log.jsonl"
+    data = encode_record({"n": 1}) + b'{"partial'
+    path.write_bytes(data)
+    assert read_jsonl(path, repair=False).records == [{"n": 1}]
+    assert path.read_bytes() == data
+
+
+def test_a_missing_file_reads_as_empty(tmp_path: Path) -> None:
+    assert read_jsonl(tmp_path / "absent.jsonl").records == []
+
+
+records = st.lists(
+    st.dictionaries(
+        st.text(max_size=5), st.one_of(st.integers(), st.text(max_size=20)), max_size=3
+    ),
+    max_size=8,
+)
+
+
+@given(records=records, cut=st.integers(min_value=0, max_value=10_000))
+def test_any_prefix_of_a_log_reads_as_a_prefix_of_its_records(
+    tmp_path_factory: object, records: list[dict[str, object]], cut: int
+) -> None:
+    data = b"".join(encode_record(record) for record in records)
+    from claybot.durable.jsonl import parse_jsonl
+
+    prefix = data[: min(cut, len(data))]
+    parsed, good_end, _ = parse_jsonl(prefix)
+    assert parsed == records[: len(parsed)]
+    assert prefix[:good_end].count(b"\n") == len(parsed)
+    assert json.dumps(parsed)
