@@ -1,14 +1,22 @@
 """Group commit: many appends to many files share one sync.
 
 Appends queue up while the previous batch is being written and synced; the next
-batch takes everything queued. On a busy engine one ``syncfs`` makes hundreds of
-appends durable at once (measured here: one syncfs over 100 dirty files took
-1.3 ms where 100 fdatasyncs took 10.6 ms), so durability does not cap throughput.
+batch takes everything queued.
+
+With a *journal* the writer works like a database redo log: an append to any
+other file is written to that file and also, with its byte offset, to the
+journal, and only the journal is synced, one ``fdatasync`` per batch however
+many files the batch touched. ``checkpoint`` syncs the files written since the
+last checkpoint and then lets the owner rewrite the journal without the redo
+records; ``replay_journal`` (at boot, before anything else) puts back any
+journaled bytes a file is missing. Measured here: one fdatasync takes ~0.15 ms,
+while one syncfs over 20 dirty files took ~3.5 ms.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import ctypes
 import ctypes.util
 import logging
@@ -22,6 +30,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from claybot.durable.atomic import fsync_directory
+from claybot.durable.jsonl import encode_record, read_jsonl
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -104,8 +113,18 @@ class GroupCommitWriter:
     With ``durable=False`` the writer skips syncing (benchmarks of the pure path).
     """
 
-    def __init__(self, *, max_open_files: int | None = None, durable: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        max_open_files: int | None = None,
+        durable: bool = True,
+        journal: Path | None = None,
+        root: Path | None = None,
+    ) -> None:
         self._durable = durable
+        self.journal = journal
+        self._root = root or (journal.parent if journal is not None else Path("/"))
+        self._dirty: set[Path] = set()  # journaled files written since the last checkpoint
         self._fds = _FdCache(max_open_files or default_open_files())
         self._pending: list[_Append] = []
         self._barriers: list[asyncio.Future[None]] = []
@@ -199,16 +218,17 @@ class GroupCommitWriter:
         chunks: dict[Path, list[bytes]] = {}
         for item in batch:
             chunks.setdefault(item.path, []).append(item.data)
+        journal_parts = chunks.pop(self.journal, []) if self.journal is not None else []
         failures: dict[Path, Exception] = {}
         written: list[int] = []
+        redo: list[bytes] = []
         new_dirs: set[Path] = set()
         for path, parts in chunks.items():
+            data = b"".join(parts)
             try:
                 fd, created = self._fds.get(path)
-                view = memoryview(b"".join(parts))
-                while view:
-                    view = view[os.write(fd, view) :]
-                written.append(fd)
+                offset = os.fstat(fd).st_size if self.journal is not None else 0
+                _write_all(fd, data)
                 if created:
                     new_dirs.add(path.parent)
             except OSError as exc:
@@ -218,14 +238,53 @@ class GroupCommitWriter:
                     "append failed",
                     extra={"action": "writer.append_failed", "path": str(path), "error": str(exc)},
                 )
+                continue
+            if self.journal is None:
+                written.append(fd)
+            else:
+                self._dirty.add(path)
+                redo.append(self._redo_record(path, offset, data))
         try:
+            if self.journal is not None and (redo or journal_parts):
+                # Redo records first: a `done` marker must never outlive the records it follows.
+                fd, created = self._fds.get(self.journal)
+                _write_all(fd, b"".join(redo) + b"".join(journal_parts))
+                if created:
+                    new_dirs.add(self.journal.parent)
+                written.append(fd)
             if self._durable and written:
                 self._sync(written)
                 for directory in new_dirs:
                     fsync_directory(directory)
+        except OSError as exc:
+            for item in batch:
+                failures.setdefault(item.path, exc)
         finally:
             self._fds.trim()
         return failures
+
+    def _redo_record(self, path: Path, offset: int, data: bytes) -> bytes:
+        return encode_record(
+            {
+                "op": "redo",
+                "path": os.path.relpath(path, self._root),
+                "off": offset,
+                "data": base64.b64encode(data).decode(),
+            }
+        )
+
+    async def checkpoint(self, rewrite_journal: Callable[[], None]) -> None:
+        """Make every journaled file durable, then let the owner rewrite the journal."""
+        async with self._lock:
+            await self._in_thread(self._checkpoint, rewrite_journal)
+
+    def _checkpoint(self, rewrite_journal: Callable[[], None]) -> None:
+        dirty, self._dirty = self._dirty, set()
+        if self._durable and dirty:
+            sync_paths(dirty)
+        if self.journal is not None:
+            self._fds.close(self.journal)
+        rewrite_journal()
 
     @staticmethod
     def _sync(fds: list[int]) -> None:
@@ -233,3 +292,84 @@ class GroupCommitWriter:
             return
         for fd in fds:
             os.fdatasync(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def sync_paths(paths: set[Path]) -> None:
+    """Make the given files durable: one syncfs when there are several."""
+    fds = []
+    try:
+        for path in paths:
+            try:
+                fds.append(os.open(path, os.O_RDONLY))
+            except FileNotFoundError:
+                continue
+        if fds:
+            GroupCommitWriter._sync(fds)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def replay_journal(journal: Path, root: Path) -> int:
+    """Put back journaled appends a file lost (power loss before its checkpoint).
+
+    Runs at boot before anything reads the files. Returns how many files were
+    repaired. Files whose bytes already match are left alone, then everything
+    the journal covers is synced so the journal may be rewritten afterwards.
+    """
+    per_file: dict[Path, list[tuple[int, bytes]]] = {}
+    for record in read_jsonl(journal).records:
+        if record.get("op") != "redo":
+            continue
+        try:
+            path = (root / str(record["path"])).resolve()
+            entry = (int(record["off"]), base64.b64decode(record["data"]))
+        except (KeyError, ValueError, TypeError):
+            continue
+        if not path.is_relative_to(root.resolve()):
+            continue  # never write outside the home, whatever the journal says
+        per_file.setdefault(path, []).append(entry)
+    repaired = 0
+    for path, entries in per_file.items():
+        if _replay_file(path, entries):
+            repaired += 1
+    sync_paths(set(per_file))
+    return repaired
+
+
+def _replay_file(path: Path, entries: list[tuple[int, bytes]]) -> bool:
+    try:
+        current = path.read_bytes()
+    except FileNotFoundError:
+        if not path.parent.is_dir():
+            return False  # the owner deleted the folder (e.g. a removed agent)
+        current = b""
+    for index, (offset, data) in enumerate(entries):
+        if current[offset : offset + len(data)] == data:
+            continue
+        if offset > len(current):
+            # A gap means an earlier append is missing and not journaled: keep the file as it is.
+            log.error(
+                "journal replay found a gap", extra={"action": "journal.gap", "path": str(path)}
+            )
+            return False
+        tail = b"".join(data for _, data in entries[index:])
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            os.ftruncate(fd, offset)
+            os.lseek(fd, offset, os.SEEK_SET)
+            _write_all(fd, tail)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        log.warning(
+            "replayed journaled appends", extra={"action": "journal.replay", "path": str(path)}
+        )
+        return True
+    return False

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 log = logging.getLogger(__name__)
 
 
@@ -25,7 +27,11 @@ class JsonlRead:
 
 
 def encode_record(record: dict[str, Any]) -> bytes:
-    return json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+    """One compact UTF-8 JSON line (orjson: these encodes sit on the message hot path)."""
+    try:
+        return orjson.dumps(record) + b"\n"
+    except TypeError:  # e.g. an integer beyond 64 bits: still valid JSON
+        return json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
 
 
 def parse_jsonl(data: bytes) -> tuple[list[dict[str, Any]], int, int]:
@@ -41,8 +47,8 @@ def parse_jsonl(data: bytes) -> tuple[list[dict[str, Any]], int, int]:
             break  # torn: the last line never got its newline
         line = data[start:newline]
         try:
-            value = json.loads(line) if line.strip() else None
-        except ValueError:
+            value = orjson.loads(line) if line.strip() else None
+        except orjson.JSONDecodeError:
             value = None
             if newline + 1 >= length:
                 break  # a garbled last line is a torn write, cut it

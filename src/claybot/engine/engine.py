@@ -58,7 +58,9 @@ class Engine:
         self.config = ConfigStore(paths)
         self.settings: Settings = Settings()
         self.events = EventBus()
-        self.writer = GroupCommitWriter(durable=self.options.durable)
+        self.writer = GroupCommitWriter(
+            durable=self.options.durable, journal=paths.agents / "inbox.wal", root=paths.home
+        )
         self.provider_registry = ProviderRegistry(builtin_provider_types())
         self.tools = ToolRegistry()
         self.registries = Registries(tools=self.tools, providers=self.provider_registry)

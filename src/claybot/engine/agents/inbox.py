@@ -9,7 +9,9 @@ of the turn already happened, so nothing is processed twice.
 
 One shared log instead of a file per agent: one sync covers the messages of
 every agent in a batch, which is what lets thousands of messages per second be
-durable.
+durable. The same file is the writer's journal (redo records of history and
+index appends, see ``claybot.durable.group_commit``); a checkpoint rewrites it
+with only the unfinished items.
 """
 
 from __future__ import annotations
@@ -23,12 +25,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from claybot.durable.atomic import atomic_write_bytes
-from claybot.durable.group_commit import GroupCommitWriter
+from claybot.durable.group_commit import GroupCommitWriter, replay_journal
 from claybot.durable.jsonl import encode_record, read_jsonl
 
 ItemKind = Literal["message", "reset"]
-# Rewrite the log once this many records were appended since the last rewrite.
-COMPACT_AFTER_RECORDS = 200_000
+# Checkpoint once this many inbox records were appended since the last one.
+COMPACT_AFTER_RECORDS = 100_000
 
 
 @dataclass
@@ -100,8 +102,12 @@ class InboxLog:
         self._appended = 0
         self._compacting = False
 
+    def replay(self, root: Path) -> int:
+        """Before anything reads agent files: restore journaled appends they lost."""
+        return replay_journal(self.path, root)
+
     def recover(self) -> list[InboxItem]:
-        """Read the log (before the writer runs); return unfinished items in order."""
+        """Read the log (after ``replay``, before the writer runs); return unfinished items."""
         pending: dict[tuple[str, str], InboxItem] = {}
         sent: dict[tuple[str, str], set[str]] = {}
         finished: set[tuple[str, str]] = set()
@@ -160,14 +166,23 @@ class InboxLog:
             self._compacting = True
             asyncio.get_running_loop().create_task(self._compact())
 
+    async def checkpoint(self) -> None:
+        """Sync the journaled files, then rewrite the log with only unfinished items."""
+        await self._compact()
+
     async def _compact(self) -> None:
+        self._compacting = True
         try:
-            # Inside the writer's exclusive section no batch is in flight; records
-            # still queued land in the new file after it (recovery de-duplicates).
-            await self.writer.run_exclusive(self._rewrite, close=[self.path])
+            # No batch is in flight during a checkpoint; records still queued land
+            # in the new file after it (recovery de-duplicates).
+            await self.writer.checkpoint(self._rewrite)
             self._appended = 0
         finally:
             self._compacting = False
+
+    @property
+    def appended_since_checkpoint(self) -> int:
+        return self._appended
 
     def _rewrite(self) -> None:
         chunks = []

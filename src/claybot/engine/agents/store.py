@@ -46,12 +46,16 @@ class FileAgentStore:
         self.root = root
         self.writer = writer
         self.index_path = root / "index.jsonl"
+        self._history_paths: dict[str, Path] = {}
 
     def agent_dir(self, agent_id: str) -> Path:
         return self.root / agent_id
 
     def history_path(self, agent_id: str) -> Path:
-        return self.root / agent_id / "history.jsonl"
+        path = self._history_paths.get(agent_id)
+        if path is None:
+            path = self._history_paths[agent_id] = self.root / agent_id / "history.jsonl"
+        return path
 
     def exists(self, agent_id: str) -> bool:
         return (self.root / agent_id / "descriptor.json").is_file()

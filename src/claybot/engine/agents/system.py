@@ -42,6 +42,7 @@ log = logging.getLogger(__name__)
 
 RUN_BATCH = 32  # items an agent processes before letting other agents run
 STATE_FLUSH_INTERVAL_S = 5.0
+CHECKPOINT_INTERVAL_S = 60.0  # bounds how much journal a boot replays
 
 
 class AgentNotFound(LookupError):
@@ -103,6 +104,7 @@ class AgentSystem:
 
     async def boot(self) -> int:
         """Load the index and the inbox log; wake agents with unfinished items."""
+        await asyncio.to_thread(self.inbox_log.replay, self.store.root.parent)
         entries = await asyncio.to_thread(self.store.load_index)
         for entry in entries:
             self._index(entry)
@@ -116,6 +118,7 @@ class AgentSystem:
         self._background = [
             asyncio.create_task(self._sweep_idle(), name="agents-idle-sweeper"),
             asyncio.create_task(self._flush_states_periodically(), name="agents-state-flush"),
+            asyncio.create_task(self._checkpoint_periodically(), name="agents-checkpoint"),
         ]
         return len(recovered)
 
@@ -133,6 +136,13 @@ class AgentSystem:
                 await asyncio.wait(stragglers)
         for agent in list(self._loaded.values()):
             await self._save_state(agent)
+        await self.inbox_log.checkpoint()
+
+    async def _checkpoint_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(CHECKPOINT_INTERVAL_S)
+            if self.inbox_log.appended_since_checkpoint:
+                await self.inbox_log.checkpoint()
 
     # -- index ----------------------------------------------------------------
 
