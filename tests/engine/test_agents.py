@@ -179,7 +179,7 @@ async def test_restart_restores_context_and_finishes_pending_messages(paths: Any
     await engine.start()
     try:
         await next_event(events, "agent.outgoing", count=2)
-        assert [e.type for e in events][0] == "agent.restored"
+        assert events[0].type == "agent.restored"
         replies = [e.payload["message"]["text"] for e in events if e.type == "agent.outgoing"]
         assert replies == ["echo: pending one", "echo: pending two"]
         page = await engine.agents.history(posted.agent_id, after=None, before=None, limit=100)

@@ -44,7 +44,8 @@ def _stop_running(paths: HomePaths) -> bool:
             return True
         time.sleep(0.1)
     fail(
-        f"the engine for {paths.home} did not stop within {STOP_WAIT_S:.0f}s (pid {read_pid(paths)})"
+        f"the engine for {paths.home} did not stop within {STOP_WAIT_S:.0f}s "
+        f"(pid {read_pid(paths)})"
     )
 
 

@@ -181,7 +181,7 @@ class Engine:
     def plugin_listing(self) -> dict[str, Any]:
         return {
             "loaded": self.plugins.plugin_summaries(),
-            "configured": [entry.to_json_dict() for entry in self.plugins.configured()],
+            "configured": self.plugins.configured(),
             "failures": self.plugins.failure_summaries(),
             "catalog": self.catalog.describe(),
         }

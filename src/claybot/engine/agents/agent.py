@@ -184,7 +184,7 @@ class Agent:
                 await self._fail(item, sent, f"Inference failed: {exc}")
                 return
             calls = result.tool_calls if iteration < rt.max_tool_iterations else ()
-            outgoing_id = f"{item.id}#{sent}" if result.text else None
+            outgoing: str | None = f"{item.id}#{sent}" if result.text else None
             await self._append_durable(
                 assistant_message_record(
                     rt.now_ms(),
@@ -195,14 +195,14 @@ class Agent:
                     provider=result.provider_id,
                     model=result.model,
                     final=not calls,
-                    outgoing_id=outgoing_id,
+                    outgoing_id=outgoing,
                 )
             )
             self._count_usage(result.usage, result.provider_id, result.model)
-            if outgoing_id is not None:
+            if outgoing is not None:
                 sent += 1
                 # The last message of a turn needs no `sent` record: `done` follows at once.
-                await self._deliver(item, outgoing_id, result.text, record_sent=bool(calls))
+                await self._deliver(item, outgoing, result.text, record_sent=bool(calls))
             if not calls:
                 return
             for call in calls:

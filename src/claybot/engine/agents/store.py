@@ -80,9 +80,9 @@ class FileAgentStore:
         with os.scandir(self.root) as scan:
             for item in scan:
                 if item.is_dir() and item.name not in entries:
-                    entry = self._read_entry(item.name)
-                    if entry is not None:
-                        missing.append(entry)
+                    found = self._read_entry(item.name)
+                    if found is not None:
+                        missing.append(found)
         if missing:
             # An agent folder written just before a crash, whose index line was lost.
             with self.index_path.open("ab") as index:

@@ -267,10 +267,9 @@ class AgentSystem:
 
     async def post_message(self, message: InboundMessage) -> PostedMessage:
         """Accept a connector message: durable in the agent's inbox when this returns."""
-        if len(message.text.encode()) > self._max_message_bytes:
-            raise MessageTooLarge(
-                f"text is {len(message.text.encode())} bytes; the limit is {self._max_message_bytes}"
-            )
+        size = len(message.text.encode())
+        if size > self._max_message_bytes:
+            raise MessageTooLarge(f"text is {size} bytes; the limit is {self._max_message_bytes}")
         descriptor = UserDescriptor(
             connector=message.connector, userId=message.user_id, channelId=message.channel_id
         )
@@ -459,7 +458,7 @@ class AgentSystem:
         return best[2] if best else None
 
     def list_agents(self) -> list[dict[str, Any]]:
-        result = []
+        result: list[dict[str, Any]] = []
         for agent_id, entry in self._entries.items():
             agent = self._loaded.get(agent_id)
             result.append(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -36,7 +37,7 @@ def error_response(
     return JSONResponse({"ok": False, "error": body}, status_code=status, headers=headers)
 
 
-def _field_path(location: tuple[Any, ...] | list[Any]) -> str:
+def _field_path(location: Sequence[Any]) -> str:
     return ".".join(str(part) for part in location)
 
 
