@@ -76,13 +76,13 @@ class FileAgentStore:
             except (KeyError, ValueError, TypeError, ValidationError):
                 continue
             entries[entry.agent_id] = entry
-        missing: list[IndexEntry] = []
         with os.scandir(self.root) as scan:
-            for item in scan:
-                if item.is_dir() and item.name not in entries:
-                    found = self._read_entry(item.name)
-                    if found is not None:
-                        missing.append(found)
+            folders = {item.name for item in scan if item.is_dir()}
+        missing: list[IndexEntry] = []
+        for name in folders - entries.keys():
+            found = self._read_entry(name)
+            if found is not None:
+                missing.append(found)
         if missing:
             # An agent folder written just before a crash, whose index line was lost.
             with self.index_path.open("ab") as index:
@@ -92,7 +92,7 @@ class FileAgentStore:
                 index.flush()
                 os.fsync(index.fileno())
             log.info("re-indexed agents", extra={"action": "agents.reindex", "count": len(missing)})
-        return [entry for entry in entries.values() if (self.root / entry.agent_id).is_dir()]
+        return [entry for agent_id, entry in entries.items() if agent_id in folders]
 
     def _read_entry(self, agent_id: str) -> IndexEntry | None:
         directory = self.root / agent_id
