@@ -70,6 +70,10 @@ class EngineProcess:
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
+        self._wait_ready(timeout_s)
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        assert self.process is not None
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
