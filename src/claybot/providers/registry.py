@@ -59,12 +59,10 @@ class ProviderRegistry:
 
 
 def builtin_provider_types() -> list[ProviderType]:
-    from claybot.providers import scripted
+    # Each module imports its vendor SDK inside the factory, so listing them is cheap.
+    from claybot.providers.anthropic_provider import PROVIDER_TYPE as anthropic
+    from claybot.providers.local import PROVIDER_TYPE as local
+    from claybot.providers.openai_provider import PROVIDER_TYPE as openai
+    from claybot.providers.scripted import PROVIDER_TYPE as scripted
 
-    types = [scripted.PROVIDER_TYPE]
-    # Each vendor module is optional at import time only in the sense that its
-    # SDK is imported lazily inside the factory.
-    from claybot.providers import anthropic_provider, local, openai_provider
-
-    types += [openai_provider.PROVIDER_TYPE, anthropic_provider.PROVIDER_TYPE, local.PROVIDER_TYPE]
-    return types
+    return [scripted, openai, anthropic, local]
