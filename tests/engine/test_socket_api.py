@@ -145,10 +145,13 @@ def test_auth_set_writes_0600_and_never_echoes_the_secret(
         )
         assert response.status_code == 200
         assert secret not in response.text
+        seen = False
         for line in stream.iter_lines():
+            assert secret not in line
             if '"auth.updated"' in line:
-                assert secret not in line
+                seen = True
                 break
+        assert seen, "no auth.updated event"
     assert stat.S_IMODE(engine.paths.auth.stat().st_mode) == 0o600
     assert json.loads(engine.paths.auth.read_text())["openai"]["apiKey"] == secret
     assert secret not in client.get("/v1/engine/status").text

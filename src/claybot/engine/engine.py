@@ -14,18 +14,23 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from starlette.types import ASGIApp
+
 from claybot import __version__
 from claybot.config.auth import AuthFile
 from claybot.config.home import HomePaths
 from claybot.config.settings import ProviderSettings, Settings
 from claybot.config.store import ConfigStore
 from claybot.connectors.base import InboundMessage, OutgoingMessage, PostedMessage
+from claybot.db.database import create_database_engine, database_url, migrate
+from claybot.db.keys import ApiKeyStore, SqlApiKeyStore
 from claybot.durable.group_commit import GroupCommitWriter
 from claybot.engine.agents.agent import DEFAULT_SYSTEM_PROMPT, AgentRuntime
 from claybot.engine.agents.inbox import InboxLog
 from claybot.engine.agents.store import FileAgentStore
 from claybot.engine.agents.system import AgentSystem
 from claybot.engine.events import EventBus
+from claybot.engine.ipc.tcp_auth import ApiKeyMiddleware
 from claybot.engine.plugins import LoadedPlugin, PluginCatalog, PluginManager, Registries
 from claybot.providers.base import InferenceProvider
 from claybot.providers.registry import (
@@ -73,6 +78,9 @@ class Engine:
         self.started_at = datetime.now(UTC)
         self.tcp_port: int | None = None
         self._agents: AgentSystem | None = None
+        self.database_url = database_url(paths, self.options.env)
+        self.database = create_database_engine(self.database_url)
+        self.keys: ApiKeyStore = SqlApiKeyStore(self.database)
 
     @property
     def agents(self) -> AgentSystem:
@@ -85,6 +93,7 @@ class Engine:
     async def start(self) -> None:
         self.paths.ensure()
         self.settings = self.config.read_settings()  # ConfigError: refuse to start, say why
+        await migrate(self.database)  # StoreError: refuse to start, say why
         await self.writer.start()
         await self.rebuild_providers()
         agent_settings = self.settings.agents
@@ -124,6 +133,11 @@ class Engine:
             await self._agents.shutdown(drain_timeout_s)
         await self.router.close()
         await self.writer.close()
+        await self.database.dispose()
+
+    def tcp_app(self, app: ASGIApp) -> ASGIApp:
+        """The app as served on TCP: every request needs an API key with the route's scope."""
+        return ApiKeyMiddleware(app, self.keys)
 
     # -- providers --------------------------------------------------------------
 

@@ -37,7 +37,7 @@ class Event:
         }
 
 
-@dataclass
+@dataclass(eq=False)  # identity semantics: subscriptions live in a set
 class Subscription:
     """Events after a point: replayed ones first, then live ones."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -13,6 +14,8 @@ from starlette.responses import JSONResponse
 from claybot.config.store import ConfigError
 from claybot.engine.agents.system import AgentNotFound, EngineStopping, MessageTooLarge
 from claybot.engine.plugins import PluginError
+
+log = logging.getLogger(__name__)
 
 
 class ApiError(Exception):
@@ -89,7 +92,14 @@ async def _plugin_error(request: Request, exc: Exception) -> JSONResponse:
     return error_response(exc.http_status, exc.code, exc.message, exc.field)
 
 
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    # Logged with the traceback; the client gets no internals (which could hold secrets).
+    log.exception("request failed", extra={"action": "api.error", "path": request.url.path})
+    return error_response(500, "internal", "internal error; see the engine log")
+
+
 def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(Exception, _unexpected)
     app.add_exception_handler(PluginError, _plugin_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)

@@ -1,0 +1,1 @@
+"""What several processes or machines share: SQLite by default, PostgreSQL when configured."""

@@ -1,0 +1,250 @@
+"""API keys for the TCP API: only the SHA-256 of a key is stored.
+
+``ApiKeyStore`` is the interface; ``SqlApiKeyStore`` runs on SQLite or PostgreSQL,
+``MemoryApiKeyStore`` is its twin for tests. One contract test suite runs on all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from sqlalchemy import or_, select, update
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from claybot.db.errors import wrap_database_errors
+from claybot.db.tables import api_keys
+from claybot.ids import new_id
+
+SCOPES = frozenset(
+    {"jobs:read", "jobs:write", "jobs:delete", "agents:read", "agents:write", "admin"}
+)
+KEY_PREFIX = "cb_"
+DISPLAY_PREFIX_CHARS = 12
+Clock = Callable[[], datetime]
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class ApiKeyRecord:
+    id: str
+    prefix: str
+    name: str
+    scopes: tuple[str, ...]
+    rate_limit_rpm: int
+    created_at: datetime
+    last_used_at: datetime | None
+    usage_count: int
+    revoked: bool
+    revoked_at: datetime | None
+
+    def allows(self, scope: str | None) -> bool:
+        return scope is None or "admin" in self.scopes or scope in self.scopes
+
+
+def hash_key(plaintext: str) -> str:
+    return hashlib.sha256(plaintext.encode()).hexdigest()
+
+
+def new_plaintext_key() -> str:
+    return KEY_PREFIX + secrets.token_urlsafe(32)
+
+
+def validate_scopes(scopes: Iterable[str]) -> tuple[str, ...]:
+    chosen = tuple(dict.fromkeys(scopes))
+    if not chosen:
+        raise ValueError("at least one scope is required")
+    for scope in chosen:
+        if scope not in SCOPES:
+            raise ValueError(f"unknown scope {scope!r} (known: {', '.join(sorted(SCOPES))})")
+    return chosen
+
+
+class ApiKeyStore(Protocol):
+    async def create(
+        self, name: str, scopes: Iterable[str], rate_limit_rpm: int = 60
+    ) -> tuple[ApiKeyRecord, str]: ...
+
+    async def list(self) -> list[ApiKeyRecord]: ...
+
+    async def get(self, key_id: str) -> ApiKeyRecord | None: ...
+
+    async def revoke(self, id_or_prefix: str) -> ApiKeyRecord | None: ...
+
+    async def verify(self, plaintext: str) -> ApiKeyRecord | None: ...
+
+    async def record_use(self, key_id: str) -> None: ...
+
+
+def _aware(value: datetime | None) -> datetime | None:
+    # SQLite hands datetimes back naive; they were written in UTC.
+    if value is not None and value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value
+
+
+def _record(row: Any) -> ApiKeyRecord:
+    created = _aware(row.created_at)
+    assert created is not None
+    return ApiKeyRecord(
+        id=row.id,
+        prefix=row.prefix,
+        name=row.name,
+        scopes=tuple(row.scopes),
+        rate_limit_rpm=row.rate_limit_rpm,
+        created_at=created,
+        last_used_at=_aware(row.last_used_at),
+        usage_count=row.usage_count,
+        revoked=bool(row.revoked),
+        revoked_at=_aware(row.revoked_at),
+    )
+
+
+class SqlApiKeyStore:
+    def __init__(self, engine: AsyncEngine, clock: Clock = utcnow) -> None:
+        self._engine = engine
+        self._clock = clock
+
+    async def create(
+        self, name: str, scopes: Iterable[str], rate_limit_rpm: int = 60
+    ) -> tuple[ApiKeyRecord, str]:
+        chosen = validate_scopes(scopes)
+        plaintext = new_plaintext_key()
+        record = ApiKeyRecord(
+            id=new_id(),
+            prefix=plaintext[:DISPLAY_PREFIX_CHARS],
+            name=name,
+            scopes=chosen,
+            rate_limit_rpm=rate_limit_rpm,
+            created_at=self._clock(),
+            last_used_at=None,
+            usage_count=0,
+            revoked=False,
+            revoked_at=None,
+        )
+        async with wrap_database_errors("creating an API key"), self._engine.begin() as connection:
+            await connection.execute(
+                api_keys.insert().values(
+                    id=record.id,
+                    prefix=record.prefix,
+                    key_hash=hash_key(plaintext),
+                    name=name,
+                    scopes=list(chosen),
+                    rate_limit_rpm=rate_limit_rpm,
+                    created_at=record.created_at,
+                    usage_count=0,
+                    revoked=False,
+                )
+            )
+        return record, plaintext
+
+    async def list(self) -> list[ApiKeyRecord]:
+        async with wrap_database_errors("listing API keys"), self._engine.connect() as connection:
+            rows = await connection.execute(select(api_keys).order_by(api_keys.c.created_at))
+            return [_record(row) for row in rows]
+
+    async def get(self, key_id: str) -> ApiKeyRecord | None:
+        async with wrap_database_errors("reading an API key"), self._engine.connect() as connection:
+            row = (
+                await connection.execute(select(api_keys).where(api_keys.c.id == key_id))
+            ).first()
+            return _record(row) if row else None
+
+    async def revoke(self, id_or_prefix: str) -> ApiKeyRecord | None:
+        async with wrap_database_errors("revoking an API key"), self._engine.begin() as connection:
+            match = or_(api_keys.c.id == id_or_prefix, api_keys.c.prefix == id_or_prefix)
+            rows = (await connection.execute(select(api_keys).where(match))).all()
+            if len(rows) != 1:
+                return None  # unknown, or a prefix that names several keys
+            row = rows[0]
+            if not row.revoked:
+                await connection.execute(
+                    update(api_keys)
+                    .where(api_keys.c.id == row.id)
+                    .values(revoked=True, revoked_at=self._clock())
+                )
+            updated = (
+                await connection.execute(select(api_keys).where(api_keys.c.id == row.id))
+            ).one()
+            return _record(updated)
+
+    async def verify(self, plaintext: str) -> ApiKeyRecord | None:
+        if not plaintext.startswith(KEY_PREFIX):
+            return None
+        async with (
+            wrap_database_errors("checking an API key"),
+            self._engine.connect() as connection,
+        ):
+            query = select(api_keys).where(api_keys.c.key_hash == hash_key(plaintext))
+            row = (await connection.execute(query)).first()
+        if row is None or row.revoked:
+            return None
+        return _record(row)
+
+    async def record_use(self, key_id: str) -> None:
+        async with (
+            wrap_database_errors("recording API key use"),
+            self._engine.begin() as connection,
+        ):
+            await connection.execute(
+                update(api_keys)
+                .where(api_keys.c.id == key_id)
+                .values(usage_count=api_keys.c.usage_count + 1, last_used_at=self._clock())
+            )
+
+
+class MemoryApiKeyStore:
+    """The in-memory twin of SqlApiKeyStore."""
+
+    def __init__(self, clock: Clock = utcnow) -> None:
+        self._clock = clock
+        self._records: dict[str, ApiKeyRecord] = {}
+        self._hashes: dict[str, str] = {}  # hash -> id
+
+    async def create(
+        self, name: str, scopes: Iterable[str], rate_limit_rpm: int = 60
+    ) -> tuple[ApiKeyRecord, str]:
+        chosen = validate_scopes(scopes)
+        plaintext = new_plaintext_key()
+        record = ApiKeyRecord(
+            new_id(), plaintext[:DISPLAY_PREFIX_CHARS], name, chosen, rate_limit_rpm,
+            self._clock(), None, 0, False, None,
+        )  # fmt: skip
+        self._records[record.id] = record
+        self._hashes[hash_key(plaintext)] = record.id
+        return record, plaintext
+
+    async def list(self) -> list[ApiKeyRecord]:
+        return sorted(self._records.values(), key=lambda record: record.created_at)
+
+    async def get(self, key_id: str) -> ApiKeyRecord | None:
+        return self._records.get(key_id)
+
+    async def revoke(self, id_or_prefix: str) -> ApiKeyRecord | None:
+        matches = [r for r in self._records.values() if id_or_prefix in (r.id, r.prefix)]
+        if len(matches) != 1:
+            return None
+        record = matches[0]
+        if not record.revoked:
+            record = replace(record, revoked=True, revoked_at=self._clock())
+            self._records[record.id] = record
+        return record
+
+    async def verify(self, plaintext: str) -> ApiKeyRecord | None:
+        key_id = self._hashes.get(hash_key(plaintext))
+        record = self._records.get(key_id) if key_id else None
+        return None if record is None or record.revoked else record
+
+    async def record_use(self, key_id: str) -> None:
+        record = self._records.get(key_id)
+        if record is not None:
+            self._records[key_id] = replace(
+                record, usage_count=record.usage_count + 1, last_used_at=self._clock()
+            )
