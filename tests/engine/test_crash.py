@@ -150,4 +150,5 @@ async def test_sigkill_at_random_moments_loses_and_doubles_nothing(
     assert all(len(ids) == 1 for ids in replies.values()), {
         k: v for k, v in replies.items() if len(v) > 1
     }
+    print(f"{total} acknowledged messages across {AGENTS} agents, {len(kills)} SIGKILLs")
     assert total >= AGENTS * 3
