@@ -11,7 +11,8 @@ import pytest
 from sqlalchemy import select
 
 from claybot.db.database import HEAD_REVISION, MIGRATIONS, current_revision, migrate
-from claybot.db.keys import ApiKeyStore, MemoryApiKeyStore, SqlApiKeyStore
+from claybot.db.keys import ApiKeyStore, MemoryApiKeyStore
+from claybot.db.sql_keys import SqlApiKeyStore
 from claybot.db.tables import api_keys
 from tests.db.conftest import open_database, url_for
 

@@ -6,14 +6,20 @@ import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
 
 from claybot.config.home import HomePaths, resolve_home
-from claybot.config.store import ConfigError, ConfigStore
-from claybot.engine.ipc.client import EngineApiError, EngineClient, EngineNotRunning
+
+if TYPE_CHECKING:
+    from claybot.config.store import ConfigStore
+    from claybot.engine.ipc.client import EngineClient
+
+# The engine client (httpx) and the config models are imported when a command
+# needs them: `claybot start` needs neither before the engine runs, and boot time
+# counts.
 
 T = TypeVar("T")
 
@@ -53,6 +59,9 @@ def print_json(value: Any) -> None:
 @contextmanager
 def engine_errors() -> Iterator[None]:
     """Turn engine and config errors into one clear line and a non-zero exit."""
+    from claybot.config.store import ConfigError
+    from claybot.engine.ipc.client import EngineApiError, EngineNotRunning
+
     try:
         yield
     except EngineNotRunning as exc:
@@ -67,6 +76,8 @@ def engine_errors() -> Iterator[None]:
 @contextmanager
 def running_engine(home: Path | None) -> Iterator[EngineClient]:
     """A client for an engine that must be running."""
+    from claybot.engine.ipc.client import EngineClient
+
     paths = paths_for(home)
     with engine_errors(), EngineClient(paths.socket) as client:
         yield client
@@ -91,6 +102,9 @@ def mutate(
 
     Returns the result and whether the engine applied it.
     """
+    from claybot.config.store import ConfigStore
+    from claybot.engine.ipc.client import EngineClient
+
     reject_remote(remote)
     paths = paths_for(home)
     with engine_errors(), EngineClient(paths.socket, timeout_s=60) as client:

@@ -3,43 +3,21 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from claybot.config.home import HomePaths
 from claybot.db.errors import StoreError, wrap_database_errors
+from claybot.db.location import database_url, redact_url
 
 log = logging.getLogger(__name__)
 
-DATABASE_URL_ENV = "CLAYBOT_DATABASE_URL"
 MIGRATIONS = Path(__file__).parent / "migrations"
 # The newest migration; a test checks it against the migrations folder. Knowing it
 # lets boot skip importing alembic when the schema is already current.
 HEAD_REVISION = "0001"
-
-
-def database_url(paths: HomePaths, env: Mapping[str, str]) -> str:
-    url = env.get(DATABASE_URL_ENV, "").strip()
-    if not url:
-        return f"sqlite+aiosqlite:///{paths.database}"
-    for prefix in ("postgres://", "postgresql://"):
-        if url.startswith(prefix):
-            return "postgresql+asyncpg://" + url[len(prefix) :]
-    return url
-
-
-def redact_url(url: str) -> str:
-    """The URL without its password, for messages."""
-    scheme, sep, rest = url.partition("://")
-    if "@" not in rest:
-        return url
-    credentials, _, host = rest.rpartition("@")
-    user = credentials.split(":", 1)[0]
-    return f"{scheme}{sep}{user}:***@{host}"
 
 
 def create_database_engine(url: str, **options: Any) -> AsyncEngine:
@@ -88,4 +66,4 @@ def _upgrade(connection: Any) -> None:
     command.upgrade(config, "head")
 
 
-__all__ = ["StoreError", "create_database_engine", "database_url", "migrate"]
+__all__ = ["StoreError", "create_database_engine", "database_url", "migrate", "redact_url"]

@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from sqlalchemy.exc import SQLAlchemyError
-
 
 class StoreError(Exception):
     """The database could not do what was asked (unreachable, locked, broken schema)."""
@@ -14,6 +12,8 @@ class StoreError(Exception):
 
 @asynccontextmanager
 async def wrap_database_errors(action: str) -> AsyncIterator[None]:
+    from sqlalchemy.exc import SQLAlchemyError  # only stores call this: SQLAlchemy is loaded
+
     try:
         yield
     except SQLAlchemyError as exc:

@@ -6,6 +6,7 @@ HTTP layer gets the running engine through ``app.state.engine``.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import time
@@ -22,8 +23,7 @@ from claybot.config.home import HomePaths
 from claybot.config.settings import ProviderSettings, Settings
 from claybot.config.store import ConfigStore
 from claybot.connectors.base import InboundMessage, OutgoingMessage, PostedMessage
-from claybot.db.database import create_database_engine, database_url, migrate
-from claybot.db.keys import ApiKeyStore, SqlApiKeyStore
+from claybot.db.location import database_url
 from claybot.durable.group_commit import GroupCommitWriter
 from claybot.engine.agents.agent import DEFAULT_SYSTEM_PROMPT, AgentRuntime
 from claybot.engine.agents.inbox import InboxLog
@@ -31,6 +31,7 @@ from claybot.engine.agents.store import FileAgentStore
 from claybot.engine.agents.system import AgentSystem
 from claybot.engine.events import EventBus
 from claybot.engine.ipc.tcp_auth import ApiKeyMiddleware
+from claybot.engine.keystore import DeferredApiKeyStore, open_database
 from claybot.engine.plugins import LoadedPlugin, PluginCatalog, PluginManager, Registries
 from claybot.providers.base import InferenceProvider
 from claybot.providers.registry import (
@@ -53,6 +54,8 @@ class EngineOptions:
     port: int | None = None  # overrides settings.engine.port (0 picks a free port)
     durable: bool = True  # False skips fsync (benchmarks of the pure path only)
     catalog: PluginCatalog | None = None  # default: built-ins + the claybot.plugins entry points
+    # The runner opens the database once its listeners are up (see start_database).
+    defer_database: bool = False
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
 
 
@@ -79,8 +82,9 @@ class Engine:
         self.tcp_port: int | None = None
         self._agents: AgentSystem | None = None
         self.database_url = database_url(paths, self.options.env)
-        self.database = create_database_engine(self.database_url)
-        self.keys: ApiKeyStore = SqlApiKeyStore(self.database)
+        self.database: Any = None  # the SQLAlchemy engine, once open
+        self._database_task: asyncio.Task[Any] | None = None
+        self._keys: DeferredApiKeyStore | None = None
 
     @property
     def agents(self) -> AgentSystem:
@@ -93,7 +97,9 @@ class Engine:
     async def start(self) -> None:
         self.paths.ensure()
         self.settings = self.config.read_settings()  # ConfigError: refuse to start, say why
-        await migrate(self.database)  # StoreError: refuse to start, say why
+        self._keys = DeferredApiKeyStore()
+        if not self.options.defer_database:
+            self.start_database()
         await self.writer.start()
         await self.rebuild_providers()
         agent_settings = self.settings.agents
@@ -133,7 +139,21 @@ class Engine:
             await self._agents.shutdown(drain_timeout_s)
         await self.router.close()
         await self.writer.close()
-        await self.database.dispose()
+        if self._database_task is not None:
+            self.database = await self._database_task
+            if self.database is not None:
+                await self.database.dispose()
+
+    def start_database(self) -> None:
+        """Open the database in the background; key operations wait for it."""
+        if self._database_task is None:
+            self._database_task = asyncio.create_task(open_database(self.database_url, self.keys))
+
+    @property
+    def keys(self) -> DeferredApiKeyStore:
+        if self._keys is None:
+            raise RuntimeError("the engine is not started")
+        return self._keys
 
     def tcp_app(self, app: ASGIApp) -> ASGIApp:
         """The app as served on TCP: every request needs an API key with the route's scope."""
@@ -254,6 +274,10 @@ class Engine:
             "providers": providers,
             "inferenceProviders": inference,
             "imageProviders": self.registries.images.summaries(),
+            "database": {
+                "ready": self._keys.ready if self._keys else False,
+                "error": self._keys.error if self._keys else None,
+            },
             "providerFailures": self.provider_failures,
             "pluginFailures": self.plugins.failure_summaries(),
             "tools": self.tools.names(),

@@ -29,6 +29,7 @@ async def serve(
     announce: Callable[[str], None] = lambda line: print(line, flush=True),
 ) -> None:
     paths.ensure()
+    options.defer_database = True  # the socket first; SQLAlchemy imports after it is up
     lock = InstanceLock(paths)
     lock.acquire()  # AlreadyRunning if another engine has this home
     engine = Engine(paths, options)
@@ -54,6 +55,7 @@ async def serve(
                 break
             await asyncio.sleep(0.005)
         lock.write_pid()
+        engine.start_database()
         announce(
             f"ClayBot engine ready (pid {engine.status()['pid']})\n"
             f"  socket: {paths.socket}\n"

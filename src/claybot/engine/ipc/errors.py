@@ -12,6 +12,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse
 
 from claybot.config.store import ConfigError
+from claybot.db.errors import StoreError
 from claybot.engine.agents.system import AgentNotFound, EngineStopping, MessageTooLarge
 from claybot.engine.plugins import PluginError
 
@@ -98,8 +99,13 @@ async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
     return error_response(500, "internal", "internal error; see the engine log")
 
 
+async def _store_error(request: Request, exc: Exception) -> JSONResponse:
+    return error_response(503, "database_unavailable", str(exc), headers={"Retry-After": "5"})
+
+
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(Exception, _unexpected)
+    app.add_exception_handler(StoreError, _store_error)
     app.add_exception_handler(PluginError, _plugin_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)

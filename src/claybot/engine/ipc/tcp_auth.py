@@ -11,12 +11,15 @@ import asyncio
 import json
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from claybot.db.errors import StoreError
-from claybot.db.keys import ApiKeyStore
 from claybot.engine.ipc.ratelimit import SlidingWindowLimiter
+
+if TYPE_CHECKING:
+    from claybot.db.keys import ApiKeyStore
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,88 @@
+"""The engine's API key store, available once the database is open.
+
+The database holds what processes share (API keys now, jobs later); agents do
+not need it. So the engine opens it in the background after its socket is up:
+boot does not wait for SQLAlchemy to import or for PostgreSQL to answer, and key
+operations simply wait until the store is ready (or fail with StoreError if the
+database cannot be opened).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from claybot.db.errors import StoreError
+from claybot.db.location import redact_url
+
+if TYPE_CHECKING:
+    from claybot.db.keys import ApiKeyRecord, ApiKeyStore
+
+log = logging.getLogger(__name__)
+
+
+class DeferredApiKeyStore:
+    def __init__(self) -> None:
+        self._ready: asyncio.Future[ApiKeyStore] = asyncio.get_running_loop().create_future()
+        self.error: str | None = None
+
+    @property
+    def ready(self) -> bool:
+        return self._ready.done() and self.error is None
+
+    def resolve(self, store: ApiKeyStore) -> None:
+        self._ready.set_result(store)
+
+    def fail(self, error: str) -> None:
+        self.error = error
+        self._ready.set_exception(StoreError(error))
+        self._ready.exception()  # retrieved: callers re-raise it themselves
+
+    async def _store(self) -> ApiKeyStore:
+        return await asyncio.shield(self._ready)
+
+    async def create(
+        self, name: str, scopes: Iterable[str], rate_limit_rpm: int = 60
+    ) -> tuple[ApiKeyRecord, str]:
+        return await (await self._store()).create(name, scopes, rate_limit_rpm)
+
+    async def list(self) -> list[ApiKeyRecord]:
+        return await (await self._store()).list()
+
+    async def get(self, key_id: str) -> ApiKeyRecord | None:
+        return await (await self._store()).get(key_id)
+
+    async def revoke(self, id_or_prefix: str) -> ApiKeyRecord | None:
+        return await (await self._store()).revoke(id_or_prefix)
+
+    async def verify(self, plaintext: str) -> ApiKeyRecord | None:
+        return await (await self._store()).verify(plaintext)
+
+    async def record_use(self, key_id: str) -> None:
+        await (await self._store()).record_use(key_id)
+
+
+async def open_database(url: str, keys: DeferredApiKeyStore) -> Any:
+    """Import the SQL layer off the event loop, migrate, and hand the store over.
+
+    Returns the SQLAlchemy engine (to dispose at shutdown), or None on failure.
+    """
+    try:
+        database = await asyncio.to_thread(importlib.import_module, "claybot.db.database")
+        sql_keys = await asyncio.to_thread(importlib.import_module, "claybot.db.sql_keys")
+        engine = database.create_database_engine(url)
+        try:
+            await database.migrate(engine)
+        except BaseException:
+            await engine.dispose()
+            raise
+    except (StoreError, OSError, ImportError) as exc:
+        message = f"cannot open the database {redact_url(url)}: {exc}"
+        log.error(message, extra={"action": "db.unavailable"})
+        keys.fail(message)
+        return None
+    keys.resolve(sql_keys.SqlApiKeyStore(engine))
+    return engine
