@@ -28,11 +28,11 @@ def write_settings(paths: HomePaths, settings: dict[str, Any]) -> None:
 
 
 @pytest.fixture
-def paths(tmp_path: Path) -> HomePaths:
+def paths(tmp_path: Path) -> Iterator[HomePaths]:
     # Unix socket paths are limited to ~107 bytes; pytest's tmp paths can be long.
     short = Path(f"/tmp/cb-{os.getpid()}-{tmp_path.name[-20:]}")
     short.mkdir(parents=True, exist_ok=True)
-    yield HomePaths(short)  # type: ignore[misc]
+    yield HomePaths(short)
     subprocess.run(["rm", "-rf", str(short)], check=False)
 
 

@@ -60,7 +60,7 @@ def print_json(value: Any) -> None:
 def engine_errors() -> Iterator[None]:
     """Turn engine and config errors into one clear line and a non-zero exit."""
     from claybot.config.store import ConfigError
-    from claybot.engine.ipc.client import EngineApiError, EngineNotRunning
+    from claybot.engine.ipc.client_errors import EngineApiError, EngineNotRunning
 
     try:
         yield
@@ -71,6 +71,13 @@ def engine_errors() -> Iterator[None]:
         fail(f"{exc}{where}")
     except ConfigError as exc:
         fail(str(exc))
+
+
+def engine_client(paths: HomePaths, timeout_s: float = 30.0) -> EngineClient:
+    """A client for the engine's socket (httpx is imported on first use)."""
+    from claybot.engine.ipc.client import EngineClient
+
+    return EngineClient(paths.socket, timeout_s=timeout_s)
 
 
 @contextmanager

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import typer
 
-from claybot.cli import engine_cmds
+from claybot.cli import (
+    agents_cmds,
+    auth_cmds,
+    chat,
+    engine_cmds,
+    events_cmds,
+    keys_cmds,
+    plugins_cmds,
+    providers_cmds,
+)
 
 app = typer.Typer(
     name="claybot",
@@ -21,6 +30,13 @@ app = typer.Typer(
 app.command()(engine_cmds.start)
 app.command()(engine_cmds.stop)
 app.command()(engine_cmds.status)
+app.command()(chat.chat)
+app.command()(events_cmds.events)
+app.add_typer(agents_cmds.app, name="agents")
+app.add_typer(plugins_cmds.app, name="plugins")
+app.add_typer(auth_cmds.app, name="auth")
+app.add_typer(providers_cmds.app, name="providers")
+app.add_typer(keys_cmds.app, name="keys")
 
 
 def main() -> None:

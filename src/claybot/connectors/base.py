@@ -40,6 +40,7 @@ class OutgoingMessage:
     channel_id: str
     text: str
     in_reply_to: str | None = None
+    final: bool = True  # the last message of its turn: the agent is done with in_reply_to
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -50,6 +51,7 @@ class OutgoingMessage:
             "channelId": self.channel_id,
             "text": self.text,
             "inReplyTo": self.in_reply_to,
+            "final": self.final,
         }
 
 

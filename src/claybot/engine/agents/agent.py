@@ -149,8 +149,8 @@ class Agent:
         rt = self.runtime
         progress = self._resume.pop(item.id, None)
         if progress is not None:
-            for outgoing_id, text in progress.outgoing:
-                await self._deliver(item, outgoing_id, text)
+            for outgoing_id, text, final in progress.outgoing:
+                await self._deliver(item, outgoing_id, text, final=final)
             if progress.done:
                 return
         if progress is None or not progress.started:
@@ -202,7 +202,9 @@ class Agent:
             if outgoing is not None:
                 sent += 1
                 # The last message of a turn needs no `sent` record: `done` follows at once.
-                await self._deliver(item, outgoing, result.text, record_sent=bool(calls))
+                await self._deliver(
+                    item, outgoing, result.text, final=not calls, record_sent=bool(calls)
+                )
             if not calls:
                 return
             for call in calls:
@@ -234,7 +236,7 @@ class Agent:
         self.runtime.events.emit(
             "agent.error", {"agentId": self.id, "messageId": item.id, "error": text}
         )
-        await self._deliver(item, outgoing_id, text, record_sent=False)
+        await self._deliver(item, outgoing_id, text, final=True, record_sent=False)
 
     async def _run_tool(self, call: ToolCall, message_id: str) -> ToolResult:
         rt = self.runtime
@@ -258,7 +260,13 @@ class Agent:
         return ToolResult(truncate(result.text, rt.tool_output_limit), result.is_error)
 
     async def _deliver(
-        self, item: InboxItem, outgoing_id: str, text: str, *, record_sent: bool = True
+        self,
+        item: InboxItem,
+        outgoing_id: str,
+        text: str,
+        *,
+        final: bool,
+        record_sent: bool = True,
     ) -> None:
         rt = self.runtime
         if rt.inbox_log.already_sent(item, outgoing_id):
@@ -273,9 +281,10 @@ class Agent:
                 channel_id=descriptor.channelId,
                 text=text,
                 in_reply_to=item.id,
+                final=final,
             )
         else:
-            message = OutgoingMessage(outgoing_id, self.id, "", "", "", text, item.id)
+            message = OutgoingMessage(outgoing_id, self.id, "", "", "", text, item.id, final)
         await rt.deliver(message)
         if record_sent:
             rt.inbox_log.mark_sent(item, outgoing_id)

@@ -171,7 +171,7 @@ class TurnProgress:
 
     started: bool = False
     done: bool = False
-    outgoing: list[tuple[str, str]] = field(default_factory=list)  # (outgoing id, text)
+    outgoing: list[tuple[str, str, bool]] = field(default_factory=list)  # (id, text, final)
     unanswered_calls: list[ToolCall] = field(default_factory=list)
 
 
@@ -187,7 +187,13 @@ def turn_progress(records: Iterable[Record], message_id: str) -> TurnProgress:
             progress.started = True
         elif kind == "assistant_message":
             if record.get("outgoingId"):
-                progress.outgoing.append((str(record["outgoingId"]), str(record.get("text", ""))))
+                progress.outgoing.append(
+                    (
+                        str(record["outgoingId"]),
+                        str(record.get("text", "")),
+                        bool(record.get("final")),
+                    )
+                )
             pending.extend(_tool_calls(record.get("toolCalls")))
             if record.get("final"):
                 progress.done = True

@@ -112,6 +112,13 @@ class AgentSystem:
         for item in recovered:
             if item.agent_id in self._entries:
                 self._recovered.setdefault(item.agent_id, []).append(item)
+            else:
+                # Its agent folder is gone (removed by hand): nobody can process it.
+                log.error(
+                    "dropping an inbox item of a missing agent",
+                    extra={"action": "inbox.orphan", "agentId": item.agent_id, "itemId": item.id},
+                )
+                self.inbox_log.mark_done(item)
         for agent_id in list(self._recovered):
             agent = await self._wake(agent_id)
             self._schedule(agent)

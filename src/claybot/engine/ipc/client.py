@@ -9,21 +9,11 @@ from typing import Any
 
 import httpx
 
+from claybot.engine.ipc.client_errors import EngineApiError, EngineNotRunning
+
+__all__ = ["EngineApiError", "EngineClient", "EngineNotRunning"]
+
 BASE_URL = "http://claybot"
-
-
-class EngineNotRunning(RuntimeError):
-    pass
-
-
-class EngineApiError(RuntimeError):
-    """The engine answered with an error body."""
-
-    def __init__(self, status: int, code: str, message: str, field: str | None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.field = field
 
 
 class EngineClient:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from dataclasses import asdict
@@ -110,12 +111,10 @@ async def reset_agent(
     done = False
     if item.processed is not None:
         try:
-            import asyncio
-
             await asyncio.wait_for(asyncio.shield(item.processed), RESET_WAIT_S)
             done = True
         except TimeoutError:
-            done = False
+            done = False  # a long turn is still running; the reset is queued behind it
     return {"ok": True, "agentId": agentId, "status": "done" if done else "queued"}
 
 

@@ -1,0 +1,93 @@
+"""``claybot agents list | history | reset``."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from claybot.cli.common import HomeOption, JsonOption, console, print_json, running_engine
+
+app = typer.Typer(help="Inspect and reset agents.", no_args_is_help=True)
+
+
+def _when(ms: Any) -> str:
+    if not isinstance(ms, int) or ms <= 0:
+        return "-"
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+@app.command("list")
+def list_agents(home: HomeOption = None, as_json: JsonOption = False) -> None:
+    """Every agent, most recently active first."""
+    with running_engine(home) as client:
+        agents = client.get("/v1/engine/agents")["agents"]
+    if as_json:
+        print_json(agents)
+        return
+    table = Table("id", "type", "label", "lifecycle", "updated (UTC)")
+    for agent in agents:
+        table.add_row(
+            agent["agentId"],
+            agent["type"],
+            agent["label"],
+            agent["lifecycle"],
+            _when(agent["updatedAt"]),
+        )
+    console.print(table)
+
+
+@app.command("history")
+def history(
+    agent_id: Annotated[str, typer.Argument(help="The agent id (see `claybot agents list`).")],
+    home: HomeOption = None,
+    limit: Annotated[int, typer.Option("--limit", help="How many of the newest records.")] = 50,
+    as_json: JsonOption = False,
+) -> None:
+    """An agent's recent history as a transcript."""
+    with running_engine(home) as client:
+        page = client.get(f"/v1/engine/agents/{agent_id}/history", limit=limit)
+    if as_json:
+        print_json(page)
+        return
+    for record in page["records"]:
+        kind = record["type"]
+        if kind == "user_message":
+            console.print(
+                f"[bold green]user>[/bold green] {escape(record['text'])}", highlight=False
+            )
+        elif kind == "assistant_message":
+            if record.get("text"):
+                console.print(
+                    f"[bold cyan]agent>[/bold cyan] {escape(record['text'])}", highlight=False
+                )
+            for call in record.get("toolCalls") or []:
+                console.print(
+                    f"  [dim]tool call {call['name']}({call['arguments']})[/dim]", highlight=False
+                )
+        elif kind == "tool_result":
+            output = record.get("output") or {}
+            marker = "error" if output.get("isError") else "result"
+            console.print(
+                f"  [dim]tool {marker}: {output.get('text', '')[:200]}[/dim]", highlight=False
+            )
+        elif kind in ("start", "reset"):
+            console.print(f"[dim]— {kind} {_when(record.get('at'))} —[/dim]")
+        elif kind == "note":
+            console.print(f"[dim]note: {escape(str(record.get('text')))}[/dim]")
+    console.print(f"[dim]{len(page['records'])} of {page['total']} records[/dim]")
+
+
+@app.command("reset")
+def reset(
+    agent_id: Annotated[str, typer.Argument(help="The agent id.")],
+    home: HomeOption = None,
+) -> None:
+    """Clear an agent's context; it keeps its id and its history."""
+    with running_engine(home) as client:
+        result = client.post(f"/v1/engine/agents/{agent_id}/reset")
+    state = "reset" if result.get("status") == "done" else "reset queued behind the running turn"
+    console.print(f"agent {agent_id}: {state}")

@@ -1,0 +1,45 @@
+"""``claybot auth set``: store one credential field (never printed back)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from pydantic import ValidationError
+
+from claybot.cli.common import HomeOption, RemoteOption, console, fail, mutate
+from claybot.config.store import describe_validation_error
+from claybot.engine.ipc.schemas import SetAuth
+
+if TYPE_CHECKING:
+    from claybot.config.store import ConfigStore
+    from claybot.engine.ipc.client import EngineClient
+
+app = typer.Typer(help="Credentials in auth.json (0600).", no_args_is_help=True)
+
+
+@app.command("set")
+def set_field(
+    entry_id: Annotated[
+        str, typer.Argument(help="Provider id or plugin instance id, e.g. openai.")
+    ],
+    key: Annotated[str, typer.Argument(help="Field name, e.g. apiKey or token.")],
+    value: Annotated[str, typer.Argument(help="The secret value.")],
+    home: HomeOption = None,
+    remote: RemoteOption = None,
+) -> None:
+    """Set auth.json's ENTRY_ID.KEY to VALUE."""
+    try:
+        SetAuth(id=entry_id, key=key, value=value)  # the same checks as the engine's
+    except ValidationError as exc:
+        fail(describe_validation_error(exc))
+
+    def online(client: EngineClient) -> None:
+        client.post("/v1/engine/auth", {"id": entry_id, "key": key, "value": value})
+
+    def offline(store: ConfigStore) -> None:
+        store.write_auth(store.read_auth().with_field(entry_id, key, value))
+
+    _, applied = mutate(home, remote, online=online, offline=offline)
+    where = "the running engine" if applied else "auth.json (the engine is not running)"
+    console.print(f"set {entry_id}.{key} through {where}")

@@ -1,0 +1,84 @@
+"""``claybot keys create | list | revoke``: API keys for the TCP API."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from claybot.cli.common import (
+    HomeOption,
+    JsonOption,
+    RemoteOption,
+    console,
+    err_console,
+    print_json,
+    reject_remote,
+    running_engine,
+)
+
+app = typer.Typer(
+    help="API keys for the TCP API (the engine must be running).", no_args_is_help=True
+)
+
+
+@app.command("create")
+def create(
+    name: Annotated[str, typer.Option("--name", help="What the key is for.")],
+    scope: Annotated[
+        list[str],
+        typer.Option(
+            "--scope",
+            help="jobs:read|write|delete, agents:read|write or admin; repeatable.",
+        ),
+    ],
+    rate_limit: Annotated[int, typer.Option("--rate-limit", help="Requests per minute.")] = 60,
+    home: HomeOption = None,
+    remote: RemoteOption = None,
+) -> None:
+    """Create a key. It is printed once and cannot be shown again."""
+    reject_remote(remote)
+    with running_engine(home) as client:
+        result = client.post(
+            "/v1/engine/keys", {"name": name, "scopes": scope, "rateLimitRpm": rate_limit}
+        )
+    typer.echo(result["key"])
+    prefix = result["record"]["prefix"]
+    err_console.print(f"[yellow]Key {prefix}… is shown only this once: store it now.[/yellow]")
+
+
+@app.command("list")
+def list_keys(home: HomeOption = None, as_json: JsonOption = False) -> None:
+    """Keys by prefix (never the keys themselves)."""
+    with running_engine(home) as client:
+        keys = client.get("/v1/engine/keys")["keys"]
+    if as_json:
+        print_json(keys)
+        return
+    table = Table("id", "prefix", "name", "scopes", "rpm", "uses", "last used", "revoked")
+    for key in keys:
+        table.add_row(
+            key["id"],
+            key["prefix"],
+            key["name"],
+            " ".join(key["scopes"]),
+            str(key["rateLimitRpm"]),
+            str(key["usageCount"]),
+            key["lastUsedAt"] or "-",
+            "yes" if key["revoked"] else "",
+        )
+    console.print(table)
+
+
+@app.command("revoke")
+def revoke(
+    key_id: Annotated[str, typer.Argument(help="The key's id or prefix.")],
+    home: HomeOption = None,
+    remote: RemoteOption = None,
+) -> None:
+    """Revoke a key: requests with it get 401 from now on."""
+    reject_remote(remote)
+    with running_engine(home) as client:
+        record = client.post(f"/v1/engine/keys/{key_id}/revoke")["record"]
+    console.print(f"revoked {record['prefix']}… ({record['name']})")

@@ -1,0 +1,182 @@
+"""``claybot providers list | add | remove | default``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from pydantic import ValidationError
+from rich.table import Table
+
+from claybot.cli.common import (
+    HomeOption,
+    JsonOption,
+    RemoteOption,
+    console,
+    fail,
+    mutate,
+    print_json,
+)
+from claybot.cli.options import parse_assignments
+from claybot.config.settings import ProviderSettings, Settings
+from claybot.config.store import describe_validation_error
+
+if TYPE_CHECKING:
+    from claybot.config.store import ConfigStore
+    from claybot.engine.ipc.client import EngineClient
+
+app = typer.Typer(help="Inference providers, in priority order.", no_args_is_help=True)
+
+
+def _known_types() -> set[str]:
+    from claybot.providers.registry import builtin_provider_types
+
+    return {provider_type.type for provider_type in builtin_provider_types()}
+
+
+def _show(providers: list[dict[str, Any]], as_json: bool) -> None:
+    if as_json:
+        print_json(providers)
+        return
+    if not providers:
+        console.print("no providers configured: the engine uses `local` (SmolLM2 on llama.cpp)")
+        return
+    table = Table("priority", "id", "type", "model", "enabled")
+    for position, provider in enumerate(providers):
+        table.add_row(
+            str(position), provider["id"], provider.get("type") or provider["id"],
+            str(provider.get("model") or "-"), str(provider.get("enabled", True)),
+        )  # fmt: skip
+    console.print(table)
+
+
+@app.command("list")
+def list_providers(home: HomeOption = None, as_json: JsonOption = False) -> None:
+    """Configured providers; the first enabled one answers, failures fall through."""
+
+    def online(client: EngineClient) -> list[dict[str, Any]]:
+        providers: list[dict[str, Any]] = client.get("/v1/engine/providers")["providers"]
+        return providers
+
+    def offline(store: ConfigStore) -> list[dict[str, Any]]:
+        return [p.to_json_dict() for p in store.read_settings().providers]
+
+    providers, _ = mutate(home, None, online=online, offline=offline)
+    _show(providers, as_json)
+
+
+def _offline_edit(store: ConfigStore, edit: Any) -> list[dict[str, Any]]:
+    current = store.read_settings()
+    providers: list[ProviderSettings] = edit(list(current.providers))
+    updated: Settings = current.model_copy(update={"providers": providers})
+    store.write_settings(updated)
+    return [p.to_json_dict() for p in providers]
+
+
+@app.command("add")
+def add(
+    provider_id: Annotated[
+        str, typer.Argument(help="Provider id, e.g. openai, anthropic, ollama.")
+    ],
+    provider_type: Annotated[
+        str | None, typer.Option("--type", help="Implementation (default: the id).")
+    ] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Model name.")] = None,
+    option: Annotated[
+        list[str] | None, typer.Option("--option", help="An option as key=value; repeatable.")
+    ] = None,
+    position: Annotated[
+        int | None, typer.Option("--position", help="Priority slot (0 = first).")
+    ] = None,
+    home: HomeOption = None,
+    remote: RemoteOption = None,
+) -> None:
+    """Add (or replace) a provider."""
+    try:
+        provider = ProviderSettings(
+            id=provider_id,
+            type=provider_type,
+            model=model,
+            options=parse_assignments(option, "--option"),
+        )
+    except ValidationError as exc:
+        fail(describe_validation_error(exc))
+    known = _known_types()
+    if provider.provider_type not in known:
+        fail(
+            f"unknown provider type {provider.provider_type!r} (known: {', '.join(sorted(known))})"
+        )
+
+    def online(client: EngineClient) -> list[dict[str, Any]]:
+        body = {**provider.to_json_dict(), "position": position}
+        result: list[dict[str, Any]] = client.post("/v1/engine/providers", body)["providers"]
+        return result
+
+    def offline(store: ConfigStore) -> list[dict[str, Any]]:
+        def edit(providers: list[ProviderSettings]) -> list[ProviderSettings]:
+            others = [p for p in providers if p.id != provider.id]
+            slot = len(others) if position is None else min(position, len(others))
+            return [*others[:slot], provider, *others[slot:]]
+
+        return _offline_edit(store, edit)
+
+    providers, applied = mutate(home, remote, online=online, offline=offline)
+    console.print(
+        f"added {provider_id}" + ("" if applied else " in settings.json (engine not running)")
+    )
+    _show(providers, False)
+
+
+@app.command("remove")
+def remove(
+    provider_id: Annotated[str, typer.Argument(help="The provider id.")],
+    home: HomeOption = None,
+    remote: RemoteOption = None,
+) -> None:
+    """Remove a provider."""
+
+    def online(client: EngineClient) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = client.delete(f"/v1/engine/providers/{provider_id}")[
+            "providers"
+        ]
+        return result
+
+    def offline(store: ConfigStore) -> list[dict[str, Any]]:
+        def edit(providers: list[ProviderSettings]) -> list[ProviderSettings]:
+            if not any(p.id == provider_id for p in providers):
+                fail(f"no provider with id {provider_id!r}")
+            return [p for p in providers if p.id != provider_id]
+
+        return _offline_edit(store, edit)
+
+    providers, _ = mutate(home, remote, online=online, offline=offline)
+    console.print(f"removed {provider_id}")
+    _show(providers, False)
+
+
+@app.command("default")
+def default(
+    provider_id: Annotated[str, typer.Argument(help="The provider id.")],
+    home: HomeOption = None,
+    remote: RemoteOption = None,
+) -> None:
+    """Make a provider the first choice."""
+
+    def online(client: EngineClient) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = client.post(f"/v1/engine/providers/{provider_id}/default")[
+            "providers"
+        ]
+        return result
+
+    def offline(store: ConfigStore) -> list[dict[str, Any]]:
+        def edit(providers: list[ProviderSettings]) -> list[ProviderSettings]:
+            chosen = [p for p in providers if p.id == provider_id]
+            if not chosen:
+                fail(f"no provider with id {provider_id!r}")
+            return chosen + [p for p in providers if p.id != provider_id]
+
+        return _offline_edit(store, edit)
+
+    providers, _ = mutate(home, remote, online=online, offline=offline)
+    console.print(f"{provider_id} is now the default")
+    _show(providers, False)
