@@ -67,3 +67,10 @@ def test_any_prefix_of_a_log_reads_as_a_prefix_of_its_records(
     assert parsed == records[: len(parsed)]
     assert prefix[:good_end].count(b"\n") == len(parsed)
     assert json.dumps(parsed)
+
+
+def test_integers_beyond_64_bits_are_refused_rather_than_read_back_wrong() -> None:
+    import pytest
+
+    with pytest.raises(ValueError, match="cannot be stored"):
+        encode_record({"n": 2**64})

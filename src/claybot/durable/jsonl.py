@@ -7,7 +7,6 @@ torn tail is never a reason to refuse to boot.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from dataclasses import dataclass
@@ -27,11 +26,15 @@ class JsonlRead:
 
 
 def encode_record(record: dict[str, Any]) -> bytes:
-    """One compact UTF-8 JSON line (orjson: these encodes sit on the message hot path)."""
+    """One compact UTF-8 JSON line (orjson: these encodes sit on the message hot path).
+
+    Integers must fit in 64 bits: orjson would read a larger one back as a float,
+    so such a record could not round-trip and is refused here instead.
+    """
     try:
         return orjson.dumps(record) + b"\n"
-    except TypeError:  # e.g. an integer beyond 64 bits: still valid JSON
-        return json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+    except TypeError as exc:
+        raise ValueError(f"record cannot be stored as JSONL: {exc}") from exc
 
 
 def parse_jsonl(data: bytes) -> tuple[list[dict[str, Any]], int, int]:
