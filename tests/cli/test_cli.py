@@ -244,3 +244,16 @@ def test_remote_is_reserved_and_no_engine_is_explained(paths: HomePaths) -> None
         "keys",
     ):
         assert command in help_text
+
+
+def test_chat_finishes_a_turn_that_ends_without_text(engine_process: EngineProcess) -> None:
+    settings = {
+        "providers": [
+            {"id": "quiet", "type": "scripted", "model": "script", "options": {"responses": [""]}}
+        ]
+    }
+    engine_process.paths.settings.write_text(json.dumps(settings))
+    engine_process.start()
+    result = cli(engine_process.paths, "chat", "--user", "eve", stdin="anything?\n", timeout_s=60)
+    assert result.returncode == 0, result.stderr
+    assert "agent>" not in result.stdout

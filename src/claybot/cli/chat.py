@@ -93,22 +93,24 @@ class Conversation:
                 first = False
 
     def _catch_up(self, client: EngineClient) -> None:
-        """Print replies to this session's messages that arrived while disconnected."""
+        """Print replies to this session's messages that arrived while disconnected.
+
+        A turn whose last message had no text sends nothing; its final history
+        record still ends the wait.
+        """
         if self.agent_id is None:
             return
         page = client.get(f"/v1/engine/agents/{self.agent_id}/history", limit=500)
         for record in page.get("records", []):
-            if (
-                record.get("type") == "assistant_message"
-                and record.get("outgoingId")
-                and record.get("messageId") in self._mine
-            ):
+            message_id = record.get("messageId")
+            if record.get("type") != "assistant_message" or message_id not in self._mine:
+                continue
+            if record.get("outgoingId"):
                 self._show(
-                    record["outgoingId"],
-                    record["text"],
-                    record["messageId"],
-                    bool(record.get("final")),
+                    record["outgoingId"], record["text"], message_id, bool(record.get("final"))
                 )
+            elif record.get("final"):
+                self._finished.setdefault(message_id, threading.Event()).set()
 
     # -- sending ----------------------------------------------------------------
 
@@ -206,8 +208,8 @@ def chat(
                 continue
             if interactive:
                 with console.status("thinking…"):
-                    while not conversation.wait_for_reply(message_id, 1.0):
-                        pass
+                    while not conversation.wait_for_reply(message_id, 2.0):
+                        conversation.catch_up_now()
             elif not _wait_piped(conversation, message_id):
                 fail(f"no reply within {PIPED_REPLY_TIMEOUT_S:.0f}s")
     except KeyboardInterrupt:
