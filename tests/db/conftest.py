@@ -1,7 +1,11 @@
-"""Database fixtures: a temporary SQLite file and a fresh PostgreSQL database per session.
+"""Database fixtures: a temporary SQLite file, and PostgreSQL databases made for this run.
 
-PostgreSQL tests skip with a printed reason when no server answers, unless
-CLAYBOT_REQUIRE_POSTGRES is set (CI sets it), in which case they fail.
+The PostgreSQL server comes from CLAYBOT_TEST_POSTGRES_URL (default: the local
+server's `test` database, which is only used to create and drop ours). Tests never
+write to that database: the session gets a database of its own, dropped at the end,
+and tests that need an empty one get another. When no server answers, PostgreSQL
+tests skip with a printed reason, unless CLAYBOT_REQUIRE_POSTGRES is set (CI sets
+it): then they fail.
 """
 
 from __future__ import annotations
@@ -11,12 +15,15 @@ import os
 import secrets
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from claybot.db.database import create_database_engine, migrate
 
 DEFAULT_POSTGRES = "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
+BACKENDS = ["sqlite", "postgres"]
 
 
 def _server_url() -> str:
@@ -40,36 +47,62 @@ async def _admin(sql: str) -> None:
         await connection.close()
 
 
-@pytest.fixture(scope="session")
-def postgres_url() -> Iterator[str]:
-    name = f"claybot_test_{os.getpid()}_{secrets.token_hex(3)}"
+def _create_postgres_database() -> str:
+    """A new empty database on the test server; skips (or fails) if there is none."""
+    import asyncpg
+
+    name = f"claybot_test_{os.getpid()}_{secrets.token_hex(4)}"
     try:
         _admin_sql(f'CREATE DATABASE "{name}"')
-    except (TimeoutError, OSError, ConnectionError) as exc:
-        reason = f"PostgreSQL at {_server_url()} is not reachable ({exc})"
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        reason = f"PostgreSQL at {_server_url()} is not usable ({type(exc).__name__}: {exc})"
         if os.environ.get("CLAYBOT_REQUIRE_POSTGRES"):
             pytest.fail(f"{reason} and CLAYBOT_REQUIRE_POSTGRES is set")
         print(f"\nskipping PostgreSQL tests: {reason}")
         pytest.skip(reason)
     base, _, _ = _server_url().rpartition("/")
-    yield f"{base}/{name}"
+    return f"{base}/{name}"
+
+
+def _drop_postgres_database(url: str) -> None:
+    name = url.rpartition("/")[2]
     _admin_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def url_for(backend: str, request: pytest.FixtureRequest, tmp_path: object) -> str:
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A database for the whole session (migrated by the first test that opens it)."""
+    url = _create_postgres_database()
+    yield url
+    _drop_postgres_database(url)
+
+
+def url_for(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if backend == "sqlite":
         return f"sqlite+aiosqlite:///{tmp_path}/claybot.db"
     url: str = request.getfixturevalue("postgres_url")
     return url
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-async def database(request: pytest.FixtureRequest, tmp_path: object) -> AsyncIterator[object]:
+@pytest.fixture(params=BACKENDS)
+def empty_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A URL to a database nothing has touched yet (a new one per test)."""
+    if request.param == "sqlite":
+        yield f"sqlite+aiosqlite:///{tmp_path}/fresh.db"
+        return
+    url = _create_postgres_database()
+    yield url
+    _drop_postgres_database(url)
+
+
+@pytest.fixture(params=BACKENDS)
+async def database(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Any]:
+    """A migrated database with no API keys in it."""
     async for engine in open_database(url_for(request.param, request, tmp_path)):
         yield engine
 
 
-async def open_database(url: str) -> AsyncIterator[object]:
+async def open_database(url: str) -> AsyncIterator[Any]:
     engine = create_database_engine(url)
     await migrate(engine)
     from sqlalchemy import delete
@@ -77,6 +110,6 @@ async def open_database(url: str) -> AsyncIterator[object]:
     from claybot.db.tables import api_keys
 
     async with engine.begin() as connection:
-        await connection.execute(delete(api_keys))  # PostgreSQL is shared by the session
+        await connection.execute(delete(api_keys))  # the PostgreSQL database lives all session
     yield engine
     await engine.dispose()

@@ -1,30 +1,47 @@
-"""The API-key middleware on a tiny inline app, and the rate limiter with a fake clock."""
+"""The API-key middleware around a tiny inline app, called in-process."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncIterator, Iterable
 
 import httpx
+import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
+from starlette.types import Message, Receive, Scope, Send
 
-from claybot.db.keys import MemoryApiKeyStore
+from claybot.db.errors import StoreError
+from claybot.db.keys import ApiKeyRecord, MemoryApiKeyStore
 from claybot.engine.ipc.ratelimit import SlidingWindowLimiter
 from claybot.engine.ipc.tcp_auth import ApiKeyMiddleware, required_scope
 
 
 async def whoami(request: Request) -> JSONResponse:
-    return JSONResponse({"key": request.scope["state"]["api_key"].name})
+    record: ApiKeyRecord = request.scope["state"]["api_key"]
+    return JSONResponse({"key": record.name, "scopes": list(record.scopes)})
 
 
 async def stream(request: Request) -> StreamingResponse:
     async def chunks() -> AsyncIterator[bytes]:
         for n in range(3):
-            yield f"data: {n}\n\n".encode()
+            yield f"id: {n}\ndata: {n}\n\n".encode()
 
     return StreamingResponse(chunks(), media_type="text/event-stream")
+
+
+APP = Starlette(
+    routes=[
+        Route("/v1/engine/status", whoami),
+        Route("/v1/engine/events", stream),
+        Route("/api/agents", whoami, methods=["GET", "POST"]),
+        Route("/api/v1/jobs", whoami, methods=["GET", "POST"]),
+        Route("/api/v1/jobs/{id}", whoami, methods=["GET", "DELETE"]),
+        Route("/openapi.json", whoami),
+    ]
+)
 
 
 class Clock:
@@ -35,70 +52,343 @@ class Clock:
         return self.now
 
 
-async def _client(store: MemoryApiKeyStore, clock: Clock) -> httpx.AsyncClient:
-    app = Starlette(
-        routes=[
-            Route("/v1/engine/status", whoami),
-            Route("/v1/engine/events", stream),
-            Route("/api/agents", whoami, methods=["GET", "POST"]),
-        ]
-    )
-    wrapped = ApiKeyMiddleware(app, store, SlidingWindowLimiter(clock))
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=wrapped), base_url="http://tcp")
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
 
 
-async def test_keys_scopes_and_rates() -> None:
-    store, clock = MemoryApiKeyStore(), Clock()
-    _, admin = await store.create("admin", ["admin"], rate_limit_rpm=1000)
-    _, reader = await store.create("reader", ["agents:read"], rate_limit_rpm=2)
-    revoked, revoked_key = await store.create("old", ["admin"])
-    await store.revoke(revoked.id)
-    async with await _client(store, clock) as client:
-        assert (await client.get("/v1/engine/status")).status_code == 401
-        assert (
-            await client.get("/v1/engine/status", headers={"Authorization": "Basic abc"})
-        ).status_code == 401
-        wrong = await client.get("/v1/engine/status", headers={"Authorization": "Bearer cb_wrong"})
-        assert wrong.status_code == 401 and wrong.json()["error"]["code"] == "unauthorized"
-        assert "cb_wrong" not in wrong.text
-        old = await client.get(
-            "/v1/engine/status", headers={"Authorization": f"Bearer {revoked_key}"}
-        )
-        assert old.status_code == 401
-        ok = await client.get("/v1/engine/status", headers={"Authorization": f"Bearer {admin}"})
-        assert ok.status_code == 200 and ok.json() == {"key": "admin"}
-        as_reader = {"Authorization": f"Bearer {reader}"}
-        forbidden = await client.get("/v1/engine/status", headers=as_reader)
-        assert forbidden.status_code == 403 and "admin" in forbidden.json()["error"]["message"]
-        assert (await client.post("/api/agents", headers=as_reader)).status_code == 403
-        # The reader has 2 requests a minute; the two 403s above counted nothing.
-        assert (await client.get("/api/agents", headers=as_reader)).status_code == 200
-        assert (await client.get("/api/agents", headers=as_reader)).status_code == 200
-        limited = await client.get("/api/agents", headers=as_reader)
-        assert limited.status_code == 429 and int(limited.headers["Retry-After"]) == 60
-        clock.now += 59.5
-        assert (await client.get("/api/agents", headers=as_reader)).headers["Retry-After"] == "1"
-        clock.now += 1
-        assert (await client.get("/api/agents", headers=as_reader)).status_code == 200
+class Setup:
+    def __init__(self) -> None:
+        self.store = MemoryApiKeyStore()
+        self.clock = Clock()
+        self.middleware = ApiKeyMiddleware(APP, self.store, SlidingWindowLimiter(self.clock))
+
+    def client(self) -> httpx.AsyncClient:
+        transport = httpx.ASGITransport(app=self.middleware)
+        return httpx.AsyncClient(transport=transport, base_url="http://tcp")
+
+    async def key(self, scopes: Iterable[str], rpm: int = 1000, name: str = "k") -> str:
+        _, plaintext = await self.store.create(name, scopes, rate_limit_rpm=rpm)
+        return plaintext
 
 
-async def test_streaming_responses_pass_through_intact() -> None:
-    store, clock = MemoryApiKeyStore(), Clock()
-    _, admin = await store.create("admin", ["admin"])
-    async with await _client(store, clock) as client:
-        response = await client.get(
-            "/v1/engine/events", headers={"Authorization": f"Bearer {admin}"}
-        )
+@pytest.fixture
+def setup() -> Setup:
+    return Setup()
+
+
+def assert_error(response: httpx.Response, status: int, code: str) -> str:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/json"
+    body = response.json()
+    assert body == {"ok": False, "error": {"code": code, "message": body["error"]["message"]}}
+    message: str = body["error"]["message"]
+    return message
+
+
+async def test_no_key_is_unauthorized(setup: Setup) -> None:
+    async with setup.client() as client:
+        response = await client.get("/v1/engine/status")
+    assert "Bearer" in assert_error(response, 401, "unauthorized")
+    assert response.headers["WWW-Authenticate"].startswith("Bearer")
+
+
+@pytest.mark.parametrize(
+    "header",
+    ["Basic dXNlcjpwYXNz", "Bearer", "Bearer   ", "cb_abc", "Token cb_abc", "Bearer cb_a cb_b"],
+)
+async def test_a_malformed_header_is_unauthorized(setup: Setup, header: str) -> None:
+    await setup.key(["admin"])
+    async with setup.client() as client:
+        response = await client.get("/v1/engine/status", headers={"Authorization": header})
+    assert_error(response, 401, "unauthorized")
+
+
+async def test_a_wrong_key_is_unauthorized_and_never_echoed(setup: Setup) -> None:
+    real = await setup.key(["admin"])
+    async with setup.client() as client:
+        for wrong in ("cb_wrong-key-value", real[:-1], real + "x", "sk-someone-elses"):
+            response = await client.get("/v1/engine/status", headers=bearer(wrong))
+            assert_error(response, 401, "unauthorized")
+            assert wrong not in response.text and real[3:12] not in response.text
+
+
+async def test_a_revoked_key_is_unauthorized(setup: Setup) -> None:
+    record, plaintext = await setup.store.create("old", ["admin"])
+    async with setup.client() as client:
+        assert (await client.get("/v1/engine/status", headers=bearer(plaintext))).is_success
+        await setup.store.revoke(record.prefix)
+        response = await client.get("/v1/engine/status", headers=bearer(plaintext))
+    assert_error(response, 401, "unauthorized")
+
+
+async def test_a_key_without_the_routes_scope_is_forbidden(setup: Setup) -> None:
+    reader = await setup.key(["agents:read", "jobs:read"])
+    async with setup.client() as client:
+        engine = await client.get("/v1/engine/status", headers=bearer(reader))
+        assert "'admin'" in assert_error(engine, 403, "forbidden")
+        write = await client.post("/api/agents", headers=bearer(reader))
+        assert "'agents:write'" in assert_error(write, 403, "forbidden")
+        delete = await client.delete("/api/v1/jobs/1", headers=bearer(reader))
+        assert "'jobs:delete'" in assert_error(delete, 403, "forbidden")
+        assert (await client.get("/api/agents", headers=bearer(reader))).status_code == 200
+        assert (await client.get("/api/v1/jobs/1", headers=bearer(reader))).status_code == 200
+
+
+async def test_each_scope_opens_its_routes(setup: Setup) -> None:
+    writer = await setup.key(["jobs:write"])
+    deleter = await setup.key(["jobs:delete"])
+    async with setup.client() as client:
+        assert (await client.post("/api/v1/jobs", headers=bearer(writer))).status_code == 200
+        assert (await client.get("/api/v1/jobs", headers=bearer(writer))).status_code == 403
+        assert (await client.delete("/api/v1/jobs/1", headers=bearer(deleter))).status_code == 200
+        assert (await client.post("/api/v1/jobs", headers=bearer(deleter))).status_code == 403
+
+
+async def test_an_admin_key_passes_every_check_and_reaches_the_app(setup: Setup) -> None:
+    admin = await setup.key(["admin"], name="root")
+    async with setup.client() as client:
+        for method, path in [
+            ("GET", "/v1/engine/status"),
+            ("POST", "/api/agents"),
+            ("GET", "/api/v1/jobs"),
+            ("DELETE", "/api/v1/jobs/1"),
+        ]:
+            response = await client.request(method, path, headers=bearer(admin))
+            assert response.status_code == 200, (method, path)
+            assert response.json() == {"key": "root", "scopes": ["admin"]}
+
+
+async def test_the_api_description_needs_a_key_but_no_scope(setup: Setup) -> None:
+    someone = await setup.key(["jobs:read"])
+    async with setup.client() as client:
+        assert (await client.get("/openapi.json")).status_code == 401
+        assert (await client.get("/openapi.json", headers=bearer(someone))).status_code == 200
+
+
+async def test_past_its_rate_a_key_gets_429_with_retry_after(setup: Setup) -> None:
+    slow = await setup.key(["agents:read"], rpm=2)
+    other = await setup.key(["agents:read"], rpm=2)
+    async with setup.client() as client:
+        # Refused requests (403) do not use up the rate.
+        assert (await client.post("/api/agents", headers=bearer(slow))).status_code == 403
+        assert (await client.get("/api/agents", headers=bearer(slow))).status_code == 200
+        setup.clock.now += 10
+        assert (await client.get("/api/agents", headers=bearer(slow))).status_code == 200
+        limited = await client.get("/api/agents", headers=bearer(slow))
+        assert "2 requests per minute" in assert_error(limited, 429, "rate_limited")
+        assert limited.headers["Retry-After"] == "50"
+        assert limited.headers["X-RateLimit-Limit"] == "2"
+        assert limited.headers["X-RateLimit-Remaining"] == "0"
+        assert (await client.get("/api/agents", headers=bearer(other))).status_code == 200
+        setup.clock.now += 49.5
+        assert (await client.get("/api/agents", headers=bearer(slow))).headers["Retry-After"] == "1"
+        setup.clock.now += 0.5
+        assert (await client.get("/api/agents", headers=bearer(slow))).status_code == 200
+
+
+async def test_allowed_requests_are_counted_on_the_key(setup: Setup) -> None:
+    record, plaintext = await setup.store.create("counted", ["agents:read"])
+    async with setup.client() as client:
+        for _ in range(3):
+            await client.get("/api/agents", headers=bearer(plaintext))
+        await client.post("/api/agents", headers=bearer(plaintext))  # 403: not a use
+    await asyncio.sleep(0)  # uses are recorded off the request path
+    updated = await setup.store.get(record.id)
+    assert updated is not None and updated.usage_count == 3 and updated.last_used_at is not None
+
+
+class BrokenStore(MemoryApiKeyStore):
+    def __init__(self, fail_verify: bool) -> None:
+        super().__init__()
+        self.fail_verify = fail_verify
+
+    async def verify(self, plaintext: str) -> ApiKeyRecord | None:
+        if self.fail_verify:
+            raise StoreError("checking an API key failed: db.internal:5432 refused")
+        return await super().verify(plaintext)
+
+    async def record_use(self, key_id: str) -> None:
+        raise StoreError("recording API key use failed: disk full")
+
+
+async def test_a_database_outage_is_503_without_its_details() -> None:
+    middleware = ApiKeyMiddleware(APP, BrokenStore(fail_verify=True), SlidingWindowLimiter())
+    transport = httpx.ASGITransport(app=middleware)
+    async with httpx.AsyncClient(transport=transport, base_url="http://tcp") as client:
+        response = await client.get("/v1/engine/status", headers=bearer("cb_x"))
+    assert_error(response, 503, "unavailable")
+    assert "db.internal" not in response.text and response.headers["Retry-After"] == "5"
+
+
+async def test_failing_to_record_use_does_not_fail_the_request() -> None:
+    store = BrokenStore(fail_verify=False)
+    _, admin = await store.create("a", ["admin"])
+    middleware = ApiKeyMiddleware(APP, store, SlidingWindowLimiter())
+    transport = httpx.ASGITransport(app=middleware)
+    async with httpx.AsyncClient(transport=transport, base_url="http://tcp") as client:
+        assert (await client.get("/v1/engine/status", headers=bearer(admin))).status_code == 200
+    await asyncio.sleep(0)
+
+
+async def test_a_streaming_response_passes_through_intact(setup: Setup) -> None:
+    admin = await setup.key(["admin"])
+    async with setup.client() as client:
+        response = await client.get("/v1/engine/events", headers=bearer(admin))
     assert response.status_code == 200
-    assert response.text == "data: 0\n\ndata: 1\n\ndata: 2\n\n"
+    assert response.headers["content-type"].startswith("text/event-stream")
+    assert response.text == "id: 0\ndata: 0\n\nid: 1\ndata: 1\n\nid: 2\ndata: 2\n\n"
 
 
-def test_the_scope_table() -> None:
-    assert required_scope("GET", "/v1/engine/status") == "admin"
-    assert required_scope("GET", "/api/agents/abc") == "agents:read"
-    assert required_scope("PATCH", "/api/agents/abc") == "agents:write"
-    assert required_scope("GET", "/api/v1/jobs") == "jobs:read"
-    assert required_scope("DELETE", "/api/v1/jobs/1") == "jobs:delete"
-    assert required_scope("POST", "/api/v1/jobs/1/respond") == "jobs:write"
-    assert required_scope("GET", "/openapi.json") is None
-    assert required_scope("GET", "/anything-else") == "admin"
+def http_scope(path: str, key: str | None, scope_type: str = "http") -> Scope:
+    headers = [(b"authorization", f"Bearer {key}".encode())] if key else []
+    return {
+        "type": scope_type,
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http" if scope_type == "http" else "ws",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": b"",
+        "headers": headers,
+        "client": ("127.0.0.1", 5000),
+        "server": ("127.0.0.1", 7331),
+        "extensions": {},
+    }
+
+
+async def test_each_event_reaches_the_client_before_the_next_is_made(setup: Setup) -> None:
+    """What SSE needs: nothing is buffered. BaseHTTPMiddleware would fail this."""
+    produced = asyncio.Event()
+    delivered = asyncio.Event()
+
+    async def events(request: Request) -> StreamingResponse:
+        async def chunks() -> AsyncIterator[bytes]:
+            yield b"data: first\n\n"
+            produced.set()
+            await asyncio.wait_for(delivered.wait(), 5)  # the client has the first event
+            yield b"data: second\n\n"
+
+        return StreamingResponse(chunks(), media_type="text/event-stream")
+
+    app = Starlette(routes=[Route("/v1/engine/events", events)])
+    middleware = ApiKeyMiddleware(app, setup.store, SlidingWindowLimiter(setup.clock))
+    admin = await setup.key(["admin"])
+    sent: list[Message] = []
+
+    async def receive() -> Message:
+        await asyncio.Event().wait()  # the client never disconnects
+        raise AssertionError
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+        if message.get("body") == b"data: first\n\n":
+            delivered.set()
+
+    await asyncio.wait_for(middleware(http_scope("/v1/engine/events", admin), receive, send), 5)
+    assert produced.is_set()
+    bodies = [m.get("body") for m in sent if m["type"] == "http.response.body"]
+    assert bodies[:2] == [b"data: first\n\n", b"data: second\n\n"]
+
+
+async def run_websocket(middleware: ApiKeyMiddleware, scope: Scope) -> list[Message]:
+    sent: list[Message] = []
+    inbox = [{"type": "websocket.connect"}]
+
+    async def receive() -> Message:
+        if inbox:
+            return inbox.pop()
+        return {"type": "websocket.disconnect", "code": 1000}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    await middleware(scope, receive, send)
+    return sent
+
+
+async def echo_socket(scope: Scope, receive: Receive, send: Send) -> None:
+    assert scope["state"]["api_key"].name == "k"
+    await receive()
+    await send({"type": "websocket.accept"})
+    await send({"type": "websocket.close", "code": 1000})
+
+
+async def test_websockets_need_a_key_too(setup: Setup) -> None:
+    middleware = ApiKeyMiddleware(echo_socket, setup.store, SlidingWindowLimiter(setup.clock))
+    admin = await setup.key(["admin"])
+    reader = await setup.key(["agents:read"])
+
+    refused = await run_websocket(middleware, http_scope("/v1/engine/ws", None, "websocket"))
+    assert refused == [{"type": "websocket.close", "code": 4401, "reason": "unauthorized"}]
+    forbidden = await run_websocket(middleware, http_scope("/v1/engine/ws", reader, "websocket"))
+    assert forbidden[0]["code"] == 4403
+
+    # A server that can answer the handshake with HTTP gets the JSON error.
+    scope = http_scope("/v1/engine/ws", None, "websocket")
+    scope["extensions"] = {"websocket.http.response": {}}
+    answered = await run_websocket(middleware, scope)
+    assert answered[0]["type"] == "websocket.http.response.start"
+    assert answered[0]["status"] == 401
+    assert b'"unauthorized"' in answered[1]["body"]
+
+    accepted = await run_websocket(middleware, http_scope("/v1/engine/ws", admin, "websocket"))
+    assert [m["type"] for m in accepted] == ["websocket.accept", "websocket.close"]
+
+
+async def test_lifespan_passes_straight_through(setup: Setup) -> None:
+    seen: list[str] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        seen.append(scope["type"])
+
+    middleware = ApiKeyMiddleware(app, setup.store)
+
+    async def receive() -> Message:
+        return {"type": "lifespan.startup"}
+
+    async def send(message: Message) -> None:
+        raise AssertionError(message)
+
+    await middleware({"type": "lifespan"}, receive, send)
+    assert seen == ["lifespan"]
+
+
+async def test_the_scope_table_can_be_replaced(setup: Setup) -> None:
+    middleware = ApiKeyMiddleware(
+        APP, setup.store, SlidingWindowLimiter(setup.clock), required_scope=lambda m, p: None
+    )
+    reader = await setup.key(["jobs:read"])
+    transport = httpx.ASGITransport(app=middleware)
+    async with httpx.AsyncClient(transport=transport, base_url="http://tcp") as client:
+        assert (await client.get("/v1/engine/status", headers=bearer(reader))).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "scope"),
+    [
+        ("GET", "/v1/engine/status", "admin"),
+        ("POST", "/v1/engine/keys", "admin"),
+        ("GET", "/api/agents", "agents:read"),
+        ("HEAD", "/api/agents/abc", "agents:read"),
+        ("PATCH", "/api/agents/abc", "agents:write"),
+        ("POST", "/api/agents", "agents:write"),
+        ("GET", "/api/v1/jobs", "jobs:read"),
+        ("GET", "/api/v1/jobs/1/logs", "jobs:read"),
+        ("DELETE", "/api/v1/jobs/1", "jobs:delete"),
+        ("POST", "/api/v1/jobs", "jobs:write"),
+        ("POST", "/api/v1/jobs/1/respond", "jobs:write"),
+        ("GET", "/openapi.json", None),
+        ("GET", "/docs", None),
+        # Look-alikes and anything unlisted need admin: new routes start closed.
+        ("GET", "/api/agentsx", "admin"),
+        ("GET", "/api/v1/jobsearch", "admin"),
+        ("GET", "/openapi.json/x", "admin"),
+        ("GET", "/v1/engine", "admin"),
+        ("GET", "/", "admin"),
+        ("GET", "/anything-else", "admin"),
+    ],
+)
+def test_the_scope_table(method: str, path: str, scope: str | None) -> None:
+    assert required_scope(method, path) == scope

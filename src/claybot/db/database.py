@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import weakref
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import event, text
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.exc import OperationalError, ProgrammingError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from claybot.db.errors import StoreError, wrap_database_errors
 from claybot.db.location import database_url, redact_url
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 log = logging.getLogger(__name__)
 
@@ -18,17 +24,31 @@ MIGRATIONS = Path(__file__).parent / "migrations"
 # The newest migration; a test checks it against the migrations folder. Knowing it
 # lets boot skip importing alembic when the schema is already current.
 HEAD_REVISION = "0001"
+# How long a SQLite writer waits for another one (the engine, `claybot worker`s) to finish.
+SQLITE_BUSY_TIMEOUT_S = 30
+# PostgreSQL advisory lock taken while migrating, so two processes booting at once
+# on a new database do not both create the tables. ("clay" in ASCII.)
+MIGRATION_LOCK_ID = 0x636C6179
+# Alembic keeps the running migration in module globals: two migrations in one
+# process (even of different databases) must not interleave at their awaits.
+_process_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def create_database_engine(url: str, **options: Any) -> AsyncEngine:
+    """An async engine; on SQLite every connection gets WAL, a busy timeout and foreign keys."""
     if url.startswith("sqlite"):
-        engine = create_async_engine(url, connect_args={"timeout": 30}, **options)
+        engine = create_async_engine(
+            url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S}, **options
+        )
 
         @event.listens_for(engine.sync_engine, "connect")
         def _sqlite_pragmas(connection: Any, _record: Any) -> None:
             cursor = connection.cursor()
-            cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_S * 1000}")
+            _use_wal(cursor)
+            cursor.execute("PRAGMA synchronous=NORMAL")  # durable at each WAL checkpoint
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.close()
 
@@ -36,34 +56,106 @@ def create_database_engine(url: str, **options: Any) -> AsyncEngine:
     return create_async_engine(url, pool_pre_ping=True, **options)
 
 
+def _use_wal(cursor: Any) -> None:
+    """Switch the file to WAL once; the mode is stored in the file, so later connections see it."""
+    cursor.execute("PRAGMA journal_mode")
+    if cursor.fetchone()[0] == "wal":
+        return
+    try:
+        cursor.execute("PRAGMA journal_mode=WAL")
+    except Exception as exc:
+        # A new file that another connection is writing to right now (SQLite does not
+        # wait for the switch): that connection or the next one makes it WAL.
+        if "locked" not in str(exc):
+            raise
+        log.debug("SQLite busy; WAL left for the next connection", extra={"action": "db.wal_later"})
+
+
+def alembic_config(url: str | None = None) -> Config:
+    """Alembic's configuration without an alembic.ini (``url`` for running alembic by hand)."""
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    if url:
+        config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return config
+
+
 async def current_revision(engine: AsyncEngine) -> str | None:
+    """The schema revision stored in the database; None for a database never migrated."""
     async with engine.connect() as connection:
         try:
             result = await connection.execute(text("SELECT version_num FROM alembic_version"))
-        except Exception:  # no table yet: a new database
+        except (OperationalError, ProgrammingError):  # no such table: a new database
             return None
         row = result.first()
         return str(row[0]) if row else None
 
 
 async def migrate(engine: AsyncEngine) -> None:
-    """Bring the schema to head; cheap when it already is."""
+    """Bring the schema to head; about a millisecond when it already is (no alembic import).
+
+    Raises StoreError if the database is unreachable, or was migrated by a newer
+    ClayBot than this one.
+    """
     async with wrap_database_errors("checking the database schema"):
         if await current_revision(engine) == HEAD_REVISION:
             return
-    async with wrap_database_errors("migrating the database"), engine.begin() as connection:
+    lock = _process_locks.setdefault(asyncio.get_running_loop(), asyncio.Lock())
+    async with (
+        lock,
+        wrap_database_errors("migrating the database"),
+        engine.connect() as connection,
+    ):
+        await _lock_for_migration(connection)
+        # Alembic reads the revision again under the lock: whoever waited finds it current.
         await connection.run_sync(_upgrade)
+        await connection.commit()
     log.info("database migrated", extra={"action": "db.migrated", "revision": HEAD_REVISION})
+
+
+async def _lock_for_migration(connection: AsyncConnection) -> None:
+    dialect = connection.dialect.name
+    if dialect == "postgresql":
+        # Held until the transaction ends; PostgreSQL's DDL is transactional.
+        await connection.execute(
+            text("SELECT pg_advisory_xact_lock(:id)"), {"id": MIGRATION_LOCK_ID}
+        )
+    elif dialect == "sqlite":
+        # Take the write lock before reading the revision, not at the first CREATE.
+        await connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def _upgrade(connection: Any) -> None:
     from alembic import command
-    from alembic.config import Config
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+    from alembic.util import CommandError
 
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS))
+    config = alembic_config()
+    known = {script.revision for script in ScriptDirectory.from_config(config).walk_revisions()}
+    current = MigrationContext.configure(connection).get_current_revision()
+    if current is not None and current not in known:
+        raise StoreError(
+            f"the database schema is at revision {current!r}, which this ClayBot does not "
+            f"know (its newest is {HEAD_REVISION!r}): a newer ClayBot migrated it; "
+            "upgrade ClayBot, or point CLAYBOT_DATABASE_URL at another database"
+        )
     config.attributes["connection"] = connection
-    command.upgrade(config, "head")
+    try:
+        command.upgrade(config, "head")
+    except CommandError as exc:  # e.g. a broken migrations folder in this install
+        raise StoreError(f"alembic could not migrate: {exc}") from exc
 
 
-__all__ = ["StoreError", "create_database_engine", "database_url", "migrate", "redact_url"]
+__all__ = [
+    "HEAD_REVISION",
+    "StoreError",
+    "alembic_config",
+    "create_database_engine",
+    "current_revision",
+    "database_url",
+    "migrate",
+    "redact_url",
+]

@@ -16,26 +16,36 @@ from typing import TYPE_CHECKING
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from claybot.db.errors import StoreError
-from claybot.engine.ipc.ratelimit import SlidingWindowLimiter
+from claybot.engine.ipc.ratelimit import RateLimiter, SlidingWindowLimiter
 
 if TYPE_CHECKING:
     from claybot.db.keys import ApiKeyStore
 
 log = logging.getLogger(__name__)
 
-OPEN_PATHS = ("/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc")
+# Paths any valid key may read, whatever its scopes: the API's own description.
+OPEN_PATHS = frozenset({"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
+READ_METHODS = frozenset({"GET", "HEAD"})
+ScopeTable = Callable[[str, str], str | None]
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root + "/")
 
 
 def required_scope(method: str, path: str) -> str | None:
-    """The scope a route needs; None means any valid key will do."""
+    """The scope a route needs; None means any valid key will do.
+
+    Unknown paths need ``admin``: a route added later is closed until it is listed here.
+    """
     if path in OPEN_PATHS:
         return None
     if path.startswith("/v1/engine/"):
         return "admin"
-    if path == "/api/agents" or path.startswith("/api/agents/"):
-        return "agents:read" if method in ("GET", "HEAD") else "agents:write"
-    if path == "/api/v1/jobs" or path.startswith("/api/v1/jobs/"):
-        if method in ("GET", "HEAD"):
+    if _under(path, "/api/agents"):
+        return "agents:read" if method in READ_METHODS else "agents:write"
+    if _under(path, "/api/v1/jobs"):
+        if method in READ_METHODS:
             return "jobs:read"
         return "jobs:delete" if method == "DELETE" else "jobs:write"
     return "admin"
@@ -46,38 +56,46 @@ class ApiKeyMiddleware:
         self,
         app: ASGIApp,
         store: ApiKeyStore,
-        limiter: SlidingWindowLimiter | None = None,
-        scope_for: Callable[[str, str], str | None] = required_scope,
+        limiter: RateLimiter | None = None,
+        required_scope: ScopeTable = required_scope,
     ) -> None:
         self.app = app
         self.store = store
         self.limiter = limiter or SlidingWindowLimiter()
-        self.scope_for = scope_for
+        self.required_scope = required_scope
+        # Use is recorded off the request path; the set keeps the tasks alive.
         self._pending: set[asyncio.Task[None]] = set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket"):
+        if scope["type"] not in ("http", "websocket"):  # lifespan
             await self.app(scope, receive, send)
             return
         presented = _bearer(scope)
         if presented is None:
             await _deny(
-                scope,
-                send,
-                401,
-                "unauthorized",
+                scope, send, 401, "unauthorized",
                 "an API key is required: Authorization: Bearer cb_...",
-            )
+            )  # fmt: skip
             return
         try:
             record = await self.store.verify(presented)
         except StoreError as exc:
-            await _deny(scope, send, 503, "unavailable", f"cannot check API keys right now: {exc}")
+            # The caller is not authenticated yet: the database's details stay in the log.
+            log.error(
+                "cannot check an API key: %s",
+                exc,
+                extra={"action": "keys.verify_failed"},
+            )
+            await _deny(
+                scope, send, 503, "unavailable",
+                "API keys cannot be checked right now; retry shortly",
+                retry_after=5,
+            )  # fmt: skip
             return
         if record is None:
             await _deny(scope, send, 401, "unauthorized", "the API key is unknown or revoked")
             return
-        needed = self.scope_for(str(scope.get("method", "GET")), str(scope["path"]))
+        needed = self.required_scope(str(scope.get("method", "GET")), str(scope["path"]))
         if not record.allows(needed):
             await _deny(scope, send, 403, "forbidden", f"this API key lacks the scope {needed!r}")
             return
@@ -85,8 +103,13 @@ class ApiKeyMiddleware:
         if not decision.allowed:
             await _deny(
                 scope, send, 429, "rate_limited",
-                f"more than {record.rate_limit_rpm} requests per minute",
+                f"this API key allows {record.rate_limit_rpm} requests per minute; "
+                f"retry in {decision.retry_after_s} s",
                 retry_after=decision.retry_after_s,
+                extra_headers=[
+                    (b"x-ratelimit-limit", str(record.rate_limit_rpm).encode()),
+                    (b"x-ratelimit-remaining", b"0"),
+                ],
             )  # fmt: skip
             return
         task = asyncio.create_task(self._record_use(record.id))
@@ -98,33 +121,52 @@ class ApiKeyMiddleware:
     async def _record_use(self, key_id: str) -> None:
         try:
             await self.store.record_use(key_id)
-        except StoreError:
-            log.warning("could not record API key use", extra={"action": "keys.record_use_failed"})
+        except StoreError as exc:
+            log.warning(
+                "could not record API key use: %s; usage counts may lag",
+                exc,
+                extra={"action": "keys.record_use_failed"},
+            )
 
 
 def _bearer(scope: Scope) -> str | None:
+    """The token of ``Authorization: Bearer <token>``; None if absent or malformed."""
     for name, value in scope.get("headers", []):
         if name == b"authorization":
             header: str = bytes(value).decode("latin-1")
-            scheme, _, token = header.partition(" ")
+            scheme, _, token = header.strip().partition(" ")
             token = token.strip()
-            if scheme.lower() == "bearer" and token:
-                return token
-            return None
+            if scheme.lower() != "bearer" or not token or " " in token:
+                return None
+            return token
     return None
 
 
 async def _deny(
-    scope: Scope, send: Send, status: int, code: str, message: str, retry_after: int | None = None
+    scope: Scope,
+    send: Send,
+    status: int,
+    code: str,
+    message: str,
+    retry_after: int | None = None,
+    extra_headers: list[tuple[bytes, bytes]] | None = None,
 ) -> None:
-    if scope["type"] == "websocket":
-        await send({"type": "websocket.close", "code": 4000 + status})
-        return
     body = json.dumps({"ok": False, "error": {"code": code, "message": message}}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     if status == 401:
         headers.append((b"www-authenticate", b'Bearer realm="claybot"'))
     if retry_after is not None:
         headers.append((b"retry-after", str(retry_after).encode()))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    headers.extend(extra_headers or [])
+    if scope["type"] == "websocket":
+        if "websocket.http.response" in scope.get("extensions", {}):
+            # The server can answer the handshake with a real HTTP status and body.
+            prefix = "websocket.http.response"
+        else:
+            # Refusing the handshake is all the protocol offers; the code carries the status.
+            await send({"type": "websocket.close", "code": 4000 + status, "reason": code})
+            return
+    else:
+        prefix = "http.response"
+    await send({"type": f"{prefix}.start", "status": status, "headers": headers})
+    await send({"type": f"{prefix}.body", "body": body})
