@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+OPEN_TIMEOUT_S = 30.0
+
 
 class DeferredApiKeyStore:
     def __init__(self) -> None:
@@ -75,11 +77,16 @@ async def open_database(url: str, keys: DeferredApiKeyStore) -> Any:
         sql_keys = await asyncio.to_thread(importlib.import_module, "claybot.db.sql_keys")
         engine = database.create_database_engine(url)
         try:
-            await database.migrate(engine)
+            await asyncio.wait_for(database.migrate(engine), OPEN_TIMEOUT_S)
         except BaseException:
             await engine.dispose()
             raise
-    except (StoreError, OSError, ImportError) as exc:
+    except asyncio.CancelledError:
+        keys.fail("the engine stopped before the database was open")
+        raise
+    except Exception as exc:  # whatever went wrong, waiters must get an answer
+        if isinstance(exc, TimeoutError):
+            exc = StoreError(f"no answer within {OPEN_TIMEOUT_S:.0f}s")
         message = f"cannot open the database {redact_url(url)}: {exc}"
         log.error(message, extra={"action": "db.unavailable"})
         keys.fail(message)
