@@ -30,6 +30,7 @@ pytestmark = pytest.mark.slow
 
 
 async def _client(engine: EngineProcess, user: str, acked: list[int], stop: asyncio.Event) -> None:
+    """Send numbered messages; a message once sent is retried (same id) until acknowledged."""
     seq = 0
     while seq < MAX_MESSAGES_PER_AGENT and not (stop.is_set() and seq > 0):
         body = {
@@ -38,16 +39,18 @@ async def _client(engine: EngineProcess, user: str, acked: list[int], stop: asyn
             "text": f"{user}:{seq}",
             "messageId": f"{user}-{seq}",
         }
-        try:
-            async with engine.async_client(timeout_s=10) as client:
-                response = await client.post("/v1/engine/messages", json=body)
-        except (httpx.TransportError, OSError):
-            await asyncio.sleep(0.02)  # engine down: retry the same message id
-            continue
-        if response.status_code == 503:
-            await asyncio.sleep(0.02)
-            continue
-        assert response.status_code == 202, response.text
+        while True:
+            try:
+                async with engine.async_client(timeout_s=10) as client:
+                    response = await client.post("/v1/engine/messages", json=body)
+            except (httpx.TransportError, OSError):
+                await asyncio.sleep(0.02)  # engine down: retry the same message id
+                continue
+            if response.status_code == 503:
+                await asyncio.sleep(0.02)  # shutting down: the next engine takes it
+                continue
+            assert response.status_code == 202, response.text
+            break
         acked.append(seq)
         seq += 1
         await asyncio.sleep(random.uniform(0, 0.02))
