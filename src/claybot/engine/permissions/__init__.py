@@ -1,0 +1,1 @@
+"""Per-agent permissions: tags, grants and path checks (issue 3)."""
