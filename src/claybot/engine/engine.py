@@ -27,6 +27,7 @@ from claybot.db.location import database_url
 from claybot.durable.group_commit import GroupCommitWriter
 from claybot.engine.agents.agent import DEFAULT_SYSTEM_PROMPT, AgentRuntime
 from claybot.engine.agents.inbox import InboxLog
+from claybot.engine.agents.state import Permissions
 from claybot.engine.agents.store import FileAgentStore
 from claybot.engine.agents.system import AgentSystem
 from claybot.engine.events import EventBus
@@ -113,6 +114,7 @@ class Engine:
             now_ms=now_ms,
             system_prompt=agent_settings.system_prompt or DEFAULT_SYSTEM_PROMPT,
             max_context_messages=agent_settings.max_context_messages,
+            default_permissions=self._default_permissions(),
         )
         self._agents = AgentSystem(
             runtime,
@@ -132,6 +134,11 @@ class Engine:
                 "recovered": recovered,
             },
         )
+
+    def _default_permissions(self) -> Permissions:
+        """A new agent may read and write its home's workspace, and nothing else."""
+        workspace = str(self.paths.workspace.resolve())
+        return Permissions(workingDir=workspace, readDirs=[workspace], writeDirs=[workspace])
 
     async def stop(self, drain_timeout_s: float = 10.0) -> None:
         await self.plugins.shutdown()  # connectors stop taking messages first

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from claybot.engine.agents.state import Permissions
 from claybot.providers.base import ToolSchema
 
 AgentKind = Literal["user", "cron", "heartbeat", "subagent"]
@@ -19,6 +20,7 @@ class ToolContext:
     agent_id: str
     agent_kind: AgentKind
     message_id: str | None
+    permissions: Permissions = field(default_factory=Permissions)  # what the agent may touch
 
 
 @dataclass(frozen=True)

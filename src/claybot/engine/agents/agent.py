@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
@@ -33,7 +33,7 @@ from claybot.engine.agents.history import (
     user_message_record,
 )
 from claybot.engine.agents.inbox import AgentInbox, InboxItem, InboxLog
-from claybot.engine.agents.state import AgentState, ProviderSelection, TokenTotals
+from claybot.engine.agents.state import AgentState, Permissions, ProviderSelection, TokenTotals
 from claybot.engine.agents.store import FileAgentStore
 from claybot.engine.events import EventBus
 from claybot.providers.base import ChatMessage, InferenceRequest, TokenUsage, ToolCall
@@ -71,6 +71,7 @@ class AgentRuntime:
     max_tool_iterations: int = 25
     tool_output_limit: int = 16_000
     max_context_messages: int = 200
+    default_permissions: Permissions = field(default_factory=Permissions)
 
 
 class Agent:
@@ -248,7 +249,8 @@ class Agent:
         except ValidationError as exc:
             return ToolResult(f"Invalid arguments for {call.name!r}: {exc}", is_error=True)
         try:
-            output = await tool.run(arguments, ToolContext(self.id, self.kind, message_id))
+            context = ToolContext(self.id, self.kind, message_id, self.state.permissions)
+            output = await tool.run(arguments, context)
         except Exception as exc:  # a failing tool is a result the model reads, never a dead agent
             log.warning(
                 "tool raised",

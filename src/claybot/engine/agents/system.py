@@ -201,7 +201,9 @@ class AgentSystem:
             raise EngineStopping("the engine is shutting down")
         agent_id = self._new_id()
         now = self.runtime.now_ms()
-        state = AgentState(createdAt=now, updatedAt=now)
+        state = AgentState(
+            createdAt=now, updatedAt=now, permissions=self.runtime.default_permissions
+        )
         entry = IndexEntry(agent_id, descriptor, now)
         await self.store.create(entry, state, start_record(now))
         self._index(entry)
