@@ -1,0 +1,64 @@
+"""The shell file tools, driven by a scripted model through a real agent turn."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from claybot.config.home import HomePaths
+from claybot.connectors.base import InboundMessage
+from claybot.engine.engine import Engine, EngineOptions
+from claybot.engine.events import Event
+from tests.conftest import write_settings
+from tests.engine.test_agents import next_event
+
+
+def call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"text": "", "toolCalls": [{"name": name, "arguments": arguments}]}
+
+
+async def test_read_write_edit_stay_inside_the_granted_folders(paths: HomePaths) -> None:
+    workspace = paths.workspace.resolve()
+    outside = paths.home / "outside"
+    outside.mkdir(parents=True)
+    (outside / "secret.txt").write_text("s3cret")
+    notes = f"{workspace}/notes.txt"
+    script = [
+        call("write", path=notes, content="hello world"),
+        call("edit", path=notes, edits=[{"search": "world", "replace": "there"}]),
+        call("read", path=notes),
+        call("read", path=str(outside / "secret.txt")),
+        call("read", path=f"{workspace}/link/secret.txt"),
+        call("read", path=f"{workspace}/../outside/secret.txt"),
+        call("write", path=str(outside / "new.txt"), content="x"),
+        call("edit", path=notes, edits=[{"search": "absent", "replace": "x"}]),
+        "done",
+    ]
+    write_settings(
+        paths,
+        {
+            "providers": [
+                {"id": "s", "type": "scripted", "model": "script", "options": {"responses": script}}
+            ],
+            "plugins": [{"instanceId": "shell", "pluginId": "shell"}],
+        },
+    )
+    engine = Engine(paths, EngineOptions(port=0))
+    events: list[Event] = []
+    engine.events.add_listener(events.append)
+    await engine.start()
+    os.symlink(outside, paths.workspace / "link")
+    try:
+        posted = await engine.agents.post_message(InboundMessage("local", "u", "c", "go"))
+        await next_event(events, "agent.outgoing")
+        page = await engine.agents.history(posted.agent_id, after=None, before=None, limit=100)
+        results = [r["output"] for r in page.records if r["type"] == "tool_result"]
+    finally:
+        await engine.stop()
+    assert [r["isError"] for r in results] == [False, False, False, True, True, True, True, True]
+    assert results[2]["text"] == "hello there"
+    for refused in results[3:7]:
+        assert "is not granted" in refused["text"] and "s3cret" not in refused["text"]
+    assert "was not found" in results[7]["text"]
+    assert (paths.workspace / "notes.txt").read_text() == "hello there"
+    assert not (outside / "new.txt").exists()
