@@ -157,6 +157,13 @@ def test_auth_set_writes_0600_and_never_echoes_the_secret(
     assert secret not in client.get("/v1/engine/status").text
 
 
+def is_reply_to_after_init(event: dict[str, Any]) -> bool:
+    return (
+        event["type"] == "agent.outgoing"
+        and event["payload"]["message"]["text"] == "echo: after init"
+    )
+
+
 def test_events_open_with_init_and_replay_after_last_event_id(client: httpx.Client) -> None:
     post_and_wait(client, "for the log")
     with client.stream("GET", "/v1/engine/events") as stream:
@@ -173,16 +180,14 @@ def test_events_open_with_init_and_replay_after_last_event_id(client: httpx.Clie
         for line in stream.iter_lines():
             if line.startswith("data:"):
                 seen.append(json.loads(line[5:]))
-                if any(e["type"] == "agent.outgoing" for e in seen[1:]):
+                # The reply to the first post may come after init: wait for this one.
+                if any(is_reply_to_after_init(e) for e in seen[1:]):
                     break
     assert seen[0]["type"] == "init" and seen[0]["payload"]["replayed"] >= 1
     replayed = seen[1:]
     assert all(e["id"] > last_id for e in replayed)
     assert [e["id"] for e in replayed] == sorted(e["id"] for e in replayed)
-    assert any(
-        e["type"] == "agent.outgoing" and e["payload"]["message"]["text"] == "echo: after init"
-        for e in replayed
-    )
+    assert any(is_reply_to_after_init(e) for e in replayed)
 
 
 def test_message_idempotent_retry(client: httpx.Client) -> None:
