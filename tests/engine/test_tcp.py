@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -74,8 +75,14 @@ def test_tcp_needs_a_valid_key_with_the_scope_and_within_its_rate(engine: Engine
         )
         assert posted.status_code == 202
 
-    with engine.client() as client:
-        keys = {k["prefix"]: k for k in client.get("/v1/engine/keys").json()["keys"]}
+    # Use is recorded after the response (off the request path): poll for it.
+    deadline = time.monotonic() + 10
+    while True:
+        with engine.client() as client:
+            keys = {k["prefix"]: k for k in client.get("/v1/engine/keys").json()["keys"]}
+        if keys[admin[:12]]["usageCount"] >= 3 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     assert keys[admin[:12]]["usageCount"] >= 3
     assert keys[admin[:12]]["lastUsedAt"] is not None
 
