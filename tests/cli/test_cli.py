@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import stat
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
+from typing import IO
 
 import pytest
 
@@ -257,3 +260,159 @@ def test_chat_finishes_a_turn_that_ends_without_text(engine_process: EngineProce
     result = cli(engine_process.paths, "chat", "--user", "eve", stdin="anything?\n", timeout_s=60)
     assert result.returncode == 0, result.stderr
     assert "agent>" not in result.stdout
+
+
+class Lines:
+    """A subprocess's stdout lines, read in a thread so a test can wait with a deadline."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._queue: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._pump, args=(stream,), daemon=True).start()
+
+    def _pump(self, stream: IO[str]) -> None:
+        for line in stream:
+            self._queue.put(line.rstrip("\n"))
+
+    def next(self, timeout_s: float = 30) -> str:
+        return self._queue.get(timeout=timeout_s)
+
+
+def poll(condition: Callable[[], bool], timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
+
+
+def test_chat_reply_pending_when_the_engine_crashes(engine_process: EngineProcess) -> None:
+    """The engine dies mid-turn; the next one redoes the turn and chat prints it once."""
+    paths = engine_process.paths
+    slow = {"providers": [{"id": "scripted", "model": "echo", "options": {"delayS": 1.5}}]}
+    paths.settings.write_text(json.dumps(slow))
+    engine_process.start()
+    env = {**os.environ, "CLAYBOT_HOME": str(paths.home)}
+    chat = subprocess.Popen(
+        [sys.executable, "-m", "claybot", "chat", "--user", "fay"],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert chat.stdin is not None
+    chat.stdin.write("slow\n")
+    chat.stdin.flush()  # communicate() closes stdin later: chat then exits after the reply
+
+    def recorded() -> bool:
+        with engine_process.client() as client:
+            agents = client.get("/v1/engine/agents").json()["agents"]
+            if not agents:
+                return False
+            history = client.get(f"/v1/engine/agents/{agents[0]['agentId']}/history").json()
+        return any(r["type"] == "user_message" for r in history["records"])
+
+    poll(recorded)
+    engine_process.kill()  # before the 1.5 s reply
+    engine_process.start()
+    out, err = chat.communicate(timeout=90)
+    assert chat.returncode == 0, err
+    assert out.strip().splitlines() == ["agent> echo: slow"]
+
+
+def test_events_resume_after_an_engine_restart(engine_process: EngineProcess) -> None:
+    engine_process.start()
+    env = {**os.environ, "CLAYBOT_HOME": str(engine_process.paths.home)}
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "claybot", "events"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert follower.stdout is not None
+        lines = Lines(follower.stdout)
+        assert "init" in lines.next()
+        engine_process.kill()
+        engine_process.start()
+        cli(engine_process.paths, "chat", "--user", "gus", stdin="again\n")
+        while True:  # the reconnect's init, the new engine's start-up events, the chat
+            line = lines.next()
+            if "agent.outgoing" in line:
+                break
+        assert '"userId":"gus"' in line  # the payload is clipped to one line
+    finally:
+        follower.terminate()
+        follower.wait(10)
+    assert follower.stderr is not None and "reconnecting" in follower.stderr.read()
+
+
+def test_plugins_offline_list_and_reenable_keep_settings(engine_process: EngineProcess) -> None:
+    paths = engine_process.paths
+    assert (
+        cli(paths, "plugins", "load", "clock", "--setting", "timezone=Asia/Tokyo").returncode == 0
+    )
+    assert cli(paths, "plugins", "unload", "clock").returncode == 0
+    listing = cli(paths, "plugins", "list")
+    assert listing.returncode == 0, listing.stderr
+    assert "clock" in listing.stdout and "engine not running" in listing.stdout
+    assert cli(paths, "plugins", "load", "clock").returncode == 0  # no settings: keep them
+    entries = json.loads(paths.settings.read_text())["plugins"]
+    assert entries == [
+        {
+            "instanceId": "clock",
+            "pluginId": "clock",
+            "enabled": True,
+            "settings": {"timezone": "Asia/Tokyo"},
+        }
+    ]
+    bad = cli(paths, "plugins", "load", "clock", "--instance", "c3", "--setting", "timezone=Mars")
+    assert bad.returncode == 1 and "timezone" in bad.stderr
+    engine_process.start()  # what was saved offline loads at start
+    loaded = json.loads(cli(paths, "plugins", "list", "--json").stdout)["loaded"]
+    assert [entry["id"] for entry in loaded] == ["clock"]
+
+
+def test_auth_value_from_stdin_is_never_echoed(paths: HomePaths) -> None:
+    result = cli(paths, "auth", "set", "openai", "apiKey", stdin="sk-from-stdin\n")
+    assert result.returncode == 0, result.stderr
+    assert "sk-from-stdin" not in result.stdout + result.stderr
+    assert json.loads(paths.auth.read_text())["openai"]["apiKey"] == "sk-from-stdin"
+    empty = cli(paths, "auth", "set", "openai", "apiKey", stdin="")
+    assert empty.returncode == 1 and "no value" in empty.stderr
+
+
+MUTATIONS = [
+    ("plugins", "load", "clock"),
+    ("plugins", "unload", "clock"),
+    ("auth", "set", "openai", "apiKey", "secret"),
+    ("providers", "add", "openai"),
+    ("providers", "remove", "openai"),
+    ("providers", "default", "openai"),
+    ("keys", "create", "--name", "x", "--scope", "admin"),
+    ("keys", "revoke", "cb_x"),
+    ("agents", "reset", "some-agent"),
+]
+
+
+@pytest.mark.parametrize("args", MUTATIONS, ids=lambda args: " ".join(args[:2]))
+def test_every_mutation_rejects_remote(paths: HomePaths, args: tuple[str, ...]) -> None:
+    result = cli(paths, *args, "--remote", "https://example.invalid")
+    assert result.returncode == 1 and "reserved" in result.stderr
+    assert not paths.settings.exists() and not paths.auth.exists()
+
+
+def test_every_command_explains_itself(paths: HomePaths) -> None:
+    commands = [
+        ("chat",),
+        ("events",),
+        *[("agents", name) for name in ("list", "history", "reset")],
+        *[("plugins", name) for name in ("list", "load", "unload")],
+        ("auth", "set"),
+        *[("providers", name) for name in ("list", "add", "remove", "default")],
+        *[("keys", name) for name in ("create", "list", "revoke")],
+    ]
+    for command in commands:
+        result = cli(paths, *command, "--help")
+        assert result.returncode == 0 and "--home" in result.stdout, command
+        assert len(result.stdout.splitlines()) > 5, command

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -9,9 +10,24 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from claybot.cli.common import HomeOption, JsonOption, console, print_json, running_engine
+from claybot.cli.common import (
+    HomeOption,
+    JsonOption,
+    RemoteOption,
+    console,
+    print_json,
+    reject_remote,
+    running_engine,
+)
+
+TOOL_OUTPUT_WIDTH = 200  # characters of a tool result shown in a transcript
 
 app = typer.Typer(help="Inspect and reset agents.", no_args_is_help=True)
+
+
+def _clip(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= TOOL_OUTPUT_WIDTH else text[: TOOL_OUTPUT_WIDTH - 3] + "..."
 
 
 def _when(ms: Any) -> str:
@@ -33,7 +49,7 @@ def list_agents(home: HomeOption = None, as_json: JsonOption = False) -> None:
         table.add_row(
             agent["agentId"],
             agent["type"],
-            agent["label"],
+            escape(str(agent["label"])),
             agent["lifecycle"],
             _when(agent["updatedAt"]),
         )
@@ -44,7 +60,9 @@ def list_agents(home: HomeOption = None, as_json: JsonOption = False) -> None:
 def history(
     agent_id: Annotated[str, typer.Argument(help="The agent id (see `claybot agents list`).")],
     home: HomeOption = None,
-    limit: Annotated[int, typer.Option("--limit", help="How many of the newest records.")] = 50,
+    limit: Annotated[
+        int, typer.Option("--limit", min=1, max=1000, help="How many of the newest records.")
+    ] = 50,
     as_json: JsonOption = False,
 ) -> None:
     """An agent's recent history as a transcript."""
@@ -65,14 +83,19 @@ def history(
                     f"[bold cyan]agent>[/bold cyan] {escape(record['text'])}", highlight=False
                 )
             for call in record.get("toolCalls") or []:
+                arguments = json.dumps(call.get("arguments") or {}, ensure_ascii=False)
                 console.print(
-                    f"  [dim]tool call {call['name']}({call['arguments']})[/dim]", highlight=False
+                    f"  [dim]tool call {escape(str(call.get('name')))}({escape(arguments)})[/dim]",
+                    highlight=False,
                 )
         elif kind == "tool_result":
             output = record.get("output") or {}
             marker = "error" if output.get("isError") else "result"
+            text = _clip(str(output.get("text", "")))
             console.print(
-                f"  [dim]tool {marker}: {output.get('text', '')[:200]}[/dim]", highlight=False
+                f"  [dim]tool {marker} ({escape(str(record.get('toolName')))}): "
+                f"{escape(text)}[/dim]",
+                highlight=False,
             )
         elif kind in ("start", "reset"):
             console.print(f"[dim]— {kind} {_when(record.get('at'))} —[/dim]")
@@ -85,8 +108,10 @@ def history(
 def reset(
     agent_id: Annotated[str, typer.Argument(help="The agent id.")],
     home: HomeOption = None,
+    remote: RemoteOption = None,
 ) -> None:
     """Clear an agent's context; it keeps its id and its history."""
+    reject_remote(remote)
     with running_engine(home) as client:
         result = client.post(f"/v1/engine/agents/{agent_id}/reset")
     state = "reset" if result.get("status") == "done" else "reset queued behind the running turn"

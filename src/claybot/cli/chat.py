@@ -3,8 +3,9 @@
 Lines are posted with a client message id, so a post retried across an engine
 restart is accepted once. Replies are ``agent.outgoing`` events, followed on the
 SSE stream in a background thread; when the stream drops (the engine restarted),
-chat reconnects and catches up from the agent's history, de-duplicating by
-outgoing message id, so no reply is lost or printed twice.
+chat reconnects and catches up from the agent's history (``after`` the last
+record number read), de-duplicating by outgoing message id, so no reply is lost
+or printed twice.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sys
 import threading
 import time
 import uuid
+from contextlib import AbstractContextManager, nullcontext, suppress
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -27,16 +29,36 @@ if TYPE_CHECKING:
     from claybot.engine.ipc.client import EngineClient
 
 RETRY_FOR_S = 120.0  # how long a post keeps retrying while the engine is down
+RETRY_FIRST_DELAY_S = 0.2  # backoff between retries: doubles up to RETRY_MAX_DELAY_S
+RETRY_MAX_DELAY_S = 2.0
+RECONNECT_DELAY_S = 0.5  # between attempts to reopen the event stream
+CATCH_UP_EVERY_S = 2.0  # while waiting for a reply, read history this often
+CONNECT_TIMEOUT_S = 10.0
 PIPED_REPLY_TIMEOUT_S = 600.0
+HISTORY_PAGE = 1000  # the engine's largest page
+START_HINT = "run `claybot start` (or `make run`)"
+
+
+def _transport_errors() -> tuple[type[BaseException], ...]:
+    """What a request raises when the engine goes away mid-way (httpx loads lazily)."""
+    import httpx
+
+    return (EngineNotRunning, httpx.TransportError, OSError)
 
 
 class Conversation:
-    def __init__(self, paths: HomePaths, user: str, channel: str) -> None:
+    """One user and channel on the local connector: sending, and printing replies."""
+
+    def __init__(
+        self, paths: HomePaths, user: str, channel: str, *, history_page: int = HISTORY_PAGE
+    ) -> None:
         self.paths = paths
         self.user = user
         self.channel = channel
+        self.history_page = history_page
         self.agent_id: str | None = None
-        self._printed: set[str] = set()
+        self._seq: int | None = None  # the highest history record number read
+        self._printed: set[str] = set()  # outgoing message ids already shown
         self._mine: set[str] = set()  # message ids this session posted
         self._finished: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
@@ -45,79 +67,120 @@ class Conversation:
 
     # -- replies --------------------------------------------------------------
 
+    def _done(self, message_id: str) -> threading.Event:
+        with self._lock:
+            return self._finished.setdefault(message_id, threading.Event())
+
     def _show(self, outgoing_id: str, text: str, in_reply_to: str | None, final: bool) -> None:
         with self._lock:
-            if outgoing_id in self._printed:
-                return
+            fresh = outgoing_id not in self._printed
             self._printed.add(outgoing_id)
-        console.print(f"[bold cyan]agent>[/bold cyan] {escape(text)}", highlight=False)
+        if fresh and text:
+            console.print(
+                f"[bold cyan]agent>[/bold cyan] {escape(text)}", highlight=False, soft_wrap=True
+            )
         if final and in_reply_to is not None:
-            self._finished.setdefault(in_reply_to, threading.Event()).set()
+            self._done(in_reply_to).set()
 
-    def _is_mine(self, message: dict[str, Any]) -> bool:
-        return (
+    def on_event(self, event: dict[str, Any]) -> None:
+        if event.get("type") != "agent.outgoing":
+            return
+        message = event["payload"]["message"]
+        if (
             message.get("connector") == "local"
             and message.get("userId") == self.user
             and message.get("channelId") == self.channel
-        )
+        ):
+            self._show(
+                str(message["id"]),
+                str(message.get("text") or ""),
+                message.get("inReplyTo"),
+                bool(message.get("final", True)),
+            )
 
     def follow(self) -> None:
         """Background thread: the event stream, reconnecting and catching up."""
+        import httpx
+
         last_id: int | None = None
-        first = True
+        reconnecting = False
         while not self._stop.is_set():
             try:
                 with engine_client(self.paths) as client:
                     for event in client.events(last_id):
                         if event.get("type") == "init":
+                            if last_id is None:  # resume after it, even on a new engine
+                                last_id = int(event["id"])
                             self.connected.set()
-                            if not first:
-                                self._catch_up(client)
-                            first = False
+                            if reconnecting:
+                                self.catch_up(client)
                             continue
                         last_id = int(event["id"])
-                        if event.get("type") != "agent.outgoing":
-                            continue
-                        message = event["payload"]["message"]
-                        if self._is_mine(message):
-                            self._show(
-                                message["id"], message["text"], message.get("inReplyTo"),
-                                bool(message.get("final", True)),
-                            )  # fmt: skip
-            except (EngineNotRunning, OSError, ValueError, KeyError):
-                pass
-            except Exception:  # the stream broke mid-read: reconnect
-                pass
+                        with suppress(KeyError, TypeError):  # a malformed frame is skipped
+                            self.on_event(event)
+            except (EngineNotRunning, EngineApiError, httpx.HTTPError, OSError, ValueError):
+                pass  # the engine went away or restarted: reconnect below
             self.connected.clear()
-            if not self._stop.wait(0.5):
-                first = False
+            reconnecting = True
+            self._stop.wait(RECONNECT_DELAY_S)
 
-    def _catch_up(self, client: EngineClient) -> None:
-        """Print replies to this session's messages that arrived while disconnected.
+    def remember(self, message_id: str) -> None:
+        """A message this session sent: its replies are printed and awaited."""
+        self._mine.add(message_id)
+        self._done(message_id)
+
+    def is_answered(self, message_id: str) -> bool:
+        return self._done(message_id).is_set()
+
+    def catch_up(self, client: EngineClient) -> None:
+        """Print replies to this session's messages found in history but not yet shown.
 
         A turn whose last message had no text sends nothing; its final history
         record still ends the wait.
         """
-        if self.agent_id is None:
+        agent_id = self.agent_id
+        if agent_id is None:
             return
-        page = client.get(f"/v1/engine/agents/{self.agent_id}/history", limit=500)
-        for record in page.get("records", []):
-            message_id = record.get("messageId")
-            if record.get("type") != "assistant_message" or message_id not in self._mine:
-                continue
-            if record.get("outgoingId"):
-                self._show(
-                    record["outgoingId"], record["text"], message_id, bool(record.get("final"))
-                )
-            elif record.get("final"):
-                self._finished.setdefault(message_id, threading.Event()).set()
+        path = f"/v1/engine/agents/{agent_id}/history"
+        while True:
+            with self._lock:
+                after = self._seq
+            page = client.get(path, after=after, limit=self.history_page)
+            records: list[dict[str, Any]] = page.get("records", [])
+            for record in records:
+                self._take(record)
+            if records:
+                with self._lock:
+                    self._seq = max(self._seq or -1, int(records[-1]["seq"]))
+            # The first read (no `after`) is the newest page: everything this session sent.
+            if after is None or len(records) < self.history_page:
+                return
+
+    def _take(self, record: dict[str, Any]) -> None:
+        message_id = record.get("messageId")
+        if record.get("type") != "assistant_message" or message_id not in self._mine:
+            return
+        final = bool(record.get("final"))
+        if record.get("outgoingId"):
+            self._show(str(record["outgoingId"]), str(record.get("text") or ""), message_id, final)
+        elif final:
+            self._done(message_id).set()
+
+    def catch_up_now(self) -> None:
+        try:
+            with engine_client(self.paths) as client:
+                self.catch_up(client)
+        except _transport_errors():
+            pass  # down right now: the next try, or the stream's reconnect, catches up
+        except EngineApiError:
+            pass  # restarting (503): likewise
 
     # -- sending ----------------------------------------------------------------
 
     def send(self, text: str) -> str:
+        """Post one line; retried with the same message id until the engine takes it."""
         message_id = uuid.uuid4().hex
-        self._mine.add(message_id)
-        self._finished.setdefault(message_id, threading.Event())
+        self.remember(message_id)
         body = {
             "userId": self.user,
             "channelId": self.channel,
@@ -125,38 +188,62 @@ class Conversation:
             "messageId": message_id,
         }
         deadline = time.monotonic() + RETRY_FOR_S
-        warned = False
+        delay = RETRY_FIRST_DELAY_S
+        announced = False
         while True:
             try:
                 with engine_client(self.paths) as client:
                     posted = client.post("/v1/engine/messages", body)
-                self.agent_id = str(posted["agentId"])
-                return message_id
-            except EngineNotRunning:
-                if time.monotonic() > deadline:
-                    fail("the engine is not answering; start it with `claybot start`")
-                if not warned:
-                    err_console.print("[yellow]engine unreachable, retrying…[/yellow]")
-                    warned = True
-                time.sleep(0.5)
+                break
+            except _transport_errors():
+                problem = "the engine is not answering"
             except EngineApiError as exc:
-                if exc.status == 503 and time.monotonic() < deadline:
-                    time.sleep(0.5)  # shutting down: the next engine takes it
-                    continue
-                raise
+                if exc.status != 503:
+                    raise
+                problem = "the engine is shutting down"  # the next one takes the message
+            if time.monotonic() > deadline:
+                fail(f"{problem} after {RETRY_FOR_S:.0f}s; {START_HINT}")
+            if not announced:
+                err_console.print(f"[yellow]{problem}; reconnecting…[/yellow]")
+                announced = True
+            time.sleep(delay)
+            delay = min(delay * 2, RETRY_MAX_DELAY_S)
+        if announced:
+            err_console.print("[green]reconnected[/green]")
+        self.agent_id = str(posted["agentId"])
+        return message_id
 
     def wait_for_reply(self, message_id: str, timeout_s: float | None) -> bool:
-        return self._finished[message_id].wait(timeout_s)
-
-    def catch_up_now(self) -> None:
-        try:
-            with engine_client(self.paths) as client:
-                self._catch_up(client)
-        except EngineNotRunning:
-            pass
+        """Until the turn answering ``message_id`` is final (or the timeout passes)."""
+        done = self._done(message_id)
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while not done.wait(CATCH_UP_EVERY_S):
+            if deadline is not None and time.monotonic() > deadline:
+                return False
+            self.catch_up_now()  # in case the reply came while the stream was down
+        return True
 
     def stop(self) -> None:
         self._stop.set()
+
+
+def _default_user() -> str:
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):  # no login name (some containers)
+        return "user"
+
+
+def _check_names(user: str, channel: str) -> None:
+    from pydantic import ValidationError
+
+    from claybot.config.store import describe_validation_error
+    from claybot.engine.ipc.schemas import PostMessage
+
+    try:
+        PostMessage(userId=user, channelId=channel, text="-")
+    except ValidationError as exc:
+        fail(describe_validation_error(exc))
 
 
 def chat(
@@ -168,22 +255,29 @@ def chat(
         str, typer.Option("--channel", help="Channel id: one conversation per user and channel.")
     ] = "cli",
 ) -> None:
-    """Talk to an agent on the local connector; replies print as they arrive."""
+    """Talk to an agent on the local connector; replies print as they arrive.
+
+    Each line is one message. Type /quit or press Ctrl-D to leave. With piped
+    input, each line waits for its reply, then chat exits.
+    """
     paths = paths_for(home)
+    user = user or _default_user()
+    _check_names(user, channel)
     with engine_client(paths, timeout_s=5) as probe:
         if not probe.is_running():
-            fail(f"no engine is running for {paths.home}. Start it with `claybot start`.")
-    conversation = Conversation(paths, user or getpass.getuser(), channel)
+            fail(f"no engine is running for {paths.home}; {START_HINT}")
+    conversation = Conversation(paths, user, channel)
     follower = threading.Thread(target=conversation.follow, name="chat-events", daemon=True)
     follower.start()
-    if not conversation.connected.wait(10):
-        fail("could not follow the engine's event stream")
+    if not conversation.connected.wait(CONNECT_TIMEOUT_S):
+        fail(f"could not follow the engine's event stream on {paths.socket}")
     interactive = sys.stdin.isatty()
-    if interactive:
-        console.print(
-            f"Chatting as [bold]{conversation.user}[/bold] on channel [bold]{channel}[/bold]. "
-            "Type /quit or press Ctrl-D to leave."
-        )
+    hint = (
+        f"Chatting as [bold]{escape(user)}[/bold] on channel [bold]{escape(channel)}[/bold]. "
+        "Type /quit or press Ctrl-D to leave."
+    )
+    # Piped: stdout carries only the replies.
+    (console if interactive else err_console).print(hint, highlight=False)
     try:
         while True:
             try:
@@ -204,24 +298,27 @@ def chat(
             try:
                 message_id = conversation.send(text)
             except EngineApiError as exc:
-                err_console.print(f"[red]error:[/red] {exc}")
+                err_console.print(f"[red]error:[/red] {escape(str(exc))}")
                 continue
-            if interactive:
-                with console.status("thinking…"):
-                    while not conversation.wait_for_reply(message_id, 2.0):
-                        conversation.catch_up_now()
-            elif not _wait_piped(conversation, message_id):
-                fail(f"no reply within {PIPED_REPLY_TIMEOUT_S:.0f}s")
+            _await_reply(conversation, message_id, interactive)
     except KeyboardInterrupt:
         console.print()
     finally:
         conversation.stop()
 
 
-def _wait_piped(conversation: Conversation, message_id: str) -> bool:
-    deadline = time.monotonic() + PIPED_REPLY_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if conversation.wait_for_reply(message_id, 2.0):
-            return True
-        conversation.catch_up_now()  # in case the reply came while the stream was down
-    return False
+def _await_reply(conversation: Conversation, message_id: str, interactive: bool) -> None:
+    spinner: AbstractContextManager[Any] = (
+        console.status("thinking…") if console.is_terminal else nullcontext()
+    )
+    if not interactive:
+        with spinner:
+            if not conversation.wait_for_reply(message_id, PIPED_REPLY_TIMEOUT_S):
+                fail(f"no reply within {PIPED_REPLY_TIMEOUT_S:.0f}s")
+        return
+    try:
+        with spinner:
+            conversation.wait_for_reply(message_id, None)
+    except KeyboardInterrupt:
+        # Ctrl-C while waiting gives the prompt back; the reply prints when it comes.
+        err_console.print("[dim]not waiting; the reply will print when it arrives[/dim]")

@@ -3,33 +3,94 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+import time
+from datetime import UTC, datetime
+from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
-from claybot.cli.common import HomeOption, JsonOption, console, running_engine
+from claybot.cli.common import (
+    HomeOption,
+    JsonOption,
+    console,
+    engine_client,
+    err_console,
+    fail,
+    paths_for,
+)
+from claybot.config.home import HomePaths
+from claybot.engine.ipc.client_errors import EngineApiError, EngineNotRunning
+
+PAYLOAD_WIDTH = 200  # characters of compact payload on one line
+RECONNECT_DELAY_S = 1.0
+
+
+def _line(event: dict[str, Any]) -> str:
+    if event.get("type") == "init":
+        payload = event.get("payload") or {}
+        text = f"(connected; {payload.get('replayed', 0)} events replayed)"
+        if payload.get("gap"):
+            text += " (some older events were no longer buffered)"
+    else:
+        text = json.dumps(event.get("payload"), separators=(",", ":"), ensure_ascii=False)
+        if len(text) > PAYLOAD_WIDTH:
+            text = text[: PAYLOAD_WIDTH - 3] + "..."
+    # The init frame has no timestamp of its own: it is now.
+    stamp = str(event.get("timestamp") or datetime.now(UTC).isoformat())[11:19]
+    return f"{stamp} [bold]{escape(str(event.get('type')))}[/bold] {escape(text)}"
+
+
+def _answers(paths: HomePaths) -> bool:
+    import httpx
+
+    try:
+        with engine_client(paths, timeout_s=5) as client:
+            return client.is_running()
+    except (httpx.HTTPError, OSError, EngineApiError):
+        return False  # starting or stopping: not yet
 
 
 def events(
     home: HomeOption = None,
     as_json: JsonOption = False,
     since: Annotated[
-        int | None, typer.Option("--since", help="Replay buffered events after this id first.")
+        int | None,
+        typer.Option("--since", help="Replay the buffered events after this event id first."),
     ] = None,
 ) -> None:
-    """Print engine events as they happen (Ctrl-C stops)."""
+    """Print engine events as they happen, one per line (Ctrl-C stops).
+
+    Each line shows the time (UTC), the event type and its payload. If the
+    engine restarts, the stream resumes where it stopped.
+    """
+    import httpx
+
+    paths = paths_for(home)
+    last_id = since
+    connected_once = False
     try:
-        with running_engine(home) as client:
-            for event in client.events(since):
-                if as_json:
-                    typer.echo(json.dumps(event))
-                    continue
-                payload = json.dumps(event.get("payload"), separators=(",", ":"))
-                if event["type"] == "init":
-                    payload = f"(engine status; {event['payload'].get('replayed', 0)} replayed)"
-                elif len(payload) > 200:
-                    payload = payload[:197] + "..."
-                stamp = (event.get("timestamp") or "")[11:19]
-                console.print(f"{stamp} [bold]{event['type']}[/bold] {payload}", highlight=False)
+        while True:
+            try:
+                with engine_client(paths) as client:
+                    for event in client.events(last_id):
+                        connected_once = True
+                        # The first init names the newest event: a reconnect resumes
+                        # after it (ids keep increasing across engine restarts).
+                        if event.get("type") != "init" or last_id is None:
+                            last_id = int(event["id"])
+                        if as_json:
+                            typer.echo(json.dumps(event))
+                        else:
+                            console.print(_line(event), highlight=False, soft_wrap=True)
+            except EngineApiError as exc:
+                fail(str(exc))
+            except (EngineNotRunning, httpx.HTTPError, OSError):
+                if not connected_once:
+                    fail(f"no engine answers on {paths.socket}. Start it with `claybot start`.")
+            # The stream ended: the engine stopped or restarted. Wait for it.
+            err_console.print("[yellow]event stream closed; reconnecting…[/yellow]")
+            while not _answers(paths):
+                time.sleep(RECONNECT_DELAY_S)
     except KeyboardInterrupt:
         pass

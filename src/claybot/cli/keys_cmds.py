@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from claybot.cli.common import (
@@ -33,7 +34,9 @@ def create(
             help="jobs:read|write|delete, agents:read|write or admin; repeatable.",
         ),
     ],
-    rate_limit: Annotated[int, typer.Option("--rate-limit", help="Requests per minute.")] = 60,
+    rate_limit: Annotated[
+        int, typer.Option("--rate-limit", min=1, help="Requests per minute for this key.")
+    ] = 60,
     home: HomeOption = None,
     remote: RemoteOption = None,
 ) -> None:
@@ -61,7 +64,7 @@ def list_keys(home: HomeOption = None, as_json: JsonOption = False) -> None:
         table.add_row(
             key["id"],
             key["prefix"],
-            key["name"],
+            escape(key["name"]),
             " ".join(key["scopes"]),
             str(key["rateLimitRpm"]),
             str(key["usageCount"]),
@@ -81,4 +84,4 @@ def revoke(
     reject_remote(remote)
     with running_engine(home) as client:
         record = client.post(f"/v1/engine/keys/{key_id}/revoke")["record"]
-    console.print(f"revoked {record['prefix']}… ({record['name']})")
+    console.print(f"revoked {record['prefix']}… ({escape(record['name'])})", highlight=False)

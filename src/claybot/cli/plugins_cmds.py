@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from pydantic import ValidationError
+from rich.markup import escape
 from rich.table import Table
 
 from claybot.cli.common import (
@@ -17,7 +18,6 @@ from claybot.cli.common import (
     fail,
     mutate,
     print_json,
-    running_engine,
 )
 from claybot.cli.options import parse_assignments
 from claybot.config.settings import PluginInstanceSettings
@@ -32,24 +32,53 @@ app = typer.Typer(help="Plugin instances: list, load, unload.", no_args_is_help=
 
 @app.command("list")
 def list_plugins(home: HomeOption = None, as_json: JsonOption = False) -> None:
-    """Loaded and configured instances, and the plugins that can be loaded."""
-    with running_engine(home) as client:
-        listing = client.get("/v1/engine/plugins")
+    """Loaded and configured instances, and the plugins that can be loaded.
+
+    Without a running engine, lists settings.json and the installed plugins.
+    """
+
+    def online(client: EngineClient) -> dict[str, Any]:
+        return client.get("/v1/engine/plugins")
+
+    def offline(store: ConfigStore) -> dict[str, Any]:
+        from claybot.engine.plugins import PluginCatalog
+
+        return {
+            "loaded": [],
+            "configured": [entry.to_json_dict() for entry in store.read_settings().plugins],
+            "failures": [],
+            "catalog": PluginCatalog.discover().describe(),
+        }
+
+    listing, running = mutate(home, None, online=online, offline=offline)
     if as_json:
         print_json(listing)
         return
     loaded = {entry["id"] for entry in listing["loaded"]}
     table = Table("instance", "plugin", "enabled", "state")
     for entry in listing["configured"]:
-        state = "loaded" if entry["instanceId"] in loaded else "not loaded"
+        if not running:
+            state = "engine not running"
+        else:
+            state = "loaded" if entry["instanceId"] in loaded else "not loaded"
         table.add_row(
-            entry["instanceId"], entry["pluginId"], str(entry.get("enabled", True)), state
+            escape(entry["instanceId"]),
+            escape(entry["pluginId"]),
+            "yes" if entry.get("enabled", True) else "no",
+            state,
         )
-    console.print(table)
+    if listing["configured"]:
+        console.print(table)
+    else:
+        console.print("no plugin instances configured")
     catalog = ", ".join(sorted(entry["id"] for entry in listing["catalog"]))
-    console.print(f"available plugins: {catalog}")
+    console.print(f"available plugins: {escape(catalog)}", highlight=False)
     for failure in listing.get("failures", []):
-        console.print(f"[yellow]failed at boot:[/yellow] {failure}")
+        console.print(
+            f"[yellow]{escape(str(failure.get('id')))} failed to load:[/yellow] "
+            f"{escape(str(failure.get('message')))}",
+            highlight=False,
+        )
 
 
 def _settings_from(pairs: list[str] | None, raw_json: str | None) -> dict[str, Any] | None:
@@ -94,25 +123,68 @@ def load(
         return f"loaded {loaded['id']} ({loaded['name']})"
 
     def offline(store: ConfigStore) -> str:
-        from claybot.engine.plugins import PluginCatalog
-
-        definition = PluginCatalog.discover().get(plugin_id)
-        if definition is None:
-            fail(f"unknown plugin {plugin_id!r}")
-        try:
-            definition.settings_model.model_validate(settings or {})
-            entry = PluginInstanceSettings(
-                instance_id=instance or plugin_id, plugin_id=plugin_id, settings=settings or {}
-            )
-        except ValidationError as exc:
-            fail(f"invalid settings: {describe_validation_error(exc)}")
-        current = store.read_settings()
-        others = [p for p in current.plugins if p.instance_id != entry.instance_id]
-        store.write_settings(current.model_copy(update={"plugins": [*others, entry]}))
-        return f"saved {entry.instance_id} in settings.json; it loads when the engine starts"
+        return _save_offline(store, plugin_id, instance, settings)
 
     message, _ = mutate(home, remote, online=online, offline=offline)
     console.print(message)
+
+
+def _save_offline(
+    store: ConfigStore, plugin_id: str, instance_id: str | None, settings: dict[str, Any] | None
+) -> str:
+    """What the engine's load checks, applied to settings.json for the next start.
+
+    Enabled entries stand in for running instances: they load at the next start.
+    """
+    from claybot.engine.plugins import InstanceIdTaken, PluginCatalog, PluginError
+    from claybot.engine.plugins.rules import (
+        RunningInstance,
+        check_exclusive,
+        check_instance_id,
+        default_instance_id,
+    )
+    from claybot.engine.plugins.settings_file import PluginSettingsFile
+
+    catalog = PluginCatalog.discover()
+    definition = catalog.get(plugin_id)
+    if definition is None:
+        fail(f"unknown plugin {plugin_id!r} (installed: {', '.join(catalog.ids())})")
+    plugins_file = PluginSettingsFile(store)
+    try:
+        configured = {entry.instance_id: entry for entry in plugins_file.entries()}
+
+        def is_free(candidate: str) -> bool:
+            entry = configured.get(candidate)
+            return entry is None or (entry.plugin_id == plugin_id and not entry.enabled)
+
+        if instance_id is None:
+            instance_id = (
+                plugin_id if definition.exclusive else default_instance_id(plugin_id, is_free)
+            )
+        check_instance_id(instance_id)
+        existing = configured.get(instance_id)
+        if existing is not None and existing.plugin_id != plugin_id:
+            raise InstanceIdTaken(instance_id, existing.plugin_id)
+        others = []
+        for entry in configured.values():
+            if entry.enabled and entry.instance_id != instance_id:
+                other = catalog.get(entry.plugin_id)
+                exclusive = other is not None and other.exclusive
+                others.append(RunningInstance(entry.instance_id, entry.plugin_id, exclusive))
+        check_exclusive(plugin_id, definition.exclusive, others)
+        if settings is None:  # like the engine: a configured instance keeps its settings
+            settings = existing.settings if existing is not None else {}
+        try:
+            definition.settings_model.model_validate(settings)
+            entry = PluginInstanceSettings(
+                instance_id=instance_id, plugin_id=plugin_id, settings=settings
+            )
+        except ValidationError as exc:
+            fail(f"invalid settings: {describe_validation_error(exc)}")
+        plugins_file.upsert(entry)
+    except PluginError as exc:
+        fail(exc.message)
+    return f"saved {instance_id} in settings.json; it loads when the engine starts"
 
 
 @app.command("unload")
@@ -129,14 +201,17 @@ def unload(
 
     def offline(store: ConfigStore) -> str:
         current = store.read_settings()
-        if not any(p.instance_id == instance_id for p in current.plugins):
+        entry = next((p for p in current.plugins if p.instance_id == instance_id), None)
+        if entry is None:
             fail(f"no plugin instance {instance_id!r} in settings.json")
+        if not entry.enabled:
+            return f"{instance_id} is already disabled in settings.json"
         plugins = [
             p.model_copy(update={"enabled": False}) if p.instance_id == instance_id else p
             for p in current.plugins
         ]
         store.write_settings(current.model_copy(update={"plugins": plugins}))
-        return f"disabled {instance_id} in settings.json"
+        return f"disabled {instance_id} in settings.json; it stays stopped at the next start"
 
     message, _ = mutate(home, remote, online=online, offline=offline)
     console.print(message)

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from pydantic import ValidationError
+from rich.markup import escape
 from rich.table import Table
 
 from claybot.cli.common import (
@@ -44,9 +45,12 @@ def _show(providers: list[dict[str, Any]], as_json: bool) -> None:
     table = Table("priority", "id", "type", "model", "enabled")
     for position, provider in enumerate(providers):
         table.add_row(
-            str(position), provider["id"], provider.get("type") or provider["id"],
-            str(provider.get("model") or "-"), str(provider.get("enabled", True)),
-        )  # fmt: skip
+            str(position),
+            escape(provider["id"]),
+            escape(provider.get("type") or provider["id"]),
+            escape(str(provider.get("model") or "-")),
+            "yes" if provider.get("enabled", True) else "no",
+        )
     console.print(table)
 
 
@@ -101,18 +105,23 @@ def add(
         )
     except ValidationError as exc:
         fail(describe_validation_error(exc))
-    known = _known_types()
-    if provider.provider_type not in known:
-        fail(
-            f"unknown provider type {provider.provider_type!r} (known: {', '.join(sorted(known))})"
-        )
 
+    # Online, the engine checks the type against its registry (which includes the
+    # types that loaded plugins registered).
     def online(client: EngineClient) -> list[dict[str, Any]]:
         body = {**provider.to_json_dict(), "position": position}
         result: list[dict[str, Any]] = client.post("/v1/engine/providers", body)["providers"]
         return result
 
     def offline(store: ConfigStore) -> list[dict[str, Any]]:
+        known = _known_types()
+        if provider.provider_type not in known:
+            fail(
+                f"unknown provider type {provider.provider_type!r} "
+                f"(built-in: {', '.join(sorted(known))}; types that plugins add can be used "
+                "while the engine runs)"
+            )
+
         def edit(providers: list[ProviderSettings]) -> list[ProviderSettings]:
             others = [p for p in providers if p.id != provider.id]
             slot = len(others) if position is None else min(position, len(others))
