@@ -52,6 +52,17 @@ class AgentSettings(CamelModel):
     # The most recent messages sent to the model each turn (history keeps everything).
     max_context_messages: int = Field(default=200, ge=2, le=100_000)
     system_prompt: str | None = None
+    # The tool loop: model calls per turn, and how much of a tool's output the model sees.
+    max_tool_iterations: int = Field(default=25, ge=1, le=500)
+    tool_output_limit: int = Field(default=16_000, ge=256, le=1_000_000)
+    # Background agents: how deep subagents may nest, and how many may be busy per parent.
+    max_subagent_depth: int = Field(default=3, ge=1, le=32)
+    max_children: int = Field(default=8, ge=1, le=1000)
+
+
+class PermissionSettings(CamelModel):
+    # An unanswered permission request is denied after this long (fail closed).
+    request_timeout_s: float = Field(default=900.0, gt=0, le=7 * 24 * 3600)
 
 
 class Settings(CamelModel):
@@ -63,6 +74,7 @@ class Settings(CamelModel):
     providers: list[ProviderSettings] = Field(default_factory=list)
     plugins: list[PluginInstanceSettings] = Field(default_factory=list)
     agents: AgentSettings = Field(default_factory=AgentSettings)
+    permissions: PermissionSettings = Field(default_factory=PermissionSettings)
 
     def enabled_providers(self) -> list[ProviderSettings]:
         return [provider for provider in self.providers if provider.enabled]

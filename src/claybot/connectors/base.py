@@ -58,6 +58,95 @@ class OutgoingMessage:
 PostInbound = Callable[[InboundMessage], Awaitable[PostedMessage]]
 
 
+@dataclass(frozen=True)
+class PermissionPrompt:
+    """A permission request shown to a user through a connector's approval UI."""
+
+    request_id: str
+    agent_id: str  # the agent that asked: the decision is routed to it by this id
+    agent_label: str  # who asked, for people ("subagent research", "you")
+    permission: str  # the tag: "@network", "@read:/abs/path" or "@write:/abs/path"
+    reason: str
+    connector: str  # where the prompt is shown
+    user_id: str
+    channel_id: str
+    expires_at: int  # ms since the epoch; unanswered by then means denied
+
+    def text(self) -> str:
+        return (
+            f"Permission request from {self.agent_label}: {self.permission}\nReason: {self.reason}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "requestId": self.request_id,
+            "agentId": self.agent_id,
+            "agentLabel": self.agent_label,
+            "permission": self.permission,
+            "reason": self.reason,
+            "connector": self.connector,
+            "userId": self.user_id,
+            "channelId": self.channel_id,
+            "expiresAt": self.expires_at,
+        }
+
+
+@dataclass(frozen=True)
+class PermissionOutcome:
+    request_id: str
+    approved: bool
+    decided_by: str  # "user:<connector>", "api", "cli" or "timeout"
+
+
+@runtime_checkable
+class PermissionPrompter(Protocol):
+    """Optional connector capability: an approval UI (buttons, a prompt).
+
+    A connector without it gets the prompt as a plain text message.
+    """
+
+    async def request_permission(self, prompt: PermissionPrompt) -> None: ...
+
+    async def permission_decided(
+        self, prompt: PermissionPrompt, outcome: PermissionOutcome
+    ) -> None:
+        """The request was decided (here, elsewhere, or by the timeout): update the UI."""
+        ...
+
+
+class ConversationControl(Protocol):
+    """What a connector may ask of the engine besides posting messages.
+
+    Slash commands are the connector's business (seed 001): it maps ``/reset``
+    to ``reset_conversation`` and ``/stop`` to ``stop_conversation``; the engine never parses them.
+    """
+
+    async def reset_conversation(self, connector: str, user_id: str, channel_id: str) -> bool:
+        """Clear the conversation's context; False if it has no agent yet."""
+        ...
+
+    async def stop_conversation(self, connector: str, user_id: str, channel_id: str) -> bool:
+        """Abort the running turn; False if nothing was running."""
+        ...
+
+    async def decide_permission(
+        self, connector: str, request_id: str, approved: bool
+    ) -> PermissionOutcome:
+        """Decide a request shown through ``connector``.
+
+        Raises ``LookupError`` for an unknown request (or one shown elsewhere)
+        and ``PermissionAlreadyDecided`` when it was decided before.
+        """
+        ...
+
+
+class PermissionAlreadyDecided(RuntimeError):
+    def __init__(self, outcome: PermissionOutcome) -> None:
+        verdict = "allowed" if outcome.approved else "denied"
+        super().__init__(f"request {outcome.request_id} was already {verdict}")
+        self.outcome = outcome
+
+
 @runtime_checkable
 class Connector(Protocol):
     @property

@@ -22,17 +22,29 @@ from claybot.config.auth import AuthFile
 from claybot.config.home import HomePaths
 from claybot.config.settings import ProviderSettings, Settings
 from claybot.config.store import ConfigStore
-from claybot.connectors.base import InboundMessage, OutgoingMessage, PostedMessage
+from claybot.connectors.base import (
+    InboundMessage,
+    OutgoingMessage,
+    PermissionOutcome,
+    PermissionPrompter,
+    PostedMessage,
+)
 from claybot.db.location import database_url
 from claybot.durable.group_commit import GroupCommitWriter
 from claybot.engine.agents.agent import DEFAULT_SYSTEM_PROMPT, AgentRuntime
+from claybot.engine.agents.descriptors import SubagentDescriptor, UserDescriptor, descriptor_label
 from claybot.engine.agents.inbox import InboxLog
 from claybot.engine.agents.state import Permissions
 from claybot.engine.agents.store import FileAgentStore
-from claybot.engine.agents.system import AgentSystem
+from claybot.engine.agents.system import AgentNotFound, AgentSystem, SubagentLimits
 from claybot.engine.events import EventBus
 from claybot.engine.ipc.tcp_auth import ApiKeyMiddleware
 from claybot.engine.keystore import DeferredApiKeyStore, open_database
+from claybot.engine.permissions.requests import (
+    Conversation,
+    PermissionBroker,
+    PermissionRequest,
+)
 from claybot.engine.plugins import LoadedPlugin, PluginCatalog, PluginManager, Registries
 from claybot.providers.base import InferenceProvider
 from claybot.providers.registry import (
@@ -41,7 +53,9 @@ from claybot.providers.registry import (
     builtin_provider_types,
 )
 from claybot.providers.router import InferenceRouter
+from claybot.tools.agents import AgentTools
 from claybot.tools.base import ToolRegistry
+from claybot.tools.permissions import PermissionTools
 
 log = logging.getLogger(__name__)
 
@@ -75,13 +89,20 @@ class Engine:
         self.registries = Registries(tools=self.tools, providers=self.provider_registry)
         self.catalog = self.options.catalog or PluginCatalog.discover()
         self.plugins = PluginManager(
-            self.catalog, self.registries, self.config, self.events, paths, self.post_inbound
+            self.catalog,
+            self.registries,
+            self.config,
+            self.events,
+            paths,
+            self.post_inbound,
+            control=self,
         )
         self.router = InferenceRouter([])
         self.provider_failures: dict[str, str] = {}
         self.started_at = datetime.now(UTC)
         self.tcp_port: int | None = None
         self._agents: AgentSystem | None = None
+        self._permissions: PermissionBroker | None = None
         self.database_url = database_url(paths, self.options.env)
         self.database: Any = None  # the SQLAlchemy engine, once open
         self._database_task: asyncio.Task[Any] | None = None
@@ -114,6 +135,8 @@ class Engine:
             now_ms=now_ms,
             system_prompt=agent_settings.system_prompt or DEFAULT_SYSTEM_PROMPT,
             max_context_messages=agent_settings.max_context_messages,
+            max_tool_iterations=agent_settings.max_tool_iterations,
+            tool_output_limit=agent_settings.tool_output_limit,
             default_permissions=self._default_permissions(),
         )
         self._agents = AgentSystem(
@@ -121,10 +144,29 @@ class Engine:
             max_concurrent=agent_settings.max_concurrent,
             idle_unload_s=agent_settings.idle_unload_s,
             max_message_bytes=agent_settings.max_message_bytes,
+            subagent_limits=SubagentLimits(
+                max_depth=agent_settings.max_subagent_depth,
+                max_busy_children=agent_settings.max_children,
+            ),
+        )
+        for tool in [
+            *AgentTools(self._agents).definitions(),
+            *PermissionTools(self.ask_permission).definitions(),
+        ]:
+            self.tools.register(tool)
+        self._permissions = PermissionBroker(
+            self.paths.home / "permissions" / "requests.jsonl",
+            events=self.events,
+            now_ms=now_ms,
+            timeout_s=self.settings.permissions.request_timeout_s,
+            present=self._present_permission,
+            withdraw=self._withdraw_permission,
+            deliver=self._deliver_permission,
         )
         recovered = await self._agents.boot()
         # Plugins start after the agents: their connectors post messages at once.
         await self.plugins.restore()
+        await self._permissions.boot()  # after the connectors: it may re-present prompts
         await self.rebuild_providers()
         log.info(
             "engine started",
@@ -142,6 +184,8 @@ class Engine:
 
     async def stop(self, drain_timeout_s: float = 10.0) -> None:
         await self.plugins.shutdown()  # connectors stop taking messages first
+        if self._permissions is not None:
+            await self._permissions.shutdown()
         if self._agents is not None:
             await self._agents.shutdown(drain_timeout_s)
         await self.router.close()
@@ -251,6 +295,114 @@ class Engine:
                 "connector send failed",
                 extra={"action": "connector.send_failed", "connector": message.connector},
             )
+
+    # -- permission requests ----------------------------------------------------------
+
+    @property
+    def permissions(self) -> PermissionBroker:
+        if self._permissions is None:
+            raise RuntimeError("the engine is not started")
+        return self._permissions
+
+    async def ask_permission(
+        self, agent_id: str, permission: str, reason: str
+    ) -> PermissionRequest:
+        """Route a request to a user: the asker's own conversation, else the most recent one."""
+        descriptor = self.agents.descriptor_of(agent_id)
+        if isinstance(descriptor, UserDescriptor):
+            where, label = descriptor, "this conversation"
+        else:
+            foreground = self.agents.agent_for("most-recent-foreground")
+            if foreground is None:
+                raise ValueError("No user has talked to the engine yet, so nobody can be asked.")
+            found = self.agents.descriptor_of(foreground)
+            assert isinstance(found, UserDescriptor)
+            where = found
+            label = (
+                f'background agent "{descriptor.name}" ({agent_id})'
+                if isinstance(descriptor, SubagentDescriptor)
+                else f"{descriptor_label(descriptor)} ({agent_id})"
+            )
+        return await self.permissions.request(
+            agent_id=agent_id,
+            agent_label=label,
+            permission=permission,
+            reason=reason,
+            where=Conversation(where.connector, where.userId, where.channelId),
+        )
+
+    async def _present_permission(self, request: PermissionRequest) -> None:
+        """Show the prompt through its connector; the local and web chats follow the events."""
+        connector = self.registries.connectors.get(request.connector)
+        if connector is None:
+            return
+        if isinstance(connector, PermissionPrompter):
+            await connector.request_permission(request.prompt())
+            return
+        text = (
+            f"{request.prompt().text()}\n"
+            f"Answer with `claybot permissions allow {request.id}` (or deny)."
+        )
+        await connector.send(
+            OutgoingMessage(
+                f"perm:{request.id}",
+                request.agent_id,
+                request.connector,
+                request.user_id,
+                request.channel_id,
+                text,
+            )
+        )
+
+    async def _withdraw_permission(self, request: PermissionRequest) -> None:
+        connector = self.registries.connectors.get(request.connector)
+        if isinstance(connector, PermissionPrompter):
+            await connector.permission_decided(request.prompt(), request.outcome())
+
+    async def _deliver_permission(self, request: PermissionRequest) -> None:
+        """The decision goes to the asking agent by id, through its durable inbox."""
+        try:
+            await self.agents.post_to_agent(
+                request.agent_id,
+                request.decision_text(),
+                message_id=f"perm:{request.id}",
+                origin="permissions",
+                context={
+                    "grant": {
+                        "requestId": request.id,
+                        "permission": request.permission,
+                        "approved": request.approved,
+                    }
+                },
+            )
+        except AgentNotFound:
+            log.warning(
+                "the agent of a decided permission request is gone",
+                extra={"action": "permission.orphan", "requestId": request.id},
+            )
+
+    # -- conversation control (what connectors may ask) -----------------------------
+
+    async def reset_conversation(self, connector: str, user_id: str, channel_id: str) -> bool:
+        descriptor = UserDescriptor(connector=connector, userId=user_id, channelId=channel_id)
+        agent_id = self.agents.agent_id_for(descriptor)
+        if agent_id is None:
+            return False
+        await self.agents.reset(agent_id)
+        return True
+
+    async def stop_conversation(self, connector: str, user_id: str, channel_id: str) -> bool:
+        descriptor = UserDescriptor(connector=connector, userId=user_id, channelId=channel_id)
+        agent_id = self.agents.agent_id_for(descriptor)
+        return agent_id is not None and self.agents.abort(agent_id)
+
+    async def decide_permission(
+        self, connector: str, request_id: str, approved: bool
+    ) -> PermissionOutcome:
+        request = await self.permissions.decide(
+            request_id, approved, f"user:{connector}", connector=connector
+        )
+        return request.outcome()
 
     # -- status -----------------------------------------------------------------
 

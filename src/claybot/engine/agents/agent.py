@@ -11,6 +11,7 @@ model as interrupted rather than silently re-run.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -30,12 +31,14 @@ from claybot.engine.agents.history import (
     reset_record,
     since_last_marker,
     tool_result_record,
+    turn_progress,
     user_message_record,
 )
 from claybot.engine.agents.inbox import AgentInbox, InboxItem, InboxLog
 from claybot.engine.agents.state import AgentState, Permissions, ProviderSelection, TokenTotals
 from claybot.engine.agents.store import FileAgentStore
 from claybot.engine.events import EventBus
+from claybot.engine.permissions.tags import PermissionTagError, apply_grant, parse_tag
 from claybot.providers.base import ChatMessage, InferenceRequest, TokenUsage, ToolCall
 from claybot.providers.router import InferenceFailed, InferenceRouter
 from claybot.tools.base import ToolContext, ToolRegistry, ToolResult
@@ -48,6 +51,19 @@ INTERRUPTED_TOOL = (
     "completed. It was not run again; check its effect before retrying."
 )
 DEFAULT_SYSTEM_PROMPT = "You are ClayBot, a helpful assistant. Answer clearly and briefly."
+STOPPED_TEXT = "Stopped."
+UNEXPECTED_ERROR = "Unexpected error while processing this message; it was not completed."
+
+
+@dataclass(frozen=True)
+class TurnOutcome:
+    """How a message turn ended: its last text, and whether that was a failure."""
+
+    text: str
+    failed: bool = False
+
+
+TurnEnded = Callable[["Agent", InboxItem, TurnOutcome], Awaitable[None]]
 
 
 def truncate(text: str, limit: int) -> str:
@@ -72,6 +88,9 @@ class AgentRuntime:
     tool_output_limit: int = 16_000
     max_context_messages: int = 200
     default_permissions: Permissions = field(default_factory=Permissions)
+    # Called after every message turn, also one resumed after a crash; the agent
+    # system uses it to report a subagent's result to its parent (idempotently).
+    on_turn_end: TurnEnded | None = None
 
 
 class Agent:
@@ -99,6 +118,8 @@ class Agent:
             if record.get("type") == "user_message" and record.get("messageId"):
                 self.remember(str(record["messageId"]))
         self._resume: dict[str, TurnProgress] = {}
+        self._current: asyncio.Task[TurnOutcome] | None = None
+        self._stop_requested = False
 
     # -- message ids ---------------------------------------------------------
 
@@ -119,13 +140,60 @@ class Agent:
 
     # -- processing ----------------------------------------------------------
 
+    @property
+    def busy(self) -> bool:
+        return self.running or bool(len(self.inbox))
+
+    def abort(self) -> bool:
+        """Stop the running turn (``/stop``); False if no turn is running."""
+        task = self._current
+        if task is None or task.done():
+            return False
+        self._stop_requested = True
+        task.cancel()
+        return True
+
     async def process(self, item: InboxItem) -> None:
         if item.kind == "reset":
             await self._reset(item)
         else:
-            await self._turn(item)
+            outcome = await self._guarded_turn(item)
+            if self.runtime.on_turn_end is not None:
+                await self.runtime.on_turn_end(self, item, outcome)
         self.state.updatedAt = self.runtime.now_ms()
         self.state_dirty = True
+
+    async def _guarded_turn(self, item: InboxItem) -> TurnOutcome:
+        """Run the turn in its own task so ``/stop`` can cancel it without stopping the engine."""
+        self._stop_requested = False
+        task = asyncio.ensure_future(self._turn(item))
+        self._current = task
+        try:
+            return await task
+        except asyncio.CancelledError:
+            if not self._stop_requested:
+                raise  # the engine is shutting down: the item stays pending
+            return await self._end(item, STOPPED_TEXT, failed=False)
+        except Exception:
+            # A bug must not leave the user (or a parent agent) waiting forever.
+            log.exception(
+                "turn failed",
+                extra={"action": "agent.turn_failed", "agentId": self.id, "itemId": item.id},
+            )
+            return await self._end(item, UNEXPECTED_ERROR, failed=True)
+        finally:
+            self._current = None
+            self._stop_requested = False
+
+    async def _end(self, item: InboxItem, text: str, *, failed: bool) -> TurnOutcome:
+        """Close a turn that did not finish normally with a final record and message."""
+        await self.runtime.store.writer.flush()
+        records = await asyncio.to_thread(self.runtime.store.read_history, self.id, repair=False)
+        progress = turn_progress(records, item.id)
+        if progress.done:  # it finished just before the stop arrived
+            return _outcome_of(progress)
+        await self._fail(item, len(progress.outgoing), text, error=failed)
+        return TurnOutcome(text, failed)
 
     async def _reset(self, item: InboxItem) -> None:
         message = item.context.get("message")
@@ -146,14 +214,30 @@ class Agent:
         if message is not None:
             self.context.append(message)
 
-    async def _turn(self, item: InboxItem) -> None:
+    async def _apply_grant(self, item: InboxItem) -> None:
+        """A decided permission request: apply it and persist state before the turn runs."""
+        grant = item.context.get("grant")
+        if not isinstance(grant, dict) or not grant.get("approved"):
+            return
+        try:
+            tag = parse_tag(str(grant.get("permission", "")))
+        except PermissionTagError:
+            log.error("ignoring a malformed grant", extra={"agentId": self.id, "itemId": item.id})
+            return
+        self.state.permissions = apply_grant(self.state.permissions, tag)
+        self.state.updatedAt = self.runtime.now_ms()
+        self.state_dirty = False
+        await self.runtime.store.write_state(self.id, self.state)
+
+    async def _turn(self, item: InboxItem) -> TurnOutcome:
         rt = self.runtime
         progress = self._resume.pop(item.id, None)
+        await self._apply_grant(item)  # idempotent: also on a resumed turn
         if progress is not None:
             for outgoing_id, text, final in progress.outgoing:
                 await self._deliver(item, outgoing_id, text, final=final)
             if progress.done:
-                return
+                return _outcome_of(progress)
         if progress is None or not progress.started:
             origin = item.context.get("origin")
             self._append(
@@ -182,8 +266,9 @@ class Agent:
             try:
                 result = await rt.router().complete(request)
             except InferenceFailed as exc:
-                await self._fail(item, sent, f"Inference failed: {exc}")
-                return
+                text = f"Inference failed: {exc}"
+                await self._fail(item, sent, text)
+                return TurnOutcome(text, failed=True)
             calls = result.tool_calls if iteration < rt.max_tool_iterations else ()
             outgoing: str | None = f"{item.id}#{sent}" if result.text else None
             await self._append_durable(
@@ -207,7 +292,7 @@ class Agent:
                     item, outgoing, result.text, final=not calls, record_sent=bool(calls)
                 )
             if not calls:
-                return
+                return TurnOutcome(result.text)
             for call in calls:
                 output = await self._run_tool(call, item.id)
                 self._append(
@@ -215,6 +300,7 @@ class Agent:
                         rt.now_ms(), item.id, call, output.text, is_error=output.is_error
                     )
                 )
+        raise AssertionError("the last iteration never has tool calls")  # pragma: no cover
 
     def _trim_context(self) -> None:
         """Keep memory bounded: what is beyond the window lives only in history."""
@@ -222,7 +308,7 @@ class Agent:
         if len(self.context) > 2 * limit:
             self.context = context_window(self.context, limit)
 
-    async def _fail(self, item: InboxItem, sent: int, text: str) -> None:
+    async def _fail(self, item: InboxItem, sent: int, text: str, *, error: bool = True) -> None:
         outgoing_id = f"{item.id}#{sent}"
         await self._append_durable(
             assistant_message_record(
@@ -231,12 +317,13 @@ class Agent:
                 item.id,
                 final=True,
                 outgoing_id=outgoing_id,
-                error=True,
+                error=error,
             )
         )
-        self.runtime.events.emit(
-            "agent.error", {"agentId": self.id, "messageId": item.id, "error": text}
-        )
+        if error:
+            self.runtime.events.emit(
+                "agent.error", {"agentId": self.id, "messageId": item.id, "error": text}
+            )
         await self._deliver(item, outgoing_id, text, final=True, record_sent=False)
 
     async def _run_tool(self, call: ToolCall, message_id: str) -> ToolResult:
@@ -302,3 +389,8 @@ class Agent:
         )
         if provider:
             self.state.provider = ProviderSelection(providerId=provider, model=model or None)
+
+
+def _outcome_of(progress: TurnProgress) -> TurnOutcome:
+    finals = [text for _, text, final in progress.outgoing if final]
+    return TurnOutcome(finals[-1] if finals else "", progress.failed)

@@ -171,6 +171,7 @@ class TurnProgress:
 
     started: bool = False
     done: bool = False
+    failed: bool = False  # the turn ended with an error record
     outgoing: list[tuple[str, str, bool]] = field(default_factory=list)  # (id, text, final)
     unanswered_calls: list[ToolCall] = field(default_factory=list)
 
@@ -197,6 +198,7 @@ def turn_progress(records: Iterable[Record], message_id: str) -> TurnProgress:
             pending.extend(_tool_calls(record.get("toolCalls")))
             if record.get("final"):
                 progress.done = True
+                progress.failed = bool(record.get("error"))
         elif kind == "tool_result":
             answered.add(str(record.get("toolCallId")))
     progress.unanswered_calls = [call for call in pending if call.id not in answered]

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from claybot.connectors.base import InboundMessage, PostedMessage
-from claybot.engine.agents.agent import Agent, AgentRuntime
+from claybot.engine.agents.agent import Agent, AgentRuntime, TurnOutcome
 from claybot.engine.agents.descriptors import (
     AgentDescriptor,
     FetchStrategy,
@@ -34,7 +34,7 @@ from claybot.engine.agents.descriptors import (
 )
 from claybot.engine.agents.history import Record, start_record, turn_progress
 from claybot.engine.agents.inbox import InboxItem
-from claybot.engine.agents.state import AgentState
+from claybot.engine.agents.state import AgentState, Permissions
 from claybot.engine.agents.store import IndexEntry
 from claybot.ids import IdFactory, new_id
 
@@ -59,6 +59,16 @@ class EngineStopping(RuntimeError):
     pass
 
 
+class SubagentLimit(ValueError):
+    """Starting another background agent would pass a nesting or children limit."""
+
+
+@dataclass(frozen=True)
+class SubagentLimits:
+    max_depth: int = 3  # a user agent's subagent is depth 1
+    max_busy_children: int = 8  # children with unfinished work, per parent
+
+
 @dataclass(frozen=True)
 class HistoryPage:
     records: list[dict[str, Any]]
@@ -75,8 +85,11 @@ class AgentSystem:
         max_message_bytes: int,
         id_factory: IdFactory = new_id,
         monotonic: Callable[[], float] = time.monotonic,
+        subagent_limits: SubagentLimits | None = None,
     ) -> None:
         self.runtime = runtime
+        runtime.on_turn_end = self._turn_ended
+        self.subagent_limits = subagent_limits or SubagentLimits()
         self.store = runtime.store
         self.inbox_log = runtime.inbox_log
         self.events = runtime.events
@@ -196,13 +209,21 @@ class AgentSystem:
         finally:
             del self._creating[key]
 
-    async def _create(self, descriptor: AgentDescriptor) -> str:
+    async def _create(
+        self,
+        descriptor: AgentDescriptor,
+        *,
+        agent_id: str | None = None,
+        permissions: Permissions | None = None,
+    ) -> str:
         if self._stopping:
             raise EngineStopping("the engine is shutting down")
-        agent_id = self._new_id()
+        agent_id = agent_id or self._new_id()
         now = self.runtime.now_ms()
         state = AgentState(
-            createdAt=now, updatedAt=now, permissions=self.runtime.default_permissions
+            createdAt=now,
+            updatedAt=now,
+            permissions=permissions or self.runtime.default_permissions,
         )
         entry = IndexEntry(agent_id, descriptor, now)
         await self.store.create(entry, state, start_record(now))
@@ -292,11 +313,124 @@ class AgentSystem:
         return PostedMessage(agent_id, item.id, duplicate=False)
 
     async def post_to_agent(
-        self, agent_id: str, text: str, *, message_id: str | None = None, origin: str | None = None
+        self,
+        agent_id: str,
+        text: str,
+        *,
+        message_id: str | None = None,
+        origin: str | None = None,
+        context: dict[str, Any] | None = None,
     ) -> InboxItem | None:
-        """Post a (system) message straight to an agent id."""
-        context = {"origin": origin} if origin else {}
-        return await self._accept(agent_id, "message", message_id, text, context)
+        """Post a (system) message straight to an agent id; None if ``message_id`` was seen."""
+        if agent_id not in self._entries:
+            raise AgentNotFound(agent_id)
+        item_context = dict(context or {})
+        if origin:
+            item_context["origin"] = origin
+        return await self._accept(agent_id, "message", message_id, text, item_context)
+
+    # -- subagents ----------------------------------------------------------------
+
+    def depth_of(self, agent_id: str) -> int:
+        """0 for user, cron and heartbeat agents; a subagent is one deeper than its parent."""
+        depth = 0
+        seen: set[str] = set()
+        entry = self._entries.get(agent_id)
+        while entry is not None and isinstance(entry.descriptor, SubagentDescriptor):
+            if agent_id in seen:  # a cycle can only come from hand-edited files
+                break
+            seen.add(agent_id)
+            depth += 1
+            agent_id = entry.descriptor.parentAgentId
+            entry = self._entries.get(agent_id)
+        return depth
+
+    def busy_children(self, parent_id: str) -> int:
+        count = 0
+        for agent_id, entry in self._entries.items():
+            descriptor = entry.descriptor
+            if isinstance(descriptor, SubagentDescriptor) and descriptor.parentAgentId == parent_id:
+                agent = self._loaded.get(agent_id)
+                if (agent is not None and agent.busy) or agent_id in self._recovered:
+                    count += 1
+        return count
+
+    async def permissions_of(self, agent_id: str) -> Permissions:
+        agent = self._loaded.get(agent_id)
+        if agent is not None:
+            return agent.state.permissions
+        if agent_id not in self._entries:
+            raise AgentNotFound(agent_id)
+        state = await asyncio.to_thread(self.store.read_state, agent_id)
+        return state.permissions if state is not None else Permissions()
+
+    async def start_subagent(
+        self,
+        parent_id: str,
+        name: str,
+        prompt: str,
+        *,
+        permissions: Permissions | None = None,
+    ) -> str:
+        """Create a new background agent (a new id every time) and post its first message."""
+        if parent_id not in self._entries:
+            raise AgentNotFound(parent_id)
+        limits = self.subagent_limits
+        depth = self.depth_of(parent_id) + 1
+        if depth > limits.max_depth:
+            raise SubagentLimit(
+                f"background agents may nest {limits.max_depth} deep; this one would be "
+                f"at depth {depth}. Do the work here or report back to your parent instead."
+            )
+        busy = self.busy_children(parent_id)
+        if busy >= limits.max_busy_children:
+            raise SubagentLimit(
+                f"this agent already has {busy} background agents at work (the limit is "
+                f"{limits.max_busy_children}); wait for one to report back first."
+            )
+        agent_id = self._new_id()
+        descriptor = SubagentDescriptor(id=agent_id, parentAgentId=parent_id, name=name)
+        await self._create(descriptor, agent_id=agent_id, permissions=permissions)
+        await self.post_to_agent(agent_id, prompt, origin=parent_id)
+        return agent_id
+
+    async def _turn_ended(self, agent: Agent, item: InboxItem, outcome: TurnOutcome) -> None:
+        """A subagent's turn ended: its parent gets the result, or one failure notice.
+
+        The notice's message id is derived from the subagent's item, so a restart
+        that resumes this turn posts it again and the parent's inbox drops it.
+        """
+        descriptor = agent.descriptor
+        if not isinstance(descriptor, SubagentDescriptor):
+            return
+        parent_id = descriptor.parentAgentId
+        if parent_id not in self._entries:
+            log.warning(
+                "a subagent's parent is gone; its result is dropped",
+                extra={"action": "subagent.orphan", "agentId": agent.id, "parentId": parent_id},
+            )
+            return
+        who = f'Background agent "{descriptor.name}" ({agent.id})'
+        if outcome.failed:
+            text = f"{who} failed: {outcome.text}"
+        else:
+            text = f"{who} finished:\n{outcome.text or '(no answer)'}"
+        await self.post_to_agent(
+            parent_id, text, message_id=f"{agent.id}:{item.id}:result", origin=agent.id
+        )
+        self.events.emit(
+            "agent.subagent.failed" if outcome.failed else "agent.subagent.finished",
+            {"agentId": agent.id, "parentAgentId": parent_id, "messageId": item.id},
+        )
+
+    def abort(self, agent_id: str) -> bool:
+        """``/stop``: cancel the agent's running turn; False if none is running."""
+        agent = self._loaded.get(agent_id)
+        return agent.abort() if agent is not None else False
+
+    def agent_id_for(self, descriptor: AgentDescriptor) -> str | None:
+        """The agent id a descriptor maps to, without creating one."""
+        return self._by_key.get(descriptor_key(descriptor))
 
     async def reset(self, agent_id: str, message: str | None = None) -> InboxItem:
         context = {"message": message} if message else {}
@@ -383,6 +517,8 @@ class AgentSystem:
             await agent.process(item)
         except asyncio.CancelledError:
             raise  # shutdown: the item stays pending in the log and resumes next boot
+        except EngineStopping:
+            return  # its result could not be posted: pending, finished again next boot
         except Exception:
             # A bug must not wedge the inbox behind a message that always fails.
             log.exception(

@@ -11,7 +11,9 @@ from claybot import __version__
 from claybot.engine.engine import Engine
 from claybot.engine.ipc.body_limit import BodyLimitMiddleware
 from claybot.engine.ipc.errors import install_error_handlers
+from claybot.engine.ipc.permission_routes import router as permission_router
 from claybot.engine.ipc.routes import router
+from claybot.engine.ipc.webchat_routes import router as webchat_router
 
 
 def create_app(engine: Engine, request_shutdown: Callable[[], None] = lambda: None) -> ASGIApp:
@@ -27,4 +29,6 @@ def create_app(engine: Engine, request_shutdown: Callable[[], None] = lambda: No
     app.state.request_shutdown = request_shutdown
     install_error_handlers(app)
     app.include_router(router)
+    app.include_router(permission_router)
+    app.include_router(webchat_router)
     return BodyLimitMiddleware(app)

@@ -9,7 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from claybot.config.settings import ProviderSettings
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
-NAME = Field(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f/]+$")
+NAME_PATTERN = r"^[^\x00-\x1f/]+$"
+NAME = Field(min_length=1, max_length=256, pattern=NAME_PATTERN)
 
 
 class Body(BaseModel):
@@ -53,3 +54,15 @@ class CreateKey(Body):
 
 class UpsertProvider(ProviderSettings):
     position: int | None = Field(default=None, ge=0)  # where to put a new provider; None: last
+
+
+class WebchatMessage(Body):
+    userId: str = NAME
+    channelId: str = Field(default="web", min_length=1, max_length=256, pattern=NAME_PATTERN)
+    text: str = Field(min_length=1)
+    messageId: str | None = Field(default=None, pattern=ID_PATTERN)
+
+
+class DecidePermission(Body):
+    decision: Literal["allow", "deny"]
+    by: str = Field(default="api", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9:._-]+$")

@@ -17,7 +17,13 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel
 
 from claybot.config.auth import AuthEntry
-from claybot.connectors.base import InboundMessage, PostedMessage, PostInbound
+from claybot.connectors.base import (
+    ConversationControl,
+    InboundMessage,
+    PermissionOutcome,
+    PostedMessage,
+    PostInbound,
+)
 from claybot.engine.events import EventBus
 from claybot.engine.plugins.errors import InstanceNotFound
 from claybot.engine.plugins.registrar import PluginRegistrar
@@ -62,6 +68,7 @@ class PluginApi(Generic[S]):
         events: EventBus,
         post_message: PostInbound,
         auth_lookup: AuthLookup,
+        control: ConversationControl | None = None,
     ) -> None:
         self.instance_id = instance_id
         self.plugin_id = plugin_id
@@ -72,6 +79,26 @@ class PluginApi(Generic[S]):
         self.logger = logging.getLogger(f"claybot.plugin.{instance_id}")
         self._events = events
         self._auth_lookup = auth_lookup
+        self._control = control
+
+    def _controlled(self) -> ConversationControl:
+        if self.registrar.closed:
+            raise InstanceNotFound(self.instance_id, "is unloaded; its requests are refused")
+        if self._control is None:
+            raise RuntimeError("this engine offers no conversation control to plugins")
+        return self._control
+
+    async def reset_conversation(self, user_id: str, channel_id: str) -> bool:
+        """``/reset``: clear this connector conversation's context."""
+        return await self._controlled().reset_conversation(self.instance_id, user_id, channel_id)
+
+    async def stop_conversation(self, user_id: str, channel_id: str) -> bool:
+        """``/stop``: abort the turn running for this connector conversation."""
+        return await self._controlled().stop_conversation(self.instance_id, user_id, channel_id)
+
+    async def decide_permission(self, request_id: str, approved: bool) -> PermissionOutcome:
+        """The user pressed Allow or Deny on a prompt this connector showed."""
+        return await self._controlled().decide_permission(self.instance_id, request_id, approved)
 
     def auth(self) -> AuthEntry | None:
         """This instance's auth.json entry, read now (so `auth set` applies without a reload)."""

@@ -23,7 +23,7 @@ from claybot.config.auth import AuthEntry
 from claybot.config.home import HomePaths
 from claybot.config.settings import PluginInstanceSettings, Settings
 from claybot.config.store import ConfigStore, describe_validation_error
-from claybot.connectors.base import PostInbound
+from claybot.connectors.base import ConversationControl, PostInbound
 from claybot.engine.events import EventBus
 from claybot.engine.plugins.api import AuthLookup, PluginApi
 from claybot.engine.plugins.catalog import PluginCatalog
@@ -128,6 +128,7 @@ class PluginManager:
         post_message: PostInbound,
         auth_lookup: AuthLookup | None = None,
         *,
+        control: ConversationControl | None = None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         load_timeout_s: float = LOAD_TIMEOUT_S,
         unload_timeout_s: float = UNLOAD_TIMEOUT_S,
@@ -140,6 +141,7 @@ class PluginManager:
         self._home = home
         self._post_message = post_message
         self._auth_lookup = auth_lookup or self._read_auth_entry
+        self._control = control
         self._now = now
         self._load_timeout_s = load_timeout_s
         self._unload_timeout_s = unload_timeout_s
@@ -339,6 +341,7 @@ class PluginManager:
             events=self._events,
             post_message=self._post_message,
             auth_lookup=self._auth_lookup,
+            control=self._control,
         )
         instance: PluginInstance | None = None
         deadline = asyncio.timeout(self._load_timeout_s)

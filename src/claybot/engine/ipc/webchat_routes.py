@@ -1,0 +1,74 @@
+"""The webchat connector's two doors: post a message, follow the conversation."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Query, Request
+from sse_starlette.sse import EventSourceResponse
+
+from claybot.connectors.base import InboundMessage
+from claybot.connectors.webchat import WEBCHAT_CONNECTOR, conversation_event
+from claybot.engine.ipc.errors import ApiError
+from claybot.engine.ipc.routes import SSE_PING_S, engine_of
+from claybot.engine.ipc.schemas import NAME_PATTERN, WebchatMessage
+
+router = APIRouter(prefix="/v1/engine/webchat")
+
+
+@router.post("/messages", status_code=202, summary="Post a webchat message (durable on return)")
+async def post_message(request: Request, body: WebchatMessage) -> dict[str, Any]:
+    engine = engine_of(request)
+    message = InboundMessage(
+        WEBCHAT_CONNECTOR, body.userId, body.channelId, body.text, body.messageId
+    )
+    posted = await engine.post_inbound(message)  # too large, stopping: the shared handlers
+    return {
+        "ok": True,
+        "agentId": posted.agent_id,
+        "messageId": posted.message_id,
+        "duplicate": posted.duplicate,
+    }
+
+
+@router.get("/events", summary="SSE: this conversation's replies and permission prompts")
+async def events(
+    request: Request,
+    user_id: Annotated[str, Query(alias="userId", pattern=NAME_PATTERN, max_length=256)],
+    channel_id: Annotated[
+        str, Query(alias="channelId", pattern=NAME_PATTERN, max_length=256)
+    ] = "web",
+    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+) -> EventSourceResponse:
+    engine = engine_of(request)
+    after: int | None = None
+    if last_event_id is not None:
+        try:
+            after = int(last_event_id)
+        except ValueError as exc:
+            raise ApiError(
+                400, "invalid_request", "Last-Event-ID must be an integer", "Last-Event-ID"
+            ) from exc
+    subscription = engine.events.subscribe(after)
+    pending = [
+        item.to_dict()
+        for item in engine.permissions.list("pending")
+        if item.connector == WEBCHAT_CONNECTOR
+        and item.user_id == user_id
+        and item.channel_id == channel_id
+    ]
+    init = {"id": engine.events.last_id, "type": "init", "payload": {"pendingPermissions": pending}}
+
+    async def frames() -> AsyncIterator[dict[str, Any]]:
+        try:
+            yield {"event": "message", "data": json.dumps(init)}
+            async for event in subscription:
+                data = event.to_dict()
+                if conversation_event(data, user_id, channel_id):
+                    yield {"id": str(event.id), "event": "message", "data": json.dumps(data)}
+        finally:
+            subscription.close()
+
+    return EventSourceResponse(frames(), ping=SSE_PING_S)
