@@ -322,6 +322,48 @@ BAD_REQUESTS: list[tuple[str, str, Any, int, str, str | None]] = [
         "body.id",
     ),
     ("GET", "/v1/engine/events", {"Last-Event-ID": "abc"}, 400, "invalid_request", "Last-Event-ID"),
+    (
+        "POST",
+        "/v1/engine/webchat/messages",
+        {"userId": "w", "text": ""},
+        422,
+        "invalid_request",
+        "body.text",
+    ),
+    (
+        "POST",
+        "/v1/engine/webchat/messages",
+        {"userId": "a/b", "text": "x"},
+        422,
+        "invalid_request",
+        "body.userId",
+    ),
+    (
+        "POST",
+        "/v1/engine/webchat/messages",
+        {"text": "x", "connector": "local"},
+        422,
+        "invalid_request",
+        None,
+    ),
+    ("POST", "/v1/engine/webchat/messages", b"\xff\xfe", 400, "malformed_json", None),
+    (
+        "POST",
+        "/v1/engine/permissions/nope",
+        {"decision": "allow"},
+        404,
+        "request_not_found",
+        "requestId",
+    ),
+    (
+        "POST",
+        "/v1/engine/permissions/nope",
+        {"decision": "yes"},
+        422,
+        "invalid_request",
+        "body.decision",
+    ),
+    ("POST", "/v1/engine/permissions/nope", [], 422, "invalid_request", None),
     ("GET", "/v1/engine/nothing-here", None, 404, "not_found", None),
     ("DELETE", "/v1/engine/status", None, 405, "method_not_allowed", None),
 ]
@@ -375,5 +417,42 @@ def test_openapi_describes_every_route(client: httpx.Client) -> None:
         "/v1/engine/auth",
         "/v1/engine/events",
         "/v1/engine/messages",
+        "/v1/engine/permissions",
+        "/v1/engine/permissions/{requestId}",
+        "/v1/engine/webchat/messages",
+        "/v1/engine/webchat/events",
     ):
         assert route in paths, route
+
+
+def webchat_frames(stream: httpx.Response) -> Iterator[dict[str, Any]]:
+    for line in stream.iter_lines():
+        if line.startswith("data:"):
+            yield json.loads(line[5:])
+
+
+def test_webchat_posts_and_streams_one_conversation(client: httpx.Client) -> None:
+    with client.stream("GET", "/v1/engine/webchat/events", params={"userId": "bob"}) as stream:
+        frames = webchat_frames(stream)
+        init = next(frames)
+        assert init["type"] == "init" and init["payload"]["pendingPermissions"] == []
+        for user in ("ann", "bob"):
+            posted = client.post(
+                "/v1/engine/webchat/messages",
+                json={"userId": user, "text": f"hi from {user}", "messageId": f"w-{user}"},
+            )
+            assert posted.status_code == 202 and posted.json()["duplicate"] is False
+        reply = next(frames)  # ann's reply was filtered out of bob's stream
+    assert reply["type"] == "agent.outgoing"
+    message = reply["payload"]["message"]
+    assert (message["connector"], message["userId"], message["channelId"]) == (
+        "webchat",
+        "bob",
+        "web",
+    )
+    assert message["text"] == "echo: hi from bob"
+    again = client.post(
+        "/v1/engine/webchat/messages",
+        json={"userId": "bob", "text": "hi from bob", "messageId": "w-bob"},
+    )
+    assert again.json()["duplicate"] is True

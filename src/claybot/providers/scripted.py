@@ -5,12 +5,18 @@ Models:
 - ``script``: plays ``options.responses`` in order. Each response is a string
   (text) or ``{"text": ..., "toolCalls": [{"name": ..., "arguments": {...}}]}``.
   When the script runs out the provider fails (so fall-through can be tested).
+- ``rules``: answers by content, so several agents can share one provider in
+  any interleaving. ``options.rules`` is a list of ``{"match": substring,
+  "response": response, "times": n?}``; the first rule whose ``match`` occurs in
+  the newest non-assistant message (a user message or a tool result) answers.
+  No matching rule is a provider failure.
 - ``fail``: always fails.
 """
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import Any
 
 from claybot.config.auth import AuthEntry
@@ -25,7 +31,7 @@ from claybot.providers.base import (
 )
 from claybot.providers.registry import ProviderType
 
-MODELS = ("echo", "script", "fail")
+MODELS = ("echo", "script", "rules", "fail")
 
 
 def _last_user_text(request: InferenceRequest) -> str:
@@ -33,6 +39,32 @@ def _last_user_text(request: InferenceRequest) -> str:
         if message.role == "user":
             return message.text
     return ""
+
+
+def _last_input_text(request: InferenceRequest) -> str:
+    for message in reversed(request.messages):
+        if message.role != "assistant":
+            return message.text
+    return ""
+
+
+@dataclass
+class _Rule:
+    match: str
+    response: InferenceResult
+    times: int | None  # None: any number of times
+
+
+def _parse_rules(raw: Any) -> list[_Rule]:
+    if not isinstance(raw, list):
+        raise ValueError("must be a list")
+    rules = []
+    for index, rule in enumerate(raw):
+        if not isinstance(rule, dict) or not isinstance(rule.get("match"), str):
+            raise ValueError(f"rule {index} needs a string 'match'")
+        times = rule.get("times")
+        rules.append(_Rule(rule["match"], _parse_response(index, rule.get("response", "")), times))
+    return rules
 
 
 def _parse_response(index: int, raw: Any) -> InferenceResult:
@@ -66,6 +98,10 @@ class ScriptedProvider:
             self._script = [_parse_response(i, raw) for i, raw in enumerate(responses)]
         except (KeyError, ValueError) as exc:
             raise ProviderConfigError(self._id, f"options.responses: {exc}") from exc
+        try:
+            self._rules = _parse_rules(settings.options.get("rules", []))
+        except (KeyError, ValueError) as exc:
+            raise ProviderConfigError(self._id, f"options.rules: {exc}") from exc
         self._position = 0
         self.requests: list[InferenceRequest] = []
 
@@ -91,10 +127,13 @@ class ScriptedProvider:
             text = f"echo: {_last_user_text(request)}"
             usage = TokenUsage(input=len(text) - len("echo: "), output=len(text))
             return InferenceResult(text=text, usage=usage, provider_id=self._id, model=self._model)
-        if self._position >= len(self._script):
-            raise ProviderError(self._id, "the script has no responses left")
-        result = self._script[self._position]
-        self._position += 1
+        if self._model == "rules":
+            result = self._rule_response(_last_input_text(request))
+        else:
+            if self._position >= len(self._script):
+                raise ProviderError(self._id, "the script has no responses left")
+            result = self._script[self._position]
+            self._position += 1
         return InferenceResult(
             text=result.text,
             tool_calls=result.tool_calls,
@@ -102,6 +141,19 @@ class ScriptedProvider:
             provider_id=self._id,
             model=self._model,
         )
+
+    def _rule_response(self, text: str) -> InferenceResult:
+        for rule in self._rules:
+            if rule.match in text and (rule.times is None or rule.times > 0):
+                if rule.times is not None:
+                    rule.times -= 1
+                self._position += 1  # tool call ids must stay unique within a turn
+                calls = tuple(
+                    ToolCall(f"{call.id}_{self._position}", call.name, call.arguments)
+                    for call in rule.response.tool_calls
+                )
+                return InferenceResult(text=rule.response.text, tool_calls=calls)
+        raise ProviderError(self._id, f"no rule matches {text[:200]!r}")
 
     async def close(self) -> None:
         return None
