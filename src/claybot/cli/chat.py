@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
+from claybot.cli.approvals import ChatApprovals
 from claybot.cli.common import HomeOption, console, engine_client, err_console, fail, paths_for
 from claybot.config.home import HomePaths
 from claybot.engine.ipc.client_errors import EngineApiError, EngineNotRunning
@@ -64,6 +65,7 @@ class Conversation:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.connected = threading.Event()
+        self.approvals = ChatApprovals(user, channel)
 
     # -- replies --------------------------------------------------------------
 
@@ -83,6 +85,7 @@ class Conversation:
             self._done(in_reply_to).set()
 
     def on_event(self, event: dict[str, Any]) -> None:
+        self.approvals.on_event(event)
         if event.get("type") != "agent.outgoing":
             return
         message = event["payload"]["message"]
@@ -111,6 +114,7 @@ class Conversation:
                         if event.get("type") == "init":
                             if last_id is None:  # resume after it, even on a new engine
                                 last_id = int(event["id"])
+                            self.show_pending_requests(client)
                             self.connected.set()
                             if reconnecting:
                                 self.catch_up(client)
@@ -123,6 +127,29 @@ class Conversation:
             self.connected.clear()
             reconnecting = True
             self._stop.wait(RECONNECT_DELAY_S)
+
+    def show_pending_requests(self, client: EngineClient) -> None:
+        """Requests made while this chat was not watching."""
+        pending = client.get("/v1/engine/permissions", status="pending")["requests"]
+        for request in reversed(pending):  # oldest first
+            if self.approvals.is_ours(request):
+                self.approvals.show(request)
+
+    def decide(self, token: str | None, approved: bool) -> str | None:
+        """Answer a prompt; returns the id to await a reply to when it was this agent's."""
+        request = self.approvals.pick(token)
+        request_id = str(request["requestId"])
+        with engine_client(self.paths) as client:
+            client.post(
+                f"/v1/engine/permissions/{request_id}",
+                {"decision": "allow" if approved else "deny", "by": "chat"},
+            )
+        if request["agentId"] != self.agent_id:
+            return None  # a background agent's: its result arrives through its parent
+        # The decision resumes this conversation's agent as inbox item perm:<id>.
+        resumed = f"perm:{request_id}"
+        self.remember(resumed)
+        return resumed
 
     def remember(self, message_id: str) -> None:
         """A message this session sent: its replies are printed and awaited."""
@@ -259,6 +286,9 @@ def chat(
 
     Each line is one message. Type /quit or press Ctrl-D to leave. With piped
     input, each line waits for its reply, then chat exits.
+
+    Agents' permission requests print as numbered prompts; answer them with
+    /allow [n] or /deny [n] (the newest pending request without a number).
     """
     paths = paths_for(home)
     user = user or _default_user()
@@ -295,9 +325,16 @@ def chat(
                 continue
             if text in ("/quit", "/exit"):
                 break
+            command, _, argument = text.partition(" ")
             try:
-                message_id = conversation.send(text)
-            except EngineApiError as exc:
+                if command in ("/allow", "/deny"):
+                    awaited = conversation.decide(argument.strip() or None, command == "/allow")
+                    if awaited is None:
+                        continue
+                    message_id = awaited
+                else:
+                    message_id = conversation.send(text)
+            except (EngineApiError, ValueError) as exc:
                 err_console.print(f"[red]error:[/red] {escape(str(exc))}")
                 continue
             _await_reply(conversation, message_id, interactive)

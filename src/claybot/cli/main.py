@@ -11,6 +11,7 @@ from claybot.cli import (
     engine_cmds,
     events_cmds,
     keys_cmds,
+    permissions_cmds,
     plugins_cmds,
     providers_cmds,
 )
@@ -37,6 +38,7 @@ app.add_typer(plugins_cmds.app, name="plugins")
 app.add_typer(auth_cmds.app, name="auth")
 app.add_typer(providers_cmds.app, name="providers")
 app.add_typer(keys_cmds.app, name="keys")
+app.add_typer(permissions_cmds.app, name="permissions")
 
 
 def main() -> None:

@@ -1,0 +1,84 @@
+"""Permission prompts inside ``claybot chat``.
+
+Requests shown in this conversation (its own agent's, and background agents'
+routed here) print as they arrive, numbered; ``/allow [n]`` and ``/deny [n]``
+answer them (the newest pending one without a number). The chat client, not the
+engine, interprets these slash commands.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from rich.markup import escape
+
+from claybot.cli.common import console
+
+PERMISSION_EVENTS = frozenset({"permission.requested", "permission.granted", "permission.denied"})
+
+
+class ChatApprovals:
+    def __init__(self, user: str, channel: str) -> None:
+        self.user = user
+        self.channel = channel
+        self._lock = threading.Lock()
+        self._numbers: dict[str, int] = {}  # request id -> the number shown
+        self._pending: dict[int, dict[str, Any]] = {}  # number -> request, while pending
+
+    def is_ours(self, request: dict[str, Any]) -> bool:
+        return (
+            request.get("connector") == "local"
+            and request.get("userId") == self.user
+            and request.get("channelId") == self.channel
+        )
+
+    def on_event(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        if kind not in PERMISSION_EVENTS:
+            return
+        request = event["payload"]
+        if not self.is_ours(request):
+            return
+        if kind == "permission.requested":
+            self.show(request)
+        else:
+            self._decided(request)
+
+    def show(self, request: dict[str, Any]) -> None:
+        request_id = str(request["requestId"])
+        with self._lock:
+            if request_id in self._numbers:
+                return
+            number = self._numbers[request_id] = len(self._numbers) + 1
+            self._pending[number] = request
+        console.print(
+            f"[bold yellow]permission #{number}>[/bold yellow] {escape(request['agentLabel'])} "
+            f"asks for [bold]{escape(request['permission'])}[/bold]: {escape(request['reason'])}\n"
+            f"  answer with /allow {number} or /deny {number}",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+    def _decided(self, request: dict[str, Any]) -> None:
+        with self._lock:
+            number = self._numbers.get(str(request["requestId"]))
+            if number is None or self._pending.pop(number, None) is None:
+                return
+        verdict = "allowed" if request["status"] == "granted" else "denied"
+        by = request.get("decidedBy") or ""
+        reason = " (no answer in time)" if by == "timeout" else ""
+        console.print(f"[dim]permission #{number} {verdict}{reason}[/dim]")
+
+    def pick(self, token: str | None) -> dict[str, Any]:
+        """The pending request ``token`` names (a number), or the newest one."""
+        with self._lock:
+            if not self._pending:
+                raise ValueError("no permission request is waiting for an answer")
+            if token is None:
+                return self._pending[max(self._pending)]
+            try:
+                return self._pending[int(token.lstrip("#"))]
+            except (ValueError, KeyError):
+                waiting = ", ".join(f"#{n}" for n in sorted(self._pending))
+                raise ValueError(f"no pending request {token}; waiting: {waiting}") from None
