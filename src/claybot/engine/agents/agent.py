@@ -52,6 +52,7 @@ INTERRUPTED_TOOL = (
 )
 DEFAULT_SYSTEM_PROMPT = "You are ClayBot, a helpful assistant. Answer clearly and briefly."
 STOPPED_TEXT = "Stopped."
+TOOL_LIMIT_NOTICE = "[Stopped: the tool limit of {rounds} rounds for one message was reached.]"
 UNEXPECTED_ERROR = "Unexpected error while processing this message; it was not completed."
 
 
@@ -269,12 +270,19 @@ class Agent:
                 text = f"Inference failed: {exc}"
                 await self._fail(item, sent, text)
                 return TurnOutcome(text, failed=True)
-            calls = result.tool_calls if iteration < rt.max_tool_iterations else ()
-            outgoing: str | None = f"{item.id}#{sent}" if result.text else None
+            calls = result.tool_calls
+            text = result.text
+            if calls and iteration == rt.max_tool_iterations:
+                # Out of rounds: the calls are not run, and the user is told why it stopped.
+                calls = ()
+                text = (text + "\n\n" if text else "") + TOOL_LIMIT_NOTICE.format(
+                    rounds=rt.max_tool_iterations
+                )
+            outgoing: str | None = f"{item.id}#{sent}" if text else None
             await self._append_durable(
                 assistant_message_record(
                     rt.now_ms(),
-                    result.text,
+                    text,
                     item.id,
                     tool_calls=calls,
                     usage=result.usage,
@@ -288,11 +296,9 @@ class Agent:
             if outgoing is not None:
                 sent += 1
                 # The last message of a turn needs no `sent` record: `done` follows at once.
-                await self._deliver(
-                    item, outgoing, result.text, final=not calls, record_sent=bool(calls)
-                )
+                await self._deliver(item, outgoing, text, final=not calls, record_sent=bool(calls))
             if not calls:
-                return TurnOutcome(result.text)
+                return TurnOutcome(text)
             for call in calls:
                 output = await self._run_tool(call, item.id)
                 self._append(
