@@ -260,7 +260,7 @@ async def test_explicit_instance_id_checks(harness: Harness) -> None:
     assert already.value.http_status == 409
     with pytest.raises(InstanceIdTaken):
         await manager.load("clock", instance_id="bot")
-    for bad in ("../x", "-x", "a b", "x" * 65, ""):
+    for bad in ("../x", "-x", "a b", "x" * 65, "", "local", "webchat"):
         with pytest.raises(InvalidInstanceId) as invalid:
             await manager.load("echo", instance_id=bad)
         assert invalid.value.field == "instanceId"

@@ -29,6 +29,7 @@ from claybot.connectors.base import (
     PermissionPrompter,
     PostedMessage,
 )
+from claybot.connectors.webchat import WEBCHAT_CONNECTOR
 from claybot.db.location import database_url
 from claybot.durable.group_commit import GroupCommitWriter
 from claybot.engine.agents.agent import DEFAULT_SYSTEM_PROMPT, AgentRuntime
@@ -429,7 +430,10 @@ class Engine:
             "socketPath": str(self.paths.socket),
             "tcp": {"host": self.settings.engine.host, "port": self.tcp_port},
             "plugins": self.plugins.plugin_summaries(),
-            "connectors": [self._local_connector_summary(), *self.plugins.connector_summaries()],
+            "connectors": [
+                *self._builtin_connector_summaries(),
+                *self.plugins.connector_summaries(),
+            ],
             "providers": providers,
             "inferenceProviders": inference,
             "imageProviders": self.registries.images.summaries(),
@@ -447,10 +451,13 @@ class Engine:
             },
         }
 
-    def _local_connector_summary(self) -> dict[str, Any]:
-        return {
-            "id": "local",
-            "pluginId": None,
-            "name": "Local (CLI and socket API)",
-            "loadedAt": self.started_at.isoformat().replace("+00:00", "Z"),
-        }
+    def _builtin_connector_summaries(self) -> list[dict[str, Any]]:
+        """The connectors that are views of the event stream rather than plugins."""
+        loaded_at = self.started_at.isoformat().replace("+00:00", "Z")
+        return [
+            {"id": connector_id, "pluginId": None, "name": name, "loadedAt": loaded_at}
+            for connector_id, name in (
+                ("local", "Local (CLI and socket API)"),
+                (WEBCHAT_CONNECTOR, "Web chat (dashboard)"),
+            )
+        ]

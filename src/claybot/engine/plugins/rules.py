@@ -20,9 +20,16 @@ class RunningInstance:
     exclusive: bool
 
 
+# Connector names the engine itself answers for; an instance with one of these ids
+# would receive (and answer) another connector's conversations.
+RESERVED_INSTANCE_IDS = frozenset({"local", "webchat"})
+
+
 def check_instance_id(instance_id: str) -> None:
     if not instance_id:
         raise InvalidInstanceId(instance_id, "must not be empty")
+    if instance_id in RESERVED_INSTANCE_IDS:
+        raise InvalidInstanceId(instance_id, "is reserved for a built-in connector")
     if len(instance_id) > INSTANCE_ID_MAX_LENGTH:
         raise InvalidInstanceId(instance_id, f"must be at most {INSTANCE_ID_MAX_LENGTH} characters")
     if not INSTANCE_ID_PATTERN.match(instance_id):
