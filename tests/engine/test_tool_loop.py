@@ -13,7 +13,7 @@ from claybot.engine.engine import Engine, EngineOptions
 from claybot.providers.scripted import ScriptedProvider
 from claybot.tools.base import ToolContext, ToolDefinition, ToolResult
 from tests.conftest import write_settings
-from tests.engine.test_agents import record_events
+from tests.engine.test_agents import next_event, record_events
 from tests.engine.test_subagents import call, history, rules_settings
 
 
@@ -135,3 +135,36 @@ async def test_only_the_tools_of_the_agent_kind_are_offered(paths: HomePaths) ->
     offered = {tool.name for tool in provider.requests[0].tools}
     assert {"tick", "explode", "request_permission", "send_agent_message"} <= offered
     assert "cron_only" not in offered and "request_permission_via_parent" not in offered
+
+
+async def test_stop_during_a_tool_call_answers_the_call_and_ends_the_turn(
+    paths: HomePaths,
+) -> None:
+    started = asyncio.Event()
+
+    async def hang(arguments: BaseModel, context: ToolContext) -> str:
+        started.set()
+        await asyncio.sleep(60)
+        return "never"
+
+    rules = [
+        {"match": "start", "response": call("hang")},
+        {"match": "after", "response": "Fresh start."},
+    ]
+    write_settings(paths, rules_settings(rules))
+    engine = Engine(paths, EngineOptions(port=0))
+    events = record_events(engine)
+    await engine.start()
+    engine.tools.register(ToolDefinition("hang", "hangs", Nothing, hang))
+    try:
+        posted = await engine.post_inbound(InboundMessage("local", "ann", "cli", "start"))
+        await asyncio.wait_for(started.wait(), 10)
+        assert await engine.stop_conversation("local", "ann", "cli")
+        await next_event(events, "agent.outgoing")
+        await engine.post_inbound(InboundMessage("local", "ann", "cli", "after"))
+        replies = await next_event(events, "agent.outgoing", count=2)
+        records = await history(engine, posted.agent_id)
+    finally:
+        await engine.stop()
+    assert [r.payload["message"]["text"] for r in replies] == ["Stopped.", "Fresh start."]
+    assert tool_outputs(records) == [{"text": "Not completed: Stopped.", "isError": True}]

@@ -193,6 +193,13 @@ class Agent:
         progress = turn_progress(records, item.id)
         if progress.done:  # it finished just before the stop arrived
             return _outcome_of(progress)
+        # Every tool call needs its result, or the next request to the model is invalid.
+        for call in progress.unanswered_calls:
+            self._append(
+                tool_result_record(
+                    self.runtime.now_ms(), item.id, call, f"Not completed: {text}", is_error=True
+                )
+            )
         await self._fail(item, len(progress.outgoing), text, error=failed)
         return TurnOutcome(text, failed)
 
