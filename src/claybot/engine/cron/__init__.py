@@ -1,0 +1,1 @@
+"""Cron tasks: schedules in a time zone, durable runs, the scheduler."""
