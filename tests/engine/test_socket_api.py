@@ -85,8 +85,8 @@ def test_status_names_every_entity(client: httpx.Client) -> None:
     assert isinstance(body["tcp"]["port"], int)
 
 
-def test_cron_and_heartbeat_lists_are_empty_for_now(client: httpx.Client) -> None:
-    assert client.get("/v1/engine/cron/tasks").json() == {"ok": True, "tasks": []}
+def test_cron_and_heartbeat_lists_start_empty(client: httpx.Client) -> None:
+    assert client.get("/v1/engine/cron/tasks").json() == {"ok": True, "tasks": [], "problems": []}
     assert client.get("/v1/engine/heartbeat/tasks").json() == {"ok": True, "tasks": []}
 
 

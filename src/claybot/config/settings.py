@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
 DEFAULT_PORT = 7331
@@ -22,6 +22,19 @@ class EngineSettings(CamelModel):
     data_dir: str | None = None  # default <home>
     host: str = "127.0.0.1"
     port: int = Field(default=DEFAULT_PORT, ge=0, le=65535)
+    # The IANA zone schedules use when a task names none.
+    timezone: str = Field(default="UTC", min_length=1, max_length=64)
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        from claybot.engine.cron.schedule import ScheduleError, parse_zone
+
+        try:
+            parse_zone(value)
+        except ScheduleError as exc:
+            raise ValueError(str(exc)) from exc
+        return value
 
 
 class ProviderSettings(CamelModel):
@@ -65,6 +78,17 @@ class PermissionSettings(CamelModel):
     request_timeout_s: float = Field(default=900.0, gt=0, le=7 * 24 * 3600)
 
 
+class ProactiveSettings(CamelModel):
+    """Proactive agents (seed 004): defaults for new agents and the engine-wide limits."""
+
+    timeout_ms: int = Field(default=300_000, ge=1000, le=24 * 3600 * 1000)
+    max_retries: int = Field(default=3, ge=1, le=100)  # consecutive failures before auto-pause
+    max_agents: int = Field(default=10, ge=1, le=10_000)
+    max_concurrent: int = Field(default=2, ge=1, le=64)  # executions at once, all agents
+    workspace: str | None = None  # an agent's cwd must lie inside; default <home>/workspace
+    default_timezone: str = Field(default="UTC", min_length=1, max_length=64)
+
+
 class Settings(CamelModel):
     # Later features add their own sections; a file written by a newer engine must
     # still load, so unknown sections are preserved instead of rejected.
@@ -75,6 +99,7 @@ class Settings(CamelModel):
     plugins: list[PluginInstanceSettings] = Field(default_factory=list)
     agents: AgentSettings = Field(default_factory=AgentSettings)
     permissions: PermissionSettings = Field(default_factory=PermissionSettings)
+    proactive: ProactiveSettings = Field(default_factory=ProactiveSettings)
 
     def enabled_providers(self) -> list[ProviderSettings]:
         return [provider for provider in self.providers if provider.enabled]

@@ -33,11 +33,20 @@ from claybot.connectors.webchat import WEBCHAT_CONNECTOR
 from claybot.db.location import database_url
 from claybot.durable.group_commit import GroupCommitWriter
 from claybot.engine.agents.agent import DEFAULT_SYSTEM_PROMPT, AgentRuntime
-from claybot.engine.agents.descriptors import SubagentDescriptor, UserDescriptor, descriptor_label
+from claybot.engine.agents.descriptors import (
+    CronDescriptor,
+    SubagentDescriptor,
+    UserDescriptor,
+    descriptor_label,
+)
 from claybot.engine.agents.inbox import InboxLog
 from claybot.engine.agents.state import Permissions
 from claybot.engine.agents.store import FileAgentStore
 from claybot.engine.agents.system import AgentNotFound, AgentSystem, SubagentLimits
+from claybot.engine.cron.clock import Clock, SystemClock
+from claybot.engine.cron.ledger import RunLedger
+from claybot.engine.cron.scheduler import CronScheduler
+from claybot.engine.cron.store import CronStore, CronTask
 from claybot.engine.events import EventBus
 from claybot.engine.ipc.tcp_auth import ApiKeyMiddleware
 from claybot.engine.keystore import DeferredApiKeyStore, open_database
@@ -56,6 +65,7 @@ from claybot.providers.registry import (
 from claybot.providers.router import InferenceRouter
 from claybot.tools.agents import AgentTools
 from claybot.tools.base import ToolRegistry
+from claybot.tools.cron import CronTools
 from claybot.tools.permissions import PermissionTools
 
 log = logging.getLogger(__name__)
@@ -73,6 +83,8 @@ class EngineOptions:
     # The runner opens the database once its listeners are up (see start_database).
     defer_database: bool = False
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    clock: Clock = field(default_factory=SystemClock)  # what schedules read (tests move it)
+    watch_files: bool = True  # pick up TASK.md edits without a restart
 
 
 class Engine:
@@ -104,6 +116,7 @@ class Engine:
         self.tcp_port: int | None = None
         self._agents: AgentSystem | None = None
         self._permissions: PermissionBroker | None = None
+        self._cron: CronScheduler | None = None
         self.database_url = database_url(paths, self.options.env)
         self.database: Any = None  # the SQLAlchemy engine, once open
         self._database_task: asyncio.Task[Any] | None = None
@@ -164,10 +177,21 @@ class Engine:
             withdraw=self._withdraw_permission,
             deliver=self._deliver_permission,
         )
+        self._cron = CronScheduler(
+            CronStore(self.paths.home / "cron", self.settings.engine.timezone),
+            RunLedger(self.paths.home / "cron" / ".runs.jsonl", durable=self.options.durable),
+            self,
+            self.events,
+            self.options.clock,
+            watch=self.options.watch_files,
+        )
+        for tool in CronTools(self._cron, self._agents).definitions():
+            self.tools.register(tool)
         recovered = await self._agents.boot()
         # Plugins start after the agents: their connectors post messages at once.
         await self.plugins.restore()
         await self._permissions.boot()  # after the connectors: it may re-present prompts
+        await self._cron.start()
         await self.rebuild_providers()
         log.info(
             "engine started",
@@ -184,6 +208,8 @@ class Engine:
         return Permissions(workingDir=workspace, readDirs=[workspace], writeDirs=[workspace])
 
     async def stop(self, drain_timeout_s: float = 10.0) -> None:
+        if self._cron is not None:
+            await self._cron.stop()  # no new runs; unfinished ones resume next boot
         await self.plugins.shutdown()  # connectors stop taking messages first
         if self._permissions is not None:
             await self._permissions.shutdown()
@@ -381,6 +407,36 @@ class Engine:
                 "the agent of a decided permission request is gone",
                 extra={"action": "permission.orphan", "requestId": request.id},
             )
+
+    # -- cron (the scheduler's host) -----------------------------------------------------
+
+    @property
+    def cron(self) -> CronScheduler:
+        if self._cron is None:
+            raise RuntimeError("the engine is not started")
+        return self._cron
+
+    async def post_run(self, task: CronTask, message_id: str, text: str) -> tuple[str, str]:
+        """A cron run's prompt, to the agent it names or to the task's own cron agent."""
+        if task.spec.agentId is not None:
+            agent_id = task.spec.agentId
+            if not self.agents.exists(agent_id):
+                raise LookupError(f"the task's agentId {agent_id!r} does not exist")
+        else:
+            files = str(task.files_dir.resolve())
+            workspace = str(self.paths.workspace.resolve())
+            permissions = Permissions(
+                workingDir=files, readDirs=[workspace, files], writeDirs=[workspace, files]
+            )
+            agent_id = await self.agents.resolve(
+                CronDescriptor(id=task.id), permissions=permissions
+            )
+        await self.agents.post_to_agent(agent_id, text, message_id=message_id, origin="cron")
+        return agent_id, message_id
+
+    async def wait_run(self, agent_id: str, item_id: str) -> bool:
+        outcome = await self.agents.wait_processed(agent_id, item_id)
+        return outcome is None or not outcome.failed
 
     # -- conversation control (what connectors may ask) -----------------------------
 

@@ -130,6 +130,10 @@ class InboxLog:
         self._rewrite()
         return list(pending.values())
 
+    def pending_item(self, agent_id: str, item_id: str) -> InboxItem | None:
+        """The accepted item if it is not processed yet."""
+        return self._pending.get((agent_id, item_id))
+
     def already_sent(self, item: InboxItem, outgoing_id: str) -> bool:
         return outgoing_id in self._sent.get(item.key, ())
 

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +42,7 @@ from claybot.ids import IdFactory, new_id
 log = logging.getLogger(__name__)
 
 RUN_BATCH = 32  # items an agent processes before letting other agents run
+OUTCOMES_KEPT = 10_000  # recent turn outcomes, for callers that wait for an item
 STATE_FLUSH_INTERVAL_S = 5.0
 CHECKPOINT_INTERVAL_S = 60.0  # bounds how much journal a boot replays
 
@@ -112,6 +114,7 @@ class AgentSystem:
         self._tasks: set[asyncio.Task[None]] = set()
         self._background: list[asyncio.Task[None]] = []
         self._stopping = False
+        self._outcomes: OrderedDict[tuple[str, str], TurnOutcome] = OrderedDict()
 
     # -- lifecycle ------------------------------------------------------------
 
@@ -187,8 +190,14 @@ class AgentSystem:
     def loaded_count(self) -> int:
         return len(self._loaded)
 
-    async def resolve(self, descriptor: AgentDescriptor) -> str:
-        """The agent id for a descriptor, creating the agent on first use."""
+    async def resolve(
+        self, descriptor: AgentDescriptor, *, permissions: Permissions | None = None
+    ) -> str:
+        """The agent id for a descriptor, creating the agent on first use.
+
+        ``permissions`` are what a newly created agent starts with (default: the
+        runtime's defaults); an existing agent keeps its own.
+        """
         key = descriptor_key(descriptor)
         agent_id = self._by_key.get(key)
         if agent_id is not None:
@@ -199,7 +208,7 @@ class AgentSystem:
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._creating[key] = future
         try:
-            agent_id = await self._create(descriptor)
+            agent_id = await self._create(descriptor, permissions=permissions)
             future.set_result(agent_id)
             return agent_id
         except BaseException as exc:
@@ -400,6 +409,9 @@ class AgentSystem:
         The notice's message id is derived from the subagent's item, so a restart
         that resumes this turn posts it again and the parent's inbox drops it.
         """
+        self._outcomes[(agent.id, item.id)] = outcome
+        if len(self._outcomes) > OUTCOMES_KEPT:
+            self._outcomes.popitem(last=False)
         descriptor = agent.descriptor
         if not isinstance(descriptor, SubagentDescriptor):
             return
@@ -422,6 +434,15 @@ class AgentSystem:
             "agent.subagent.failed" if outcome.failed else "agent.subagent.finished",
             {"agentId": agent.id, "parentAgentId": parent_id, "messageId": item.id},
         )
+
+    async def wait_processed(self, agent_id: str, item_id: str) -> TurnOutcome | None:
+        """Until the item is processed (at once if it already was); its outcome if known."""
+        item = self.inbox_log.pending_item(agent_id, item_id)
+        if item is not None:
+            if item.processed is None:  # recovered at boot: nobody was waiting yet
+                item.processed = asyncio.get_running_loop().create_future()
+            await asyncio.shield(item.processed)
+        return self._outcomes.get((agent_id, item_id))
 
     def abort(self, agent_id: str) -> bool:
         """``/stop``: cancel the agent's running turn; False if none is running."""

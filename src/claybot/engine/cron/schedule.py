@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
@@ -80,10 +80,3 @@ class CronSchedule:
                 break
             found.append(moment)
         return found
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
-ONE_MINUTE = timedelta(minutes=1)

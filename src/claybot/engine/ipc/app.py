@@ -10,6 +10,7 @@ from starlette.types import ASGIApp
 from claybot import __version__
 from claybot.engine.engine import Engine
 from claybot.engine.ipc.body_limit import BodyLimitMiddleware
+from claybot.engine.ipc.cron_routes import router as cron_router
 from claybot.engine.ipc.errors import install_error_handlers
 from claybot.engine.ipc.permission_routes import router as permission_router
 from claybot.engine.ipc.routes import router
@@ -30,5 +31,6 @@ def create_app(engine: Engine, request_shutdown: Callable[[], None] = lambda: No
     install_error_handlers(app)
     app.include_router(router)
     app.include_router(permission_router)
+    app.include_router(cron_router)
     app.include_router(webchat_router)
     return BodyLimitMiddleware(app)

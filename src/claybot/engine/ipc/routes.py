@@ -57,12 +57,7 @@ async def shutdown(request: Request) -> dict[str, Any]:
     return {"ok": True}
 
 
-# -- scheduling (filled by the scheduling issue) ------------------------------------
-
-
-@router.get("/cron/tasks", summary="Cron tasks")
-async def cron_tasks(request: Request) -> dict[str, Any]:
-    return {"ok": True, "tasks": []}
+# -- scheduling (cron routes live in cron_routes.py) ----------------------------------
 
 
 @router.get("/heartbeat/tasks", summary="Heartbeat tasks")
@@ -302,7 +297,7 @@ async def events(
         "type": "init",
         "payload": {
             "status": engine.status(),
-            "cron": [],
+            "cron": engine.cron.listing(),
             "heartbeat": [],
             "backgroundAgents": engine.agents.background_agents(),
             "replayed": len(subscription.replay),

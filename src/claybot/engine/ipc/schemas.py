@@ -66,3 +66,17 @@ class WebchatMessage(Body):
 class DecidePermission(Body):
     decision: Literal["allow", "deny"]
     by: str = Field(default="api", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9:._-]+$")
+
+
+class AddCronTask(Body):
+    name: str = Field(min_length=1, max_length=200)
+    schedule: str = Field(min_length=1, max_length=256)
+    prompt: str = Field(min_length=1, max_length=32_000)
+    timezone: str | None = Field(default=None, max_length=64)
+    description: str = Field(default="", max_length=2000)
+    agentId: str | None = Field(default=None, min_length=1, max_length=64)
+    enabled: bool = True
+    deleteAfterRun: bool = False
+    gate: dict[str, Any] | None = None
+    misfire: Literal["skip", "run-once"] = "run-once"
+    overlap: Literal["skip", "queue"] = "skip"

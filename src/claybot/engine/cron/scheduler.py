@@ -1,0 +1,442 @@
+"""The cron scheduler: fires each task at its scheduled instants, exactly once.
+
+One timer for all tasks: a heap of (next instant, task) and a single sleep until
+the earliest, so 10,000 idle tasks cost nothing between runs. When an instant
+comes, the run (task, instant) is recorded in the ledger *before* anything else
+happens; the prompt then goes to the task's agent under the message id
+``cron:<taskId>:<instant ms>``. A restart finds started-but-unfinished runs in
+the ledger and posts them again under the same id (the inbox drops a repeat),
+so a run never happens twice. Instants that passed while the engine was down
+follow the task's ``misfire`` policy: ``skip`` runs none of them, ``run-once``
+runs the newest one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from claybot.engine.cron.clock import Clock, from_ms, to_ms
+from claybot.engine.cron.gate import GateResult, run_gate
+from claybot.engine.cron.ledger import RunLedger, Status, skipped_records, started_record
+from claybot.engine.cron.schedule import CronSchedule
+from claybot.engine.cron.store import CronStore, CronTask, TaskProblem
+from claybot.engine.cron.task import CronTaskSpec
+from claybot.engine.events import EventBus
+
+log = logging.getLogger(__name__)
+
+MISFIRE_GRACE = timedelta(seconds=60)  # a run later than this was missed, not just late
+RESCAN_FALLBACK_S = 5.0  # polling interval when file watching is unavailable
+
+
+class CronHost(Protocol):
+    """What the scheduler needs from the engine: posting a run and waiting for it."""
+
+    async def post_run(self, task: CronTask, message_id: str, text: str) -> tuple[str, str]:
+        """Post the run's prompt; (agent id, item id). Raises LookupError for a bad agentId."""
+        ...
+
+    async def wait_run(self, agent_id: str, item_id: str) -> bool:
+        """Until the agent has processed the item; whether its turn succeeded."""
+        ...
+
+
+@dataclass(frozen=True)
+class RunKey:
+    task_id: str
+    at_ms: int
+
+    @property
+    def message_id(self) -> str:
+        return f"cron:{self.task_id}:{self.at_ms}"
+
+
+def run_prompt(task: CronTask, at: datetime, gate_output: str | None) -> str:
+    local = at.astimezone(task.schedule.zone)
+    lines = [
+        f'[Cron task "{task.spec.name}" ({task.id}), scheduled for '
+        f"{local.isoformat(timespec='minutes')} {task.schedule.timezone}]",
+        f"Files folder: {task.files_dir}",
+        "",
+        task.prompt,
+    ]
+    if gate_output:
+        lines += ["", "[Gate output]", gate_output]
+    return "\n".join(lines)
+
+
+class CronScheduler:
+    def __init__(
+        self,
+        store: CronStore,
+        ledger: RunLedger,
+        host: CronHost,
+        events: EventBus,
+        clock: Clock,
+        *,
+        watch: bool = True,
+        misfire_grace: timedelta = MISFIRE_GRACE,
+    ) -> None:
+        self.store = store
+        self.ledger = ledger
+        self.host = host
+        self.events = events
+        self.clock = clock
+        self.tasks: dict[str, CronTask] = {}
+        self.problems: list[TaskProblem] = []
+        self._watch = watch
+        self._grace = misfire_grace
+        self._heap: list[tuple[int, str]] = []
+        self._next: dict[str, int] = {}  # task id -> its next instant (heap entries may be stale)
+        self._inflight: dict[RunKey, asyncio.Task[None]] = {}
+        self._changed = asyncio.Event()
+        self._loops: list[asyncio.Task[None]] = []
+        self._reload_lock = asyncio.Lock()
+        self.on_started: Callable[[RunKey, float], None] | None = None  # lateness hook (bench)
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await asyncio.to_thread(self.store.ensure)
+        await self.ledger.open()
+        tasks, problems = await asyncio.to_thread(self.store.scan)
+        self.problems = problems
+        now = self.clock.now()
+        first_seen = []
+        for task in tasks.values():
+            self.tasks[task.id] = task
+            if self.ledger.runs(task.id).last_at is None:
+                first_seen.append(task.id)
+        await self._mark_seen(first_seen, now)
+        for task in self.tasks.values():
+            self._plan(task, now)
+        for problem in problems:
+            self._report(problem)
+        # Runs that started before a restart and never finished: post again, same id.
+        for task_id, runs in list(self.ledger.tasks.items()):
+            unfinished = self.tasks.get(task_id)
+            for at_ms in sorted(runs.running):
+                if unfinished is not None:
+                    self._launch(unfinished, RunKey(task_id, at_ms), resumed=True)
+        self._loops = [asyncio.create_task(self._timer(), name="cron-timer")]
+        if self._watch:
+            self._loops.append(asyncio.create_task(self._watch_files(), name="cron-watch"))
+        self.events.emit("cron.started", {"tasks": len(self.tasks), "problems": len(self.problems)})
+
+    async def stop(self) -> None:
+        running = [*self._loops, *self._inflight.values()]
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+        self._inflight.clear()
+        await self.ledger.close()
+
+    async def _mark_seen(self, task_ids: list[str], now: datetime) -> None:
+        """A task seen for the first time has missed nothing before this instant."""
+        if task_ids:
+            await self.ledger.seen(task_ids, to_ms(now))
+
+    # -- planning -------------------------------------------------------------------
+
+    def _plan(self, task: CronTask, now: datetime) -> None:
+        """Put the task's next instant to consider on the heap."""
+        if not task.spec.enabled:
+            self._next.pop(task.id, None)
+            return
+        last_ms = self.ledger.runs(task.id).last_at
+        after = from_ms(last_ms) if last_ms is not None else now
+        upcoming = task.schedule.next_after(after)
+        if upcoming is None:
+            self._next.pop(task.id, None)
+            return
+        due_ms = to_ms(upcoming)
+        if self._next.get(task.id) != due_ms:
+            self._next[task.id] = due_ms
+            heapq.heappush(self._heap, (due_ms, task.id))
+            self._changed.set()
+
+    def next_run(self, task_id: str) -> datetime | None:
+        due = self._next.get(task_id)
+        return from_ms(due) if due is not None else None
+
+    async def _timer(self) -> None:
+        while True:
+            while self._heap and self._next.get(self._heap[0][1]) != self._heap[0][0]:
+                heapq.heappop(self._heap)  # superseded entries
+            self._changed.clear()
+            if not self._heap:
+                await self._changed.wait()
+                continue
+            due = from_ms(self._heap[0][0])
+            sleeper = asyncio.ensure_future(self.clock.sleep_until(due))
+            changed = asyncio.ensure_future(self._changed.wait())
+            await asyncio.wait({sleeper, changed}, return_when=asyncio.FIRST_COMPLETED)
+            for waiter in (sleeper, changed):
+                waiter.cancel()
+            await self._fire_due()
+
+    async def _fire_due(self) -> None:
+        now = self.clock.now()
+        now_ms = to_ms(now)
+        due_ids: list[str] = []
+        while self._heap and self._heap[0][0] <= now_ms:
+            due_ms, task_id = heapq.heappop(self._heap)
+            if self._next.get(task_id) == due_ms:
+                del self._next[task_id]
+                due_ids.append(task_id)
+        if not due_ids:
+            return
+        starts: list[tuple[CronTask, RunKey]] = []
+        skips: list[tuple[CronTask, list[int], str]] = []
+        for task_id in due_ids:
+            task = self.tasks.get(task_id)
+            if task is None or not task.spec.enabled:
+                continue
+            run, missed = self._decide(task, now)
+            if missed:
+                skips.append((task, missed, "missed"))
+            if run is not None:
+                key = RunKey(task.id, run)
+                if task.spec.overlap == "skip" and self._busy(task.id):
+                    skips.append((task, [run], "overlap"))
+                else:
+                    starts.append((task, key))
+        # One append and one sync for every run that fires now, before any of them starts.
+        records = [
+            r for task, times, reason in skips for r in skipped_records(task.id, times, reason)
+        ]
+        records += [started_record(key.task_id, key.at_ms, now_ms) for _, key in starts]
+        await self.ledger.record(records)
+        for task, times, reason in skips:
+            self.events.emit(
+                "cron.task.skipped",
+                {"taskId": task.id, "scheduledAt": [from_ms(t).isoformat() for t in times],
+                 "reason": reason},
+            )  # fmt: skip
+        for task, key in starts:
+            self._launch(task, key, resumed=False)
+        for task_id in due_ids:
+            task = self.tasks.get(task_id)
+            if task is not None:
+                self._plan(task, now)
+
+    def _decide(self, task: CronTask, now: datetime) -> tuple[int | None, list[int]]:
+        """(the instant to run, or None; the missed instants to skip)."""
+        last_ms = self.ledger.runs(task.id).last_at
+        after = from_ms(last_ms) if last_ms is not None else now - timedelta(microseconds=1)
+        times = [to_ms(t) for t in task.schedule.between(after, now)]
+        if not times:
+            return None, []
+        cutoff = to_ms(now - self._grace)
+        fresh = [t for t in times if t >= cutoff]
+        stale = [t for t in times if t < cutoff]
+        if fresh:
+            return fresh[-1], stale + fresh[:-1]
+        if task.spec.misfire == "run-once":
+            return stale[-1], stale[:-1]
+        return None, stale
+
+    def _busy(self, task_id: str) -> bool:
+        return any(key.task_id == task_id for key in self._inflight)
+
+    # -- running --------------------------------------------------------------------
+
+    def _launch(self, task: CronTask, key: RunKey, *, resumed: bool) -> None:
+        if key in self._inflight:
+            return
+        runner = asyncio.create_task(self._execute(task, key, resumed), name=key.message_id)
+        self._inflight[key] = runner
+        runner.add_done_callback(lambda _: self._inflight.pop(key, None))
+
+    async def run_now(self, task_id: str) -> RunKey:
+        """A manual run (``claybot cron run``): recorded and executed like a scheduled one."""
+        task = self.tasks.get(task_id)
+        if task is None:
+            raise LookupError(f"no cron task with id {task_id!r}")
+        now = self.clock.now()
+        key = RunKey(task.id, to_ms(now))
+        await self.ledger.started(key.task_id, key.at_ms, key.at_ms)
+        self._launch(task, key, resumed=False)
+        return key
+
+    async def _execute(self, task: CronTask, key: RunKey, resumed: bool) -> None:
+        at = from_ms(key.at_ms)
+        if not resumed:
+            lateness = (self.clock.now() - at).total_seconds()
+            self.events.emit(
+                "cron.task.started",
+                {"taskId": task.id, "scheduledAt": at.isoformat(), "latenessMs": lateness * 1000},
+            )
+        try:
+            gate_output: str | None = None
+            if task.spec.gate is not None:
+                gate: GateResult = await run_gate(
+                    task.spec.gate.command, task.files_dir, task.spec.gate.timeoutMs / 1000
+                )
+                if not gate.passed:
+                    await self.ledger.finished(
+                        task.id, key.at_ms, "skipped", to_ms(self.clock.now())
+                    )
+                    self.events.emit(
+                        "cron.task.skipped",
+                        {"taskId": task.id, "scheduledAt": [at.isoformat()], "reason": "gate",
+                         "detail": gate.reason, "output": gate.output[-2000:]},
+                    )  # fmt: skip
+                    return
+                gate_output = gate.output or None
+            agent_id, item_id = await self.host.post_run(
+                task, key.message_id, run_prompt(task, at, gate_output)
+            )
+            if self.on_started is not None:
+                self.on_started(key, (self.clock.now() - at).total_seconds())
+            succeeded = await self.host.wait_run(agent_id, item_id)
+        except asyncio.CancelledError:
+            raise  # shutdown: the run stays started; the next boot finishes it
+        except Exception as exc:
+            log.exception("cron run failed", extra={"action": "cron.run_failed", "taskId": task.id})
+            await self._finish(task, key, "failed", None, str(exc))
+            return
+        await self._finish(task, key, "ran" if succeeded else "failed", agent_id, None)
+
+    async def _finish(
+        self, task: CronTask, key: RunKey, status: Status, agent_id: str | None, error: str | None
+    ) -> None:
+        now = self.clock.now()
+        await self.ledger.finished(task.id, key.at_ms, status, to_ms(now))
+        payload: dict[str, Any] = {
+            "taskId": task.id,
+            "scheduledAt": from_ms(key.at_ms).isoformat(),
+            "status": status,
+            "agentId": agent_id,
+        }
+        if error:
+            payload["error"] = error
+        self.events.emit("cron.task.ran", payload)
+        state = {
+            "lastRunAt": now.isoformat(),
+            "lastScheduledAt": from_ms(key.at_ms).isoformat(),
+            "lastStatus": status,
+            "agentId": agent_id,
+        }
+        with contextlib.suppress(OSError):
+            await asyncio.to_thread(self.store.write_state, task, state)
+        if status == "ran" and task.spec.deleteAfterRun:
+            await self.remove(task.id)
+
+    # -- changes --------------------------------------------------------------------
+
+    async def add(self, spec: CronTaskSpec, prompt: str) -> CronTask:
+        """Write a new task; ScheduleError (nothing written) if its zone is unknown."""
+        CronSchedule.parse(spec.schedule, spec.timezone or self.store.default_timezone)
+        task = await asyncio.to_thread(self.store.create, spec, prompt)
+        await self._adopt(task, source="api")
+        return task
+
+    async def set_enabled(self, task_id: str, enabled: bool) -> CronTask:
+        task = self._get(task_id)
+        spec = task.spec.model_copy(update={"enabled": enabled})
+        await asyncio.to_thread(self.store.write_spec, task.directory, spec, task.prompt)
+        updated = await asyncio.to_thread(self.store.load, task.directory)
+        await self._adopt(updated, source="api")
+        return updated
+
+    async def remove(self, task_id: str) -> CronTask:
+        task = self._get(task_id)
+        await asyncio.to_thread(self.store.delete, task)
+        await self._forget(task_id)
+        return task
+
+    def _get(self, task_id: str) -> CronTask:
+        task = self.tasks.get(task_id)
+        if task is None:
+            raise LookupError(f"no cron task with id {task_id!r}")
+        return task
+
+    async def _adopt(self, task: CronTask, *, source: str) -> None:
+        """A new or changed task (from the API or a file edited on disk)."""
+        previous = self.tasks.get(task.id)
+        now = self.clock.now()
+        if previous is not None and not previous.spec.enabled and task.spec.enabled:
+            await self._mark_seen([task.id], now)  # the disabled time owes no runs
+        if previous is None:
+            if self.ledger.runs(task.id).last_at is None:
+                await self._mark_seen([task.id], now)
+            self.events.emit(
+                "cron.task.added",
+                {"taskId": task.id, "name": task.spec.name, "source": source},
+            )
+        elif previous.version != task.version:
+            self.events.emit("cron.task.updated", {"taskId": task.id, "source": source})
+        self.tasks[task.id] = task
+        self._next.pop(task.id, None)
+        self._plan(task, now)
+
+    async def _forget(self, task_id: str) -> None:
+        if self.tasks.pop(task_id, None) is None:
+            return
+        self._next.pop(task_id, None)
+        await self.ledger.deleted(task_id)
+        self.events.emit("cron.task.removed", {"taskId": task_id})
+
+    def _report(self, problem: TaskProblem) -> None:
+        log.error(
+            "invalid cron task",
+            extra={"action": "cron.task.invalid", "path": problem.path, "reason": problem.reason},
+        )
+        self.events.emit("cron.task.invalid", problem.to_dict())
+
+    async def rescan(self) -> None:
+        """Pick up TASK.md files added, edited or removed on disk."""
+        async with self._reload_lock:
+            tasks, problems = await asyncio.to_thread(self.store.scan)
+            known = {problem.path: problem for problem in self.problems}
+            for problem in problems:
+                if known.get(problem.path) != problem:
+                    self._report(problem)
+            self.problems = problems
+            for task in tasks.values():
+                current = self.tasks.get(task.id)
+                if current is None or current.version != task.version:
+                    await self._adopt(task, source="file")
+            for task_id in [task_id for task_id in self.tasks if task_id not in tasks]:
+                await self._forget(task_id)
+
+    async def _watch_files(self) -> None:
+        try:
+            from watchfiles import awatch
+
+            async for _ in awatch(self.store.root, debounce=200, step=50):
+                await self.rescan()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.warning(
+                "watching cron files failed; polling instead",
+                extra={"action": "cron.watch_fallback"},
+                exc_info=True,
+            )
+            while True:
+                await asyncio.sleep(RESCAN_FALLBACK_S)
+                await self.rescan()
+
+    def listing(self) -> list[dict[str, Any]]:
+        result = []
+        for task in sorted(self.tasks.values(), key=lambda t: t.spec.name):
+            runs = self.ledger.runs(task.id)
+            upcoming = self.next_run(task.id)
+            result.append(
+                {
+                    **task.to_dict(),
+                    "nextRunAt": upcoming.isoformat() if upcoming else None,
+                    "lastRun": runs.last_finished,
+                    "running": self._busy(task.id),
+                }
+            )
+        return result
