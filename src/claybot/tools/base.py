@@ -39,9 +39,15 @@ class ToolDefinition:
     parameters: type[BaseModel]
     run: ToolRun
     visible_to: frozenset[AgentKind] = ALL_AGENT_KINDS
+    # Shown to the model instead of ``parameters``' schema: for tools described elsewhere
+    # (an MCP server), whose arguments ``parameters`` then accepts as they come.
+    json_schema: dict[str, Any] | None = None
 
     def schema(self) -> ToolSchema:
-        return ToolSchema(self.name, self.description, self.parameters.model_json_schema())
+        schema = self.json_schema
+        if schema is None:
+            schema = self.parameters.model_json_schema()
+        return ToolSchema(self.name, self.description, schema)
 
 
 class ToolRegistry:
