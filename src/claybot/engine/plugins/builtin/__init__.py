@@ -9,7 +9,8 @@ from claybot.engine.plugins.definition import PluginDefinition
 
 def builtin_definitions() -> list[PluginDefinition[Any]]:
     from claybot.engine.plugins.builtin.clock import clock_definition
+    from claybot.engine.plugins.builtin.mcp import mcp_definition
     from claybot.engine.plugins.builtin.shell import shell_definition
     from claybot.engine.plugins.builtin.web import web_definition
 
-    return [clock_definition(), shell_definition(), web_definition()]
+    return [clock_definition(), shell_definition(), web_definition(), mcp_definition()]
