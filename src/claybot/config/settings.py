@@ -73,6 +73,11 @@ class AgentSettings(CamelModel):
     max_children: int = Field(default=8, ge=1, le=1000)
 
 
+class HeartbeatSettings(CamelModel):
+    enabled: bool = True
+    interval_s: float = Field(default=1800.0, ge=10, le=7 * 24 * 3600)
+
+
 class PermissionSettings(CamelModel):
     # An unanswered permission request is denied after this long (fail closed).
     request_timeout_s: float = Field(default=900.0, gt=0, le=7 * 24 * 3600)
@@ -99,6 +104,7 @@ class Settings(CamelModel):
     plugins: list[PluginInstanceSettings] = Field(default_factory=list)
     agents: AgentSettings = Field(default_factory=AgentSettings)
     permissions: PermissionSettings = Field(default_factory=PermissionSettings)
+    heartbeat: HeartbeatSettings = Field(default_factory=HeartbeatSettings)
     proactive: ProactiveSettings = Field(default_factory=ProactiveSettings)
 
     def enabled_providers(self) -> list[ProviderSettings]:

@@ -12,7 +12,7 @@ import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from starlette.types import ASGIApp
@@ -35,6 +35,7 @@ from claybot.durable.group_commit import GroupCommitWriter
 from claybot.engine.agents.agent import DEFAULT_SYSTEM_PROMPT, AgentRuntime
 from claybot.engine.agents.descriptors import (
     CronDescriptor,
+    HeartbeatDescriptor,
     SubagentDescriptor,
     UserDescriptor,
     descriptor_label,
@@ -48,6 +49,8 @@ from claybot.engine.cron.ledger import RunLedger
 from claybot.engine.cron.scheduler import CronScheduler
 from claybot.engine.cron.store import CronStore, CronTask
 from claybot.engine.events import EventBus
+from claybot.engine.heartbeat.scheduler import HeartbeatScheduler
+from claybot.engine.heartbeat.store import HeartbeatStore
 from claybot.engine.ipc.tcp_auth import ApiKeyMiddleware
 from claybot.engine.keystore import DeferredApiKeyStore, open_database
 from claybot.engine.permissions.requests import (
@@ -56,6 +59,8 @@ from claybot.engine.permissions.requests import (
     PermissionRequest,
 )
 from claybot.engine.plugins import LoadedPlugin, PluginCatalog, PluginManager, Registries
+from claybot.proactive.service import ProactiveService
+from claybot.proactive.wiring import build_proactive_service
 from claybot.providers.base import InferenceProvider
 from claybot.providers.registry import (
     DEFAULT_PROVIDER,
@@ -66,6 +71,7 @@ from claybot.providers.router import InferenceRouter
 from claybot.tools.agents import AgentTools
 from claybot.tools.base import ToolRegistry
 from claybot.tools.cron import CronTools
+from claybot.tools.heartbeat import HeartbeatTools
 from claybot.tools.permissions import PermissionTools
 
 log = logging.getLogger(__name__)
@@ -117,16 +123,24 @@ class Engine:
         self._agents: AgentSystem | None = None
         self._permissions: PermissionBroker | None = None
         self._cron: CronScheduler | None = None
+        self._heartbeat: HeartbeatScheduler | None = None
         self.database_url = database_url(paths, self.options.env)
         self.database: Any = None  # the SQLAlchemy engine, once open
         self._database_task: asyncio.Task[Any] | None = None
         self._keys: DeferredApiKeyStore | None = None
+        self._proactive: ProactiveService | None = None
 
     @property
     def agents(self) -> AgentSystem:
         if self._agents is None:
             raise RuntimeError("the engine is not started")
         return self._agents
+
+    @property
+    def proactive(self) -> ProactiveService:
+        if self._proactive is None:
+            raise RuntimeError("the engine is not started")
+        return self._proactive
 
     # -- lifecycle --------------------------------------------------------------
 
@@ -185,13 +199,34 @@ class Engine:
             self.options.clock,
             watch=self.options.watch_files,
         )
-        for tool in CronTools(self._cron, self._agents).definitions():
+        self._heartbeat = HeartbeatScheduler(
+            HeartbeatStore(self.paths.home / "heartbeat"),
+            self,
+            self.events,
+            self.options.clock,
+            interval=timedelta(seconds=self.settings.heartbeat.interval_s),
+        )
+        for tool in [
+            *CronTools(self._cron, self._agents).definitions(),
+            *HeartbeatTools(self._heartbeat).definitions(),
+        ]:
             self.tools.register(tool)
         recovered = await self._agents.boot()
         # Plugins start after the agents: their connectors post messages at once.
         await self.plugins.restore()
         await self._permissions.boot()  # after the connectors: it may re-present prompts
+        self._proactive = build_proactive_service(
+            home=self.paths.home,
+            settings=self.settings.proactive,
+            env=self.options.env,
+            read_auth=self.config.read_auth,
+            agents=self._agents,
+            events=self.events,
+        )
+        await self._proactive.start()
         await self._cron.start()
+        if self.settings.heartbeat.enabled:
+            await self._heartbeat.start()
         await self.rebuild_providers()
         log.info(
             "engine started",
@@ -208,8 +243,12 @@ class Engine:
         return Permissions(workingDir=workspace, readDirs=[workspace], writeDirs=[workspace])
 
     async def stop(self, drain_timeout_s: float = 10.0) -> None:
+        if self._proactive is not None:
+            await self._proactive.stop()  # schedules stop, runs are killed, state is saved
         if self._cron is not None:
             await self._cron.stop()  # no new runs; unfinished ones resume next boot
+        if self._heartbeat is not None:
+            await self._heartbeat.stop()
         await self.plugins.shutdown()  # connectors stop taking messages first
         if self._permissions is not None:
             await self._permissions.shutdown()
@@ -437,6 +476,35 @@ class Engine:
     async def wait_run(self, agent_id: str, item_id: str) -> bool:
         outcome = await self.agents.wait_processed(agent_id, item_id)
         return outcome is None or not outcome.failed
+
+    # -- heartbeat (the scheduler's host) -------------------------------------------------
+
+    @property
+    def heartbeat(self) -> HeartbeatScheduler:
+        if self._heartbeat is None:
+            raise RuntimeError("the engine is not started")
+        return self._heartbeat
+
+    async def post_beat(self, message_id: str, text: str) -> tuple[str, str]:
+        agent_id = await self.agents.resolve(HeartbeatDescriptor())
+        await self.agents.post_to_agent(agent_id, text, message_id=message_id, origin="heartbeat")
+        return agent_id, message_id
+
+    async def wait_beat(self, agent_id: str, item_id: str) -> str | None:
+        outcome = await self.agents.wait_processed(agent_id, item_id)
+        return None if outcome is None or outcome.failed else outcome.text
+
+    async def forward_beat(self, message_id: str, text: str) -> None:
+        target = self.agents.agent_for("most-recent-foreground")
+        if target is None:
+            log.info("no user to tell about the heartbeat", extra={"action": "heartbeat.unheard"})
+            return
+        await self.agents.post_to_agent(
+            target,
+            f"Heartbeat report:\n{text}",
+            message_id=f"{message_id}:report",
+            origin="heartbeat",
+        )
 
     # -- conversation control (what connectors may ask) -----------------------------
 

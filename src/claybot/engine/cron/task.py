@@ -5,12 +5,11 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from claybot.engine.cron.schedule import CronSchedule, ScheduleError
+from claybot.engine.frontmatter import FrontMatterError, join_front_matter, split_front_matter
 
-FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?)\n---[ \t]*(?:\n|\Z)(.*)\Z", re.DOTALL)
 SLUG_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 MAX_PROMPT_CHARS = 32_000
 # Front-matter fields that are read and deliberately ignored: a task file must not be
@@ -56,15 +55,10 @@ class CronTaskSpec(BaseModel):
 
 def parse_task_file(text: str) -> tuple[CronTaskSpec, str]:
     """(front matter, prompt) or TaskFileError naming what is wrong."""
-    match = FRONT_MATTER.match(text.replace("\r\n", "\n"))
-    if match is None:
-        raise TaskFileError("no front matter: the file must start with a '---' block")
     try:
-        raw = yaml.safe_load(match.group(1))
-    except yaml.YAMLError as exc:
-        raise TaskFileError(f"the front matter is not valid YAML: {exc}") from exc
-    if not isinstance(raw, dict):
-        raise TaskFileError("the front matter must be a mapping of fields")
+        raw, prompt = split_front_matter(text)
+    except FrontMatterError as exc:
+        raise TaskFileError(str(exc)) from exc
     fields: dict[str, Any] = {k: v for k, v in raw.items() if k not in IGNORED_FIELDS}
     try:
         spec = CronTaskSpec.model_validate(fields)
@@ -74,7 +68,6 @@ def parse_task_file(text: str) -> tuple[CronTaskSpec, str]:
             for error in exc.errors()
         )
         raise TaskFileError(problems) from exc
-    prompt = match.group(2).strip()
     if not prompt:
         raise TaskFileError("the prompt (the text after the front matter) is empty")
     if len(prompt) > MAX_PROMPT_CHARS:
@@ -83,9 +76,7 @@ def parse_task_file(text: str) -> tuple[CronTaskSpec, str]:
 
 
 def render_task_file(spec: CronTaskSpec, prompt: str) -> str:
-    fields = spec.model_dump(exclude_none=True)
-    front = yaml.safe_dump(fields, sort_keys=False, allow_unicode=True).strip()
-    return f"---\n{front}\n---\n\n{prompt.strip()}\n"
+    return join_front_matter(spec.model_dump(exclude_none=True), prompt)
 
 
 def slugify(name: str) -> str:

@@ -12,7 +12,9 @@ from claybot.engine.engine import Engine
 from claybot.engine.ipc.body_limit import BodyLimitMiddleware
 from claybot.engine.ipc.cron_routes import router as cron_router
 from claybot.engine.ipc.errors import install_error_handlers
+from claybot.engine.ipc.heartbeat_routes import router as heartbeat_router
 from claybot.engine.ipc.permission_routes import router as permission_router
+from claybot.engine.ipc.proactive_routes import router as proactive_router
 from claybot.engine.ipc.routes import router
 from claybot.engine.ipc.webchat_routes import router as webchat_router
 
@@ -32,5 +34,7 @@ def create_app(engine: Engine, request_shutdown: Callable[[], None] = lambda: No
     app.include_router(router)
     app.include_router(permission_router)
     app.include_router(cron_router)
+    app.include_router(heartbeat_router)
     app.include_router(webchat_router)
+    app.include_router(proactive_router)
     return BodyLimitMiddleware(app)

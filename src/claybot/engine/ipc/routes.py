@@ -57,14 +57,6 @@ async def shutdown(request: Request) -> dict[str, Any]:
     return {"ok": True}
 
 
-# -- scheduling (cron routes live in cron_routes.py) ----------------------------------
-
-
-@router.get("/heartbeat/tasks", summary="Heartbeat tasks")
-async def heartbeat_tasks(request: Request) -> dict[str, Any]:
-    return {"ok": True, "tasks": []}
-
-
 # -- agents -----------------------------------------------------------------------
 
 
@@ -298,7 +290,7 @@ async def events(
         "payload": {
             "status": engine.status(),
             "cron": engine.cron.listing(),
-            "heartbeat": [],
+            "heartbeat": (await engine.heartbeat.listing())["tasks"],
             "backgroundAgents": engine.agents.background_agents(),
             "replayed": len(subscription.replay),
             "gap": subscription.gap,

@@ -80,3 +80,15 @@ class AddCronTask(Body):
     gate: dict[str, Any] | None = None
     misfire: Literal["skip", "run-once"] = "run-once"
     overlap: Literal["skip", "queue"] = "skip"
+
+
+class AddHeartbeatTask(Body):
+    title: str = Field(min_length=1, max_length=200)
+    prompt: str = Field(min_length=1, max_length=32_000)
+    id: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9-]{0,63}$")
+    gate: dict[str, Any] | None = None
+    overwrite: bool = False
+
+
+class RunHeartbeat(Body):
+    ids: list[str] | None = Field(default=None, max_length=1000)

@@ -1,0 +1,33 @@
+"""Markdown files with a YAML front matter block (cron TASK.md, heartbeat tasks). Pure."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import yaml
+
+FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?)\n---[ \t]*(?:\n|\Z)(.*)\Z", re.DOTALL)
+
+
+class FrontMatterError(ValueError):
+    pass
+
+
+def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
+    """(the front matter mapping, the body with surrounding blank lines removed)."""
+    match = FRONT_MATTER.match(text.replace("\r\n", "\n"))
+    if match is None:
+        raise FrontMatterError("no front matter: the file must start with a '---' block")
+    try:
+        raw = yaml.safe_load(match.group(1))
+    except yaml.YAMLError as exc:
+        raise FrontMatterError(f"the front matter is not valid YAML: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise FrontMatterError("the front matter must be a mapping of fields")
+    return raw, match.group(2).strip()
+
+
+def join_front_matter(fields: dict[str, Any], body: str) -> str:
+    front = yaml.safe_dump(fields, sort_keys=False, allow_unicode=True).strip()
+    return f"---\n{front}\n---\n\n{body.strip()}\n"

@@ -1,0 +1,61 @@
+"""Heartbeat tasks over the API: list, add, remove, run now."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Request
+from pydantic import ValidationError
+
+from claybot.engine.cron.task import Gate
+from claybot.engine.heartbeat.store import HeartbeatTaskError
+from claybot.engine.ipc.errors import ApiError
+from claybot.engine.ipc.routes import engine_of
+from claybot.engine.ipc.schemas import AddHeartbeatTask, RunHeartbeat
+
+router = APIRouter(prefix="/v1/engine/heartbeat")
+
+
+@router.get("/tasks", summary="Heartbeat tasks, the last and the next beat")
+async def list_tasks(request: Request) -> dict[str, Any]:
+    return {"ok": True, **(await engine_of(request).heartbeat.listing())}
+
+
+@router.post("/tasks", status_code=201, summary="Add (or, with overwrite, replace) a task")
+async def add_task(request: Request, body: AddHeartbeatTask) -> dict[str, Any]:
+    heartbeat = engine_of(request).heartbeat
+    try:
+        gate = Gate.model_validate(body.gate) if body.gate is not None else None
+    except ValidationError as exc:
+        raise ApiError(422, "invalid_request", str(exc), "body.gate") from exc
+    try:
+        task = await asyncio.to_thread(
+            heartbeat.store.add,
+            body.title,
+            body.prompt,
+            task_id=body.id,
+            gate=gate,
+            overwrite=body.overwrite,
+        )
+    except HeartbeatTaskError as exc:
+        raise ApiError(409, "task_exists", str(exc), "body.id") from exc
+    return {"ok": True, "task": task.to_dict()}
+
+
+@router.delete("/tasks/{taskId}", summary="Remove a heartbeat task")
+async def remove_task(request: Request, taskId: str) -> dict[str, Any]:
+    heartbeat = engine_of(request).heartbeat
+    try:
+        await asyncio.to_thread(heartbeat.store.remove, taskId)
+    except (LookupError, HeartbeatTaskError) as exc:
+        raise ApiError(404, "task_not_found", str(exc), "taskId") from exc
+    return {"ok": True, "taskId": taskId}
+
+
+@router.post("/run", status_code=202, summary="Run the heartbeat now (all or some tasks)")
+async def run(
+    request: Request, body: Annotated[RunHeartbeat | None, Body()] = None
+) -> dict[str, Any]:
+    engine_of(request).heartbeat.run_now(body.ids if body else None)
+    return {"ok": True}
