@@ -8,8 +8,10 @@ from claybot.cli import (
     agents_cmds,
     auth_cmds,
     chat,
+    cron_cmds,
     engine_cmds,
     events_cmds,
+    heartbeat_cmds,
     keys_cmds,
     permissions_cmds,
     plugins_cmds,
@@ -39,6 +41,8 @@ app.add_typer(auth_cmds.app, name="auth")
 app.add_typer(providers_cmds.app, name="providers")
 app.add_typer(keys_cmds.app, name="keys")
 app.add_typer(permissions_cmds.app, name="permissions")
+app.add_typer(cron_cmds.app, name="cron")
+app.add_typer(heartbeat_cmds.app, name="heartbeat")
 
 
 def main() -> None:
