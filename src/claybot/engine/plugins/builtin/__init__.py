@@ -13,4 +13,4 @@ def builtin_definitions() -> list[PluginDefinition[Any]]:
     from claybot.engine.plugins.builtin.shell import shell_definition
     from claybot.engine.plugins.builtin.web import web_definition
 
-    return [clock_definition(), shell_definition(), web_definition(), mcp_definition()]
+    return [clock_definition(), mcp_definition(), shell_definition(), web_definition()]
