@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import shutil
+import ssl
+import subprocess
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -260,6 +264,59 @@ async def test_a_redirect_to_a_private_address_is_refused(tiny: TinyServer) -> N
     result = await run(web, tiny.url("/to-hello", host="public.test"))
     assert not result.is_error and "hello from loopback" in result.text
     assert f"url: http://public.test:{tiny.port}/hello" in result.text
+
+
+@pytest.fixture
+def site_certificate(tmp_path: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for the name ``site.test`` (and nothing else)."""
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
+            *("-keyout", str(key), "-out", str(cert), "-subj", "/CN=site.test"),
+            *("-addext", "subjectAltName=DNS:site.test"),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key
+
+
+async def test_https_checks_the_certificate_against_the_name_not_the_ip(
+    tiny: TinyServer, site_certificate: tuple[Path, Path]
+) -> None:
+    """The socket goes to the pinned IP; SNI and the certificate check still use the name."""
+    cert, key = site_certificate
+    server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_tls.load_cert_chain(cert, key)
+    names: list[str | None] = []
+
+    def record_sni(sock: ssl.SSLObject, name: str | None, context: ssl.SSLContext) -> None:
+        names.append(name)
+
+    server_tls.sni_callback = record_sni
+    listener = await asyncio.start_server(
+        lambda r, w: _serve(tiny, r, w), host="127.0.0.1", port=0, ssl=server_tls
+    )
+    port = listener.sockets[0].getsockname()[1]
+    client_tls = ssl.create_default_context(cafile=str(cert))
+    resolve = fixed_resolver({"site.test": "127.0.0.1", "other.test": "127.0.0.1"})
+    settings = WebSettings(allow_private_addresses=True)
+    web = tool(settings, UrlFetcher(settings, resolve=resolve, verify=client_tls))
+    try:
+        result = await run(web, f"https://site.test:{port}/hello")
+        assert not result.is_error, result.text
+        assert "hello from loopback" in result.text
+        assert names == ["site.test"]
+        # Same IP, another name: the certificate does not match it, so nothing is fetched.
+        other = await run(web, f"https://other.test:{port}/hello")
+        assert other.is_error and "Fetch failed" in other.text, other.text
+        assert "CERTIFICATE_VERIFY_FAILED" in other.text or "certificate" in other.text.lower()
+        assert [path for path, _ in tiny.requests] == ["/hello"]
+    finally:
+        listener.close()
 
 
 async def test_redirect_loops_stop(tiny: TinyServer) -> None:

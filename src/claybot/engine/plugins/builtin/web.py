@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
+import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -167,10 +168,12 @@ class UrlFetcher:
         *,
         resolve: Resolve = resolve_host,
         policy: AddressPolicy = address_refusal,
+        verify: ssl.SSLContext | bool = True,
     ) -> None:
         self._settings = settings
         self._resolve = resolve
         self._policy = policy
+        self._verify = verify  # certificates are checked against the host name, never the IP
 
     def _refusal(self, address: IPAddress) -> str | None:
         return None if self._settings.allow_private_addresses else self._policy(address)
@@ -247,7 +250,7 @@ class UrlFetcher:
         # A fresh client per hop: no connection made for one name is reused for another,
         # and trust_env=False keeps proxy variables from routing around the check.
         async with httpx.AsyncClient(
-            timeout=timeout, follow_redirects=False, trust_env=False
+            timeout=timeout, follow_redirects=False, trust_env=False, verify=self._verify
         ) as client:
             try:
                 async with client.stream(
