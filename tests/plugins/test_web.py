@@ -361,6 +361,15 @@ async def test_status_type_and_binary_bodies(tiny: TinyServer) -> None:
     ]
     missing = await run(web, tiny.url("/absent"))
     assert not missing.is_error and missing.text.startswith("status: 404")
+    tiny.routes["/odd"] = Route(
+        body=b"caf\xc3\xa9", headers={"Content-Type": "text/plain; charset=nope"}
+    )
+    odd = await run(web, tiny.url("/odd"))
+    assert not odd.is_error and body_of(odd) == "café"
+    tiny.routes["/latin"] = Route(
+        body=b"caf\xe9", headers={"Content-Type": "text/html; charset=latin-1"}
+    )
+    assert body_of(await run(web, tiny.url("/latin"))) == "café"
     image = await run(web, tiny.url("/image"))
     assert "binary content, 8 bytes read, not shown" in image.text
 

@@ -131,10 +131,17 @@ class FetchedPage:
         if self.truncated:
             lines.append(f"[truncated: the body is longer than {max_bytes} bytes]")
         if _is_textual(self.content_type):
-            text = self.body.decode(self.charset or "utf-8", errors="replace")
+            text = _decode(self.body, self.charset)
         else:
             text = f"[binary content, {len(self.body)} bytes read, not shown]"
         return "\n".join(lines) + "\n\n" + text
+
+
+def _decode(body: bytes, charset: str | None) -> str:
+    try:
+        return body.decode(charset or "utf-8", errors="replace")
+    except LookupError:  # a charset Python does not know: UTF-8 is the best guess
+        return body.decode("utf-8", errors="replace")
 
 
 def _is_textual(content_type: str) -> bool:
