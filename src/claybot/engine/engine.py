@@ -222,6 +222,7 @@ class Engine:
             read_auth=self.config.read_auth,
             agents=self._agents,
             events=self.events,
+            clock=self.options.clock,
         )
         await self._proactive.start()
         await self._cron.start()
