@@ -15,6 +15,7 @@ from claybot.cli import (
     keys_cmds,
     permissions_cmds,
     plugins_cmds,
+    proactive_cmds,
     providers_cmds,
 )
 
@@ -41,6 +42,7 @@ app.add_typer(auth_cmds.app, name="auth")
 app.add_typer(providers_cmds.app, name="providers")
 app.add_typer(keys_cmds.app, name="keys")
 app.add_typer(permissions_cmds.app, name="permissions")
+app.add_typer(proactive_cmds.app, name="proactive")
 app.add_typer(cron_cmds.app, name="cron")
 app.add_typer(heartbeat_cmds.app, name="heartbeat")
 

@@ -64,9 +64,8 @@ class EngineRunner:
     ) -> RunOutcome:
         text = f"Working directory: {request.cwd}\n\n{request.objective}"
         try:
-            item = await self._agents.post_to_agent(
-                agent_id, text, message_id=message_id, origin="proactive"
-            )
+            # The owner wrote the objective: it is the turn's user message, not a system notice.
+            item = await self._agents.post_to_agent(agent_id, text, message_id=message_id)
         except EngineStopping:
             return RunOutcome("failure", None, "the engine is shutting down")
         if item is None or item.processed is None:

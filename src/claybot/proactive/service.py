@@ -531,9 +531,8 @@ class ProactiveService:
                 extra={"action": "proactive.execution_error", "agentId": agent.id},
             )
         finally:
-            self._running.pop(agent.id, None)
-            if not agent.deleted:
-                self._publish_update(agent)
+            if self._running.pop(agent.id, None) is not None:
+                self._publish_update(agent)  # it ended before its result was recorded
             self._dispatch()
 
     async def _execute_in_slot(self, agent: _Agent, run: QueuedRun) -> None:
@@ -632,6 +631,7 @@ class ProactiveService:
                     extra={"action": "proactive.auto_paused", "agentId": agent.id},
                 )  # fmt: skip
         await self._save_state(agent)
+        self._running.pop(agent.id, None)  # clients told "complete" see it no longer running
         self._notify(
             "agent:execution:complete",
             {
@@ -641,6 +641,7 @@ class ProactiveService:
                 "execution": result.to_wire(),
             },
         )
+        self._publish_update(agent)
 
     # -- persistence and events ---------------------------------------------------------
 

@@ -1,0 +1,309 @@
+"""``claybot proactive``: scheduled agents that run an objective (seed 004).
+
+Everything goes through the running engine's ``/api/agents`` routes on its socket.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from claybot.cli.common import (
+    HomeOption,
+    JsonOption,
+    console,
+    engine_errors,
+    err_console,
+    fail,
+    paths_for,
+    print_json,
+    running_engine,
+)
+
+if TYPE_CHECKING:
+    from claybot.engine.ipc.client import EngineClient
+
+app = typer.Typer(
+    help="Proactive agents: objectives run on a cron schedule (the engine must be running).",
+    no_args_is_help=True,
+)
+
+AgentIdArgument = Annotated[str, typer.Argument(help="The agent id (see `list`).")]
+NameOption = Annotated[str | None, typer.Option("--name", help="Up to 50 characters.")]
+ObjectiveOption = Annotated[
+    str | None, typer.Option("--objective", help="What the agent does on each run.")
+]
+ScheduleOption = Annotated[
+    str | None, typer.Option("--schedule", help="5-field cron expression, e.g. '0 * * * *'.")
+]
+CwdOption = Annotated[
+    str | None,
+    typer.Option("--cwd", help="Working directory inside the engine's workspace."),
+]
+ModelOption = Annotated[
+    str | None, typer.Option("--model", help="Claude model (opus, sonnet, haiku); '' = default.")
+]
+TimeoutOption = Annotated[
+    int | None, typer.Option("--timeout-ms", help="Kill a run after this many milliseconds.")
+]
+RetriesOption = Annotated[
+    int | None,
+    typer.Option("--max-retries", help="Consecutive failures before the agent is paused."),
+]
+TimezoneOption = Annotated[
+    str | None, typer.Option("--timezone", help="IANA zone of the schedule, e.g. Europe/Paris.")
+]
+RunnerOption = Annotated[
+    str | None,
+    typer.Option("--runner", help="'claude' (the Claude CLI) or 'engine' (an engine agent)."),
+]
+POLL_S = 0.25
+
+
+def _when(ms: int | None) -> str:
+    if ms is None:
+        return "-"
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _fields(**values: Any) -> dict[str, Any]:
+    return {key: value for key, value in values.items() if value is not None}
+
+
+def _show(agent: dict[str, Any], verb: str) -> None:
+    console.print(
+        f"{verb} [bold]{escape(agent['name'])}[/bold] ({agent['id']}): {agent['status']}, "
+        f"next run {_when(agent.get('nextRunAt'))} UTC",
+        highlight=False,
+    )
+
+
+@app.command("list")
+def list_agents(home: HomeOption = None, as_json: JsonOption = False) -> None:
+    """Every proactive agent with its status, schedule and last result."""
+    with running_engine(home) as client:
+        agents = client.get("/api/agents")["agents"]
+    if as_json:
+        print_json(agents)
+        return
+    if not agents:
+        console.print("no proactive agents; add one with `claybot proactive create`")
+        return
+    table = Table("id", "name", "status", "schedule", "runner", "last run (UTC)", "result",
+                  "next run (UTC)", "runs")  # fmt: skip
+    for agent in agents:
+        status = "running" if agent["running"] else agent["status"]
+        table.add_row(
+            agent["id"],
+            escape(agent["name"]),
+            status,
+            escape(f"{agent['schedule']} ({agent['timezone']})"),
+            agent["runner"],
+            _when(agent["lastExecutionAt"]),
+            agent["lastResult"] or "-",
+            _when(agent["nextRunAt"]),
+            str(agent["totalExecutions"]),
+        )
+    console.print(table)
+
+
+@app.command("create")
+def create(
+    name: Annotated[str, typer.Option("--name", help="Up to 50 characters.")],
+    objective: Annotated[str, typer.Option("--objective", help="What the agent does each run.")],
+    schedule: Annotated[
+        str, typer.Option("--schedule", help="5-field cron expression, e.g. '0 * * * *'.")
+    ],
+    cwd: CwdOption = None,
+    model: ModelOption = None,
+    timeout_ms: TimeoutOption = None,
+    max_retries: RetriesOption = None,
+    timezone: TimezoneOption = None,
+    runner: RunnerOption = None,
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Create an agent; it is active at once and runs on its schedule."""
+    body = _fields(
+        name=name, objective=objective, schedule=schedule, cwd=cwd, model=model,
+        timeoutMs=timeout_ms, maxRetries=max_retries, timezone=timezone, runner=runner,
+    )  # fmt: skip
+    with running_engine(home) as client:
+        agent = client.post("/api/agents", body)["agent"]
+    if as_json:
+        print_json(agent)
+        return
+    _show(agent, "created")
+
+
+@app.command("edit")
+def edit(
+    agent_id: AgentIdArgument,
+    name: NameOption = None,
+    objective: ObjectiveOption = None,
+    schedule: ScheduleOption = None,
+    cwd: CwdOption = None,
+    model: ModelOption = None,
+    timeout_ms: TimeoutOption = None,
+    max_retries: RetriesOption = None,
+    timezone: TimezoneOption = None,
+    runner: RunnerOption = None,
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Change the options given; the others keep their values."""
+    body = _fields(
+        name=name, objective=objective, schedule=schedule, cwd=cwd, model=model,
+        timeoutMs=timeout_ms, maxRetries=max_retries, timezone=timezone, runner=runner,
+    )  # fmt: skip
+    if not body:
+        fail("nothing to change: give at least one option, e.g. --schedule")
+    with running_engine(home) as client:
+        agent = client.request("PUT", f"/api/agents/{agent_id}", json=body)["agent"]
+    if as_json:
+        print_json(agent)
+        return
+    _show(agent, "updated")
+
+
+@app.command("pause")
+def pause(agent_id: AgentIdArgument, home: HomeOption = None) -> None:
+    """Stop the schedule (`run` still works; the agent stays paused)."""
+    with running_engine(home) as client:
+        _show(client.post(f"/api/agents/{agent_id}/pause")["agent"], "paused")
+
+
+@app.command("resume")
+def resume(agent_id: AgentIdArgument, home: HomeOption = None) -> None:
+    """Restart the schedule and reset the failure count."""
+    with running_engine(home) as client:
+        _show(client.post(f"/api/agents/{agent_id}/resume")["agent"], "resumed")
+
+
+@app.command("run")
+def run(
+    agent_id: AgentIdArgument,
+    wait: Annotated[
+        bool, typer.Option("--wait", help="Wait for the run, print its log, exit 1 if it failed.")
+    ] = False,
+    wait_timeout: Annotated[
+        float, typer.Option("--wait-timeout", help="Give up waiting after this many seconds.")
+    ] = 3600.0,
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Run the agent now: queued behind running executions, never dropped."""
+    with running_engine(home) as client:
+        queued = client.post(f"/api/agents/{agent_id}/execute")
+        if not wait:
+            if as_json:
+                print_json(queued)
+            else:
+                where = "started" if queued["status"] == "started" else (
+                    f"queued (position {queued['position']})"
+                )  # fmt: skip
+                console.print(f"execution {queued['executionId']} {where}", highlight=False)
+            return
+        execution = _wait_for(client, agent_id, queued["executionId"], wait_timeout)
+    if as_json:
+        print_json(execution)
+    else:
+        typer.echo(_fetch_text(home, f"/api/agents/{agent_id}/logs",
+                               {"executionId": execution["executionId"]}), nl=False)  # fmt: skip
+        err_console.print(
+            f"{execution['result']} in {execution['durationMs'] / 1000:.1f} s"
+            + (f": {escape(execution['error'])}" if execution.get("error") else ""),
+            highlight=False,
+        )
+    if execution["result"] != "success":
+        raise typer.Exit(1)
+
+
+def _wait_for(
+    client: EngineClient, agent_id: str, execution_id: str, timeout_s: float
+) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        executions = client.get(f"/api/agents/{agent_id}/executions", limit=50)["executions"]
+        for execution in executions:
+            if execution["executionId"] == execution_id:
+                return dict(execution)
+        time.sleep(POLL_S)
+    fail(f"execution {execution_id} did not finish within {timeout_s:g} s; it may still run")
+
+
+@app.command("logs")
+def logs(
+    agent_id: AgentIdArgument,
+    execution: Annotated[
+        str | None, typer.Option("--execution", help="An execution id (default: the newest).")
+    ] = None,
+    history: Annotated[
+        bool, typer.Option("--list", help="List the executions instead of printing a log.")
+    ] = False,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=1000)] = 20,
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Print an execution's clean output, or (--list) the execution history."""
+    if not history:
+        params = {"executionId": execution} if execution else {}
+        typer.echo(_fetch_text(home, f"/api/agents/{agent_id}/logs", params), nl=False)
+        return
+    with running_engine(home) as client:
+        executions = client.get(f"/api/agents/{agent_id}/executions", limit=limit)["executions"]
+    if as_json:
+        print_json(executions)
+        return
+    table = Table("execution", "trigger", "started (UTC)", "seconds", "result", "exit", "error")
+    for item in executions:
+        table.add_row(
+            item["executionId"],
+            item.get("trigger", "-"),
+            _when(item["startedAt"]),
+            f"{item['durationMs'] / 1000:.1f}",
+            item["result"],
+            "-" if item["exitCode"] is None else str(item["exitCode"]),
+            escape(item.get("error") or ""),
+        )
+    console.print(table)
+
+
+@app.command("delete")
+def delete(agent_id: AgentIdArgument, home: HomeOption = None) -> None:
+    """Delete the agent: its schedule stops, a running execution ends, its files go."""
+    with running_engine(home) as client:
+        client.delete(f"/api/agents/{agent_id}")
+    console.print(f"deleted {agent_id}", highlight=False)
+
+
+def _fetch_text(home: Path | None, path: str, params: dict[str, str]) -> str:
+    """A text/plain route (the engine client reads JSON)."""
+    import httpx
+
+    from claybot.engine.ipc.client_errors import EngineApiError, EngineNotRunning
+
+    socket = paths_for(home).socket
+    with engine_errors():
+        try:
+            with httpx.Client(
+                transport=httpx.HTTPTransport(uds=str(socket)), base_url="http://claybot"
+            ) as http:
+                response = http.get(path, params=params, timeout=30)
+        except (httpx.ConnectError, FileNotFoundError) as exc:
+            raise EngineNotRunning(f"no engine answers on {socket}") from exc
+        if response.status_code >= 400:
+            error = response.json().get("error", {})
+            raise EngineApiError(
+                response.status_code,
+                str(error.get("code", "error")),
+                str(error.get("message", response.text)),
+                error.get("field"),
+            )
+    return response.text
