@@ -9,6 +9,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+from pydantic import ValidationError
+
+from claybot.config.settings import ProactiveSettings
 from claybot.engine.cron.clock import from_ms, to_ms
 from claybot.proactive.inputs import CreateAgentInput, UpdateAgentInput
 from claybot.proactive.service import ServiceLimits
@@ -367,3 +371,13 @@ async def test_a_result_line_that_reports_an_error_is_a_failure(
     [result] = await h.service.executions(agent_id, 5)
     assert result["result"] == "failure" and "Credit balance too low" in result["error"]
     assert fake_claude.runs()[0]["argv"][-2:] == ["--model", "haiku"]
+
+
+def test_the_default_time_zone_is_the_engines_unless_proactive_names_one() -> None:
+    assert ServiceLimits.from_settings(ProactiveSettings(), "Europe/Paris").default_timezone == (
+        "Europe/Paris"
+    )
+    named = ProactiveSettings.model_validate({"defaultTimezone": "Asia/Tokyo"})
+    assert ServiceLimits.from_settings(named, "Europe/Paris").default_timezone == "Asia/Tokyo"
+    with pytest.raises(ValidationError, match="unknown time zone"):
+        ProactiveSettings.model_validate({"defaultTimezone": "Atlantis/Capital"})

@@ -91,7 +91,13 @@ class ProactiveSettings(CamelModel):
     max_agents: int = Field(default=10, ge=1, le=10_000)
     max_concurrent: int = Field(default=2, ge=1, le=64)  # executions at once, all agents
     workspace: str | None = None  # an agent's cwd must lie inside; default <home>/workspace
-    default_timezone: str = Field(default="UTC", min_length=1, max_length=64)
+    # The zone of a schedule when the agent names none; default: engine.timezone.
+    default_timezone: str | None = Field(default=None, min_length=1, max_length=64)
+
+    @field_validator("default_timezone")
+    @classmethod
+    def _known_zone(cls, value: str | None) -> str | None:
+        return None if value is None else EngineSettings._known_zone(value)
 
 
 class Settings(CamelModel):

@@ -218,6 +218,7 @@ class Engine:
         self._proactive = build_proactive_service(
             home=self.paths.home,
             settings=self.settings.proactive,
+            engine_timezone=self.settings.engine.timezone,
             env=self.options.env,
             read_auth=self.config.read_auth,
             agents=self._agents,

@@ -75,13 +75,13 @@ class ServiceLimits:
     default_timezone: str = "UTC"
 
     @classmethod
-    def from_settings(cls, settings: ProactiveSettings) -> ServiceLimits:
+    def from_settings(cls, settings: ProactiveSettings, engine_timezone: str) -> ServiceLimits:
         return cls(
             max_agents=settings.max_agents,
             max_concurrent=settings.max_concurrent,
             timeout_ms=settings.timeout_ms,
             max_retries=settings.max_retries,
-            default_timezone=settings.default_timezone,
+            default_timezone=settings.default_timezone or engine_timezone,
         )
 
 
@@ -287,7 +287,7 @@ class ProactiveService:
             _check_objective(body.objective, body.runner)
             now_ms = to_ms(self.clock.now())
             config = AgentConfig(
-                id=self._fresh_id(),
+                id=await asyncio.to_thread(self._fresh_id),
                 name=body.name,
                 objective=body.objective,
                 schedule=schedule.expression,
@@ -425,7 +425,7 @@ class ProactiveService:
         while True:
             agent_id = self._new_agent_id()
             if agent_id not in self._agents and not self.store.agent_dir(agent_id).exists():
-                return agent_id
+                return agent_id  # (a folder left by a crash is never reused)
 
     def _refuse_if_stopping(self) -> None:
         if self._stopping:
