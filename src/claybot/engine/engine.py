@@ -464,8 +464,8 @@ class Engine:
             if not self.agents.exists(agent_id):
                 raise LookupError(f"the task's agentId {agent_id!r} does not exist")
         else:
-            files = str(task.files_dir.resolve())
-            workspace = str(self.paths.workspace.resolve())
+            files = task.files_path
+            workspace = self.agents.runtime.default_permissions.workingDir
             permissions = Permissions(
                 workingDir=files, readDirs=[workspace, files], writeDirs=[workspace, files]
             )

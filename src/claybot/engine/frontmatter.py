@@ -7,6 +7,9 @@ from typing import Any
 
 import yaml
 
+# libyaml's loader when the wheel has it: ten thousand task files load ~10x faster.
+SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?)\n---[ \t]*(?:\n|\Z)(.*)\Z", re.DOTALL)
 
 
@@ -20,7 +23,7 @@ def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
     if match is None:
         raise FrontMatterError("no front matter: the file must start with a '---' block")
     try:
-        raw = yaml.safe_load(match.group(1))
+        raw = yaml.load(match.group(1), Loader=SafeLoader)  # a safe loader, C or Python
     except yaml.YAMLError as exc:
         raise FrontMatterError(f"the front matter is not valid YAML: {exc}") from exc
     if not isinstance(raw, dict):

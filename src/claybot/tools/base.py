@@ -53,6 +53,9 @@ class ToolDefinition:
 class ToolRegistry:
     def __init__(self, tools: Iterable[ToolDefinition] = ()) -> None:
         self._tools: dict[str, ToolDefinition] = {}
+        # Generating a JSON schema costs ~1 ms per tool: every turn sends them, so
+        # they are built once per agent kind and rebuilt when the tools change.
+        self._schemas: dict[AgentKind, list[ToolSchema]] = {}
         for tool in tools:
             self.register(tool)
 
@@ -60,9 +63,18 @@ class ToolRegistry:
         if tool.name in self._tools:
             raise ValueError(f"a tool named {tool.name!r} is already registered")
         self._tools[tool.name] = tool
+        self._schemas.clear()
 
     def unregister(self, name: str) -> None:
-        self._tools.pop(name, None)
+        if self._tools.pop(name, None) is not None:
+            self._schemas.clear()
+
+    def schemas_for(self, kind: AgentKind) -> list[ToolSchema]:
+        """The schemas of the tools ``kind`` sees (cached; do not modify)."""
+        schemas = self._schemas.get(kind)
+        if schemas is None:
+            schemas = self._schemas[kind] = [tool.schema() for tool in self.visible_to(kind)]
+        return schemas
 
     def get(self, name: str) -> ToolDefinition | None:
         return self._tools.get(name)

@@ -262,8 +262,7 @@ class Agent:
                     tool_result_record(rt.now_ms(), item.id, call, INTERRUPTED_TOOL, is_error=True)
                 )
         sent = len(progress.outgoing) if progress is not None else 0
-        tools = rt.tools.visible_to(self.kind)
-        schemas = [tool.schema() for tool in tools]
+        schemas = rt.tools.schemas_for(self.kind)
         for iteration in range(rt.max_tool_iterations + 1):
             self._trim_context()
             request = InferenceRequest(

@@ -534,6 +534,10 @@ class AgentSystem:
                 await item.durable
             except Exception:
                 return  # never accepted: the poster was told
+            # One more turn of the loop: every poster whose item became durable in
+            # this batch hears so before any agent starts on the work (posters wait
+            # through a shield, one callback further down the queue).
+            await asyncio.sleep(0)
         try:
             await agent.process(item)
         except asyncio.CancelledError:

@@ -33,6 +33,8 @@ from claybot.engine.events import EventBus
 log = logging.getLogger(__name__)
 
 MISFIRE_GRACE = timedelta(seconds=60)  # a run later than this was missed, not just late
+MINUTE_MS = 60_000
+POSTING_WAIT_S = 5.0  # at most this long before the next instants are planned anyway
 RESCAN_FALLBACK_S = 5.0  # polling interval when file watching is unavailable
 
 
@@ -63,7 +65,7 @@ def run_prompt(task: CronTask, at: datetime, gate_output: str | None) -> str:
     lines = [
         f'[Cron task "{task.spec.name}" ({task.id}), scheduled for '
         f"{local.isoformat(timespec='minutes')} {task.schedule.timezone}]",
-        f"Files folder: {task.files_dir}",
+        f"Files folder: {task.files_path}",
         "",
         task.prompt,
     ]
@@ -96,10 +98,13 @@ class CronScheduler:
         self._heap: list[tuple[int, str]] = []
         self._next: dict[str, int] = {}  # task id -> its next instant (heap entries may be stale)
         self._inflight: dict[RunKey, asyncio.Task[None]] = {}
+        self._running: dict[str, int] = {}  # task id -> runs in flight
+        self._replanning: asyncio.Task[None] | None = None
         self._changed = asyncio.Event()
         self._loops: list[asyncio.Task[None]] = []
         self._reload_lock = asyncio.Lock()
-        self.on_started: Callable[[RunKey, float], None] | None = None  # lateness hook (bench)
+        # Lateness hooks (the benchmark): ("recorded" | "posted", run, seconds late).
+        self.on_lateness: Callable[[str, RunKey, float], None] | None = None
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -132,6 +137,8 @@ class CronScheduler:
 
     async def stop(self) -> None:
         running = [*self._loops, *self._inflight.values()]
+        if self._replanning is not None:
+            running.append(self._replanning)
         for task in running:
             task.cancel()
         await asyncio.gather(*running, return_exceptions=True)
@@ -156,10 +163,12 @@ class CronScheduler:
         if upcoming is None:
             self._next.pop(task.id, None)
             return
-        due_ms = to_ms(upcoming)
-        if self._next.get(task.id) != due_ms:
-            self._next[task.id] = due_ms
-            heapq.heappush(self._heap, (due_ms, task.id))
+        self._schedule_at(task.id, to_ms(upcoming))
+
+    def _schedule_at(self, task_id: str, due_ms: int) -> None:
+        if self._next.get(task_id) != due_ms:
+            self._next[task_id] = due_ms
+            heapq.heappush(self._heap, (due_ms, task_id))
             self._changed.set()
 
     def next_run(self, task_id: str) -> datetime | None:
@@ -185,26 +194,28 @@ class CronScheduler:
     async def _fire_due(self) -> None:
         now = self.clock.now()
         now_ms = to_ms(now)
-        due_ids: list[str] = []
+        due: list[tuple[str, int]] = []
         while self._heap and self._heap[0][0] <= now_ms:
             due_ms, task_id = heapq.heappop(self._heap)
             if self._next.get(task_id) == due_ms:
                 del self._next[task_id]
-                due_ids.append(task_id)
-        if not due_ids:
+                due.append((task_id, due_ms))
+        if not due:
             return
         starts: list[tuple[CronTask, RunKey]] = []
         skips: list[tuple[CronTask, list[int], str]] = []
-        for task_id in due_ids:
+        replan: list[tuple[CronTask, int]] = []  # (task, the instant its next run comes after)
+        for task_id, due_ms in due:
             task = self.tasks.get(task_id)
             if task is None or not task.spec.enabled:
                 continue
-            run, missed = self._decide(task, now)
+            run, missed, after_ms = self._decide(task, now_ms, due_ms)
+            replan.append((task, after_ms))
             if missed:
                 skips.append((task, missed, "missed"))
             if run is not None:
                 key = RunKey(task.id, run)
-                if task.spec.overlap == "skip" and self._busy(task.id):
+                if task.spec.overlap == "skip" and self._running.get(task.id):
                     skips.append((task, [run], "overlap"))
                 else:
                     starts.append((task, key))
@@ -214,46 +225,83 @@ class CronScheduler:
         ]
         records += [started_record(key.task_id, key.at_ms, now_ms) for _, key in starts]
         await self.ledger.record(records)
+        if self.on_lateness is not None:
+            recorded = to_ms(self.clock.now())
+            for _, key in starts:
+                self.on_lateness("recorded", key, (recorded - key.at_ms) / 1000)
+        posted = [self._launch(task, key, resumed=False) for task, key in starts]
         for task, times, reason in skips:
             self.events.emit(
                 "cron.task.skipped",
                 {"taskId": task.id, "scheduledAt": [from_ms(t).isoformat() for t in times],
                  "reason": reason},
             )  # fmt: skip
-        for task, key in starts:
-            self._launch(task, key, resumed=False)
-        for task_id in due_ids:
-            task = self.tasks.get(task_id)
-            if task is not None:
-                self._plan(task, now)
+        # Computing the next instants is the costly part: it waits until the runs that
+        # fire now are posted, so it adds nothing to their lateness.
+        self._replanning = asyncio.create_task(self._replan(replan, posted))
 
-    def _decide(self, task: CronTask, now: datetime) -> tuple[int | None, list[int]]:
-        """(the instant to run, or None; the missed instants to skip)."""
-        last_ms = self.ledger.runs(task.id).last_at
-        after = from_ms(last_ms) if last_ms is not None else now - timedelta(microseconds=1)
-        times = [to_ms(t) for t in task.schedule.between(after, now)]
-        if not times:
-            return None, []
-        cutoff = to_ms(now - self._grace)
+    async def _replan(
+        self, tasks: list[tuple[CronTask, int]], posted: list[asyncio.Future[None]]
+    ) -> None:
+        if posted:
+            await asyncio.wait(posted, timeout=POSTING_WAIT_S)
+        memo: dict[tuple[str, str, int], datetime | None] = {}  # tasks sharing a schedule
+        for task, after_ms in tasks:
+            if self.tasks.get(task.id) is not task:
+                continue  # changed or removed meanwhile: already planned again
+            key = (task.schedule.expression, task.schedule.timezone, after_ms)
+            if key not in memo:
+                memo[key] = task.schedule.next_after(from_ms(after_ms))
+            following = memo[key]
+            if following is not None and task.id not in self._next:
+                self._schedule_at(task.id, to_ms(following))
+
+    def _decide(
+        self, task: CronTask, now_ms: int, due_ms: int
+    ) -> tuple[int | None, list[int], int]:
+        """(the instant to run or None; the missed instants to skip; plan the next after this)."""
+        if now_ms - due_ms < MINUTE_MS:
+            # Cron instants are a minute apart at least: nothing else fits in (due, now].
+            times = [due_ms]
+            plan_after = due_ms
+        else:  # the engine was down or asleep: list everything owed since the last decision
+            last_ms = self.ledger.runs(task.id).last_at
+            after = from_ms(last_ms if last_ms is not None else due_ms - 1)
+            times = [to_ms(t) for t in task.schedule.between(after, from_ms(now_ms))]
+            plan_after = now_ms
+        cutoff = now_ms - int(self._grace.total_seconds() * 1000)
         fresh = [t for t in times if t >= cutoff]
         stale = [t for t in times if t < cutoff]
         if fresh:
-            return fresh[-1], stale + fresh[:-1]
-        if task.spec.misfire == "run-once":
-            return stale[-1], stale[:-1]
-        return None, stale
-
-    def _busy(self, task_id: str) -> bool:
-        return any(key.task_id == task_id for key in self._inflight)
+            return fresh[-1], stale + fresh[:-1], plan_after
+        if stale and task.spec.misfire == "run-once":
+            return stale[-1], stale[:-1], plan_after
+        return None, stale, plan_after
 
     # -- running --------------------------------------------------------------------
 
-    def _launch(self, task: CronTask, key: RunKey, *, resumed: bool) -> None:
+    def _launch(self, task: CronTask, key: RunKey, *, resumed: bool) -> asyncio.Future[None]:
+        """Start a run; the returned future resolves once its prompt is posted (or it failed)."""
+        posted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         if key in self._inflight:
-            return
-        runner = asyncio.create_task(self._execute(task, key, resumed), name=key.message_id)
+            posted.set_result(None)
+            return posted
+        runner = asyncio.create_task(self._execute(task, key, resumed, posted), name=key.message_id)
         self._inflight[key] = runner
-        runner.add_done_callback(lambda _: self._inflight.pop(key, None))
+        self._running[key.task_id] = self._running.get(key.task_id, 0) + 1
+
+        def done(_: asyncio.Task[None]) -> None:
+            self._inflight.pop(key, None)
+            left = self._running.get(key.task_id, 1) - 1
+            if left:
+                self._running[key.task_id] = left
+            else:
+                self._running.pop(key.task_id, None)
+            if not posted.done():
+                posted.set_result(None)
+
+        runner.add_done_callback(done)
+        return posted
 
     async def run_now(self, task_id: str) -> RunKey:
         """A manual run (``claybot cron run``): recorded and executed like a scheduled one."""
@@ -266,14 +314,10 @@ class CronScheduler:
         self._launch(task, key, resumed=False)
         return key
 
-    async def _execute(self, task: CronTask, key: RunKey, resumed: bool) -> None:
+    async def _execute(
+        self, task: CronTask, key: RunKey, resumed: bool, posted: asyncio.Future[None]
+    ) -> None:
         at = from_ms(key.at_ms)
-        if not resumed:
-            lateness = (self.clock.now() - at).total_seconds()
-            self.events.emit(
-                "cron.task.started",
-                {"taskId": task.id, "scheduledAt": at.isoformat(), "latenessMs": lateness * 1000},
-            )
         try:
             gate_output: str | None = None
             if task.spec.gate is not None:
@@ -294,8 +338,20 @@ class CronScheduler:
             agent_id, item_id = await self.host.post_run(
                 task, key.message_id, run_prompt(task, at, gate_output)
             )
-            if self.on_started is not None:
-                self.on_started(key, (self.clock.now() - at).total_seconds())
+            posted.set_result(None)
+            lateness = (self.clock.now() - at).total_seconds()
+            if self.on_lateness is not None:
+                self.on_lateness("posted", key, lateness)
+            if not resumed:
+                self.events.emit(
+                    "cron.task.started",
+                    {
+                        "taskId": task.id,
+                        "scheduledAt": at.isoformat(),
+                        "agentId": agent_id,
+                        "latenessMs": round(lateness * 1000, 3),
+                    },
+                )
             succeeded = await self.host.wait_run(agent_id, item_id)
         except asyncio.CancelledError:
             raise  # shutdown: the run stays started; the next boot finishes it
@@ -436,7 +492,7 @@ class CronScheduler:
                     **task.to_dict(),
                     "nextRunAt": upcoming.isoformat() if upcoming else None,
                     "lastRun": runs.last_finished,
-                    "running": self._busy(task.id),
+                    "running": bool(self._running.get(task.id)),
                 }
             )
         return result

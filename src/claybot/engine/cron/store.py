@@ -39,6 +39,7 @@ class CronTask:
     directory: Path
     schedule: CronSchedule
     version: tuple[int, int]  # (mtime_ns, size) of TASK.md: what a rescan compares
+    files_path: str = ""  # files/ resolved once at load (runs fire often; realpath is slow)
 
     @property
     def id(self) -> str:
@@ -110,7 +111,8 @@ class CronStore:
             schedule = CronSchedule.parse(spec.schedule, spec.timezone or self.default_timezone)
         except ScheduleError as exc:
             raise TaskFileError(str(exc)) from exc
-        return CronTask(spec, prompt, directory, schedule, version)
+        files_path = str((directory / FILES_DIR).resolve())
+        return CronTask(spec, prompt, directory, schedule, version, files_path)
 
     def scan(self) -> tuple[dict[str, CronTask], list[TaskProblem]]:
         tasks: dict[str, CronTask] = {}
