@@ -8,6 +8,7 @@ the other tasks keep running. Blocking calls; the scheduler runs them in a threa
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,13 +90,15 @@ class CronStore:
 
     def task_dirs(self) -> list[Path]:
         try:
-            return sorted(
-                entry for entry in self.root.iterdir() if entry.is_dir() and entry.name[0] != "."
-            )
+            with os.scandir(self.root) as entries:
+                names = sorted(
+                    entry.name for entry in entries if entry.name[0] != "." and entry.is_dir()
+                )
         except FileNotFoundError:
             return []
+        return [self.root / name for name in names]
 
-    def load(self, directory: Path) -> CronTask:
+    def load(self, directory: Path, resolved_root: str | None = None) -> CronTask:
         path = directory / TASK_FILE
         version = self.version_of(directory)
         if version is None:
@@ -111,15 +114,20 @@ class CronStore:
             schedule = CronSchedule.parse(spec.schedule, spec.timezone or self.default_timezone)
         except ScheduleError as exc:
             raise TaskFileError(str(exc)) from exc
-        files_path = str((directory / FILES_DIR).resolve())
+        # Granted to the task's agent. Built from the resolved root rather than resolved
+        # itself (realpath costs ~50 us): if files/ is a link, accesses through it
+        # resolve elsewhere and are refused, so the shortcut can only deny, never widen.
+        root = resolved_root or os.path.realpath(self.root)
+        files_path = os.path.join(root, directory.name, FILES_DIR)
         return CronTask(spec, prompt, directory, schedule, version, files_path)
 
     def scan(self) -> tuple[dict[str, CronTask], list[TaskProblem]]:
         tasks: dict[str, CronTask] = {}
         problems: list[TaskProblem] = []
+        resolved_root = os.path.realpath(self.root)
         for directory in self.task_dirs():
             try:
-                task = self.load(directory)
+                task = self.load(directory, resolved_root)
             except (TaskFileError, OSError) as exc:
                 problems.append(TaskProblem(str(directory / TASK_FILE), str(exc)))
                 continue
