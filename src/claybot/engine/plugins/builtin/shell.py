@@ -1,29 +1,59 @@
-"""The ``shell`` plugin, file half: ``read``, ``write`` and ``edit`` within an agent's grants.
+"""The ``shell`` plugin: ``read``, ``write`` and ``edit`` within an agent's grants, and ``exec``.
 
 Every path is resolved (symlinks, ``..``) before it is checked against the agent's
 ``readDirs``/``writeDirs``, and files are opened with ``O_NOFOLLOW`` so a link
-swapped in after the check is refused rather than followed. ``exec`` (sandboxed
-commands) is a later part of issue 3.
+swapped in after the check is refused rather than followed. File work runs on a
+worker thread, never on the event loop.
+
+``exec`` runs ``/bin/sh -c <command>`` in the sandbox of ``claybot.engine.sandbox``:
+bubblewrap when it works here (read-only root, only ``writeDirs`` writable,
+secrets hidden, no network without ``@network``), else resource limits plus a
+network namespace, refusing to run when it cannot take the network away.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
+import pwd
+import signal
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from claybot.config.settings import CamelModel
-from claybot.engine.permissions.tags import check_path
+from claybot.engine.agents.state import Permissions
+from claybot.engine.permissions.tags import PermissionTagError, check_path
 from claybot.engine.plugins.api import PluginApi
 from claybot.engine.plugins.definition import PluginDefinition
+from claybot.engine.plugins.errors import PluginSettingsInvalid
+from claybot.engine.sandbox import (
+    MIB,
+    CapturedOutput,
+    ExecResult,
+    ResourceLimits,
+    SandboxConfig,
+    SandboxMode,
+    SandboxRunner,
+    SandboxUnavailable,
+)
 from claybot.tools.base import ToolContext, ToolDefinition, ToolResult
 
 PLUGIN_ID = "shell"
+DEFAULT_TIMEOUT_MS = 30_000
+MAX_TIMEOUT_MS = 300_000
 
 
 class ShellSettings(CamelModel):
     max_read_bytes: int = Field(default=200_000, ge=1, le=50_000_000)
+    # auto: bubblewrap when it is installed and works here, else rlimit.
+    sandbox: SandboxMode = "auto"
+    cpu_limit_s: int = Field(default=60, ge=1, le=3600)
+    memory_limit_mb: int = Field(default=2048, ge=64, le=1_048_576)  # address space
+    file_size_limit_mb: int = Field(default=256, ge=1, le=1_048_576)
+    process_limit: int = Field(default=512, ge=16, le=1_000_000)  # all of the engine user's
+    max_output_bytes: int = Field(default=1_000_000, ge=1024, le=50_000_000)  # per stream
 
 
 class ReadArguments(BaseModel):
@@ -51,16 +81,93 @@ class EditArguments(BaseModel):
     edits: list[Edit] = Field(min_length=1, description="Applied in order; each must match.")
 
 
+class ExecArguments(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    command: str = Field(min_length=1, max_length=100_000, description="Run by /bin/sh -c.")
+    cwd: str | None = Field(
+        default=None,
+        description="Absolute working directory inside your granted folders; "
+        "default: your working directory.",
+    )
+    timeoutMs: int = Field(
+        default=DEFAULT_TIMEOUT_MS,
+        ge=1,
+        le=MAX_TIMEOUT_MS,
+        description="Kill the command (and all it started) after this many milliseconds.",
+    )
+
+
 def _open_no_follow(path: str, flags: int, mode: int = 0o644) -> int:
     return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+
+
+def _user_homes() -> tuple[str, ...]:
+    homes = [os.path.expanduser("~"), pwd.getpwuid(os.getuid()).pw_dir, "/root"]
+    return tuple(dict.fromkeys(homes))
+
+
+def sandbox_config(settings: ShellSettings, claybot_home: Path) -> SandboxConfig:
+    limits = ResourceLimits(
+        cpu_s=settings.cpu_limit_s,
+        memory_bytes=settings.memory_limit_mb * MIB,
+        file_size_bytes=settings.file_size_limit_mb * MIB,
+        processes=settings.process_limit,
+    )
+    return SandboxConfig(
+        mode=settings.sandbox,
+        limits=limits,
+        max_output_bytes=settings.max_output_bytes,
+        claybot_home=str(claybot_home),
+        user_homes=_user_homes(),
+    )
+
+
+def _stream_section(name: str, output: CapturedOutput) -> str:
+    if not output.data and not output.dropped:
+        return ""
+    text = f"{name}:\n{output.text()}"
+    if output.dropped:
+        text += f"\n[{name} cut at {len(output.data)} bytes; {output.dropped} more bytes dropped]"
+    return text
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def format_exec(result: ExecResult, timeout_ms: int) -> str:
+    if result.timed_out:
+        head = f"timed out after {timeout_ms / 1000:g} s; the command and its children were killed"
+    elif result.exit_code is not None and result.exit_code < 0:
+        head = f"killed by {_signal_name(-result.exit_code)}"
+    else:
+        head = f"exit code: {result.exit_code}"
+    head += f" ({result.backend} sandbox, {result.duration_s:.2f} s)"
+    if result.stdout.dropped or result.stderr.dropped:
+        head += " [output cut]"
+    sections = [_stream_section("stdout", result.stdout), _stream_section("stderr", result.stderr)]
+    return "\n".join([head, *(section for section in sections if section)])
 
 
 class ShellPlugin:
     def __init__(self, api: PluginApi[ShellSettings]) -> None:
         self._api = api
         self._max_read = api.settings.max_read_bytes
+        # The instance's data folder is <home>/plugins/<instanceId>.
+        claybot_home = api.data_dir.parent.parent
+        self._runner = SandboxRunner(sandbox_config(api.settings, claybot_home))
 
     async def load(self) -> None:
+        if self._api.settings.sandbox == "bwrap" and self._runner.bwrap is None:
+            raise PluginSettingsInvalid(
+                PLUGIN_ID,
+                "sandbox is 'bwrap' but bubblewrap is not installed (apt-get install "
+                "bubblewrap), or use 'auto'",
+                field="settings.sandbox",
+            )
         register = self._api.registrar.register_tool
         register(
             ToolDefinition("read", "Read a text file (absolute path).", ReadArguments, self._read)
@@ -75,13 +182,25 @@ class ShellPlugin:
                 "edit", "Search-and-replace edits in a file, in order.", EditArguments, self._edit
             )
         )
+        register(
+            ToolDefinition(
+                "exec",
+                "Run a shell command (/bin/sh -c) in a sandbox: only your write folders are "
+                "writable, no network without @network; returns exit code, stdout and stderr.",
+                ExecArguments,
+                self._exec,
+            )
+        )
 
     async def unload(self) -> None:
         return None
 
     async def _read(self, arguments: BaseModel, context: ToolContext) -> ToolResult:
         assert isinstance(arguments, ReadArguments)
-        path = check_path(context.permissions, arguments.path, "read")
+        return await asyncio.to_thread(self._read_file, arguments, context.permissions)
+
+    def _read_file(self, arguments: ReadArguments, permissions: Permissions) -> ToolResult:
+        path = check_path(permissions, arguments.path, "read")
         fd = _open_no_follow(path, os.O_RDONLY)
         with os.fdopen(fd, "rb") as handle:
             data = handle.read(self._max_read + 1)
@@ -92,7 +211,10 @@ class ShellPlugin:
 
     async def _write(self, arguments: BaseModel, context: ToolContext) -> ToolResult:
         assert isinstance(arguments, WriteArguments)
-        path = check_path(context.permissions, arguments.path, "write")
+        return await asyncio.to_thread(self._write_file, arguments, context.permissions)
+
+    def _write_file(self, arguments: WriteArguments, permissions: Permissions) -> ToolResult:
+        path = check_path(permissions, arguments.path, "write")
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         mode = os.O_APPEND if arguments.append else os.O_TRUNC
         fd = _open_no_follow(path, os.O_WRONLY | os.O_CREAT | mode)
@@ -103,7 +225,10 @@ class ShellPlugin:
 
     async def _edit(self, arguments: BaseModel, context: ToolContext) -> ToolResult:
         assert isinstance(arguments, EditArguments)
-        path = check_path(context.permissions, arguments.path, "write")
+        return await asyncio.to_thread(self._edit_file, arguments, context.permissions)
+
+    def _edit_file(self, arguments: EditArguments, permissions: Permissions) -> ToolResult:
+        path = check_path(permissions, arguments.path, "write")
         fd = _open_no_follow(path, os.O_RDONLY)
         with os.fdopen(fd, "rb") as handle:
             text = handle.read().decode()
@@ -118,12 +243,51 @@ class ShellPlugin:
             handle.write(text.encode())
         return ToolResult(f"applied {len(arguments.edits)} edit(s) to {path}")
 
+    async def _exec(self, arguments: BaseModel, context: ToolContext) -> ToolResult:
+        assert isinstance(arguments, ExecArguments)
+        permissions = context.permissions
+        requested = arguments.cwd or permissions.workingDir
+        if not requested:
+            return ToolResult(
+                "exec refused: no cwd given and this agent has no working directory", True
+            )
+        try:
+            cwd, home = await asyncio.to_thread(_exec_folders, permissions, requested)
+        except (PermissionError, PermissionTagError, NotADirectoryError) as exc:
+            return ToolResult(f"exec refused: cwd {requested!r}: {exc}", True)
+        try:
+            result = await self._runner.run(
+                arguments.command,
+                cwd=cwd,
+                home=home,
+                permissions=permissions,
+                timeout_s=arguments.timeoutMs / 1000,
+            )
+        except SandboxUnavailable as exc:
+            return ToolResult(f"exec refused: {exc}", True)
+        failed = result.timed_out or result.exit_code != 0
+        return ToolResult(format_exec(result, arguments.timeoutMs), failed)
+
+
+def _exec_folders(permissions: Permissions, requested: str) -> tuple[str, str]:
+    """The resolved, granted ``cwd``, and the HOME the command gets (the working directory
+    when the agent may use it, else ``cwd``)."""
+    cwd = check_path(permissions, requested, "read")
+    if not os.path.isdir(cwd):
+        raise NotADirectoryError(f"{cwd} is not a directory")
+    home = cwd
+    if permissions.workingDir:
+        with contextlib.suppress(PermissionError, PermissionTagError):
+            home = check_path(permissions, permissions.workingDir, "read")
+    return cwd, home
+
 
 def shell_definition() -> PluginDefinition[ShellSettings]:
     return PluginDefinition(
         id=PLUGIN_ID,
         name="Shell",
-        description="File tools: read, write and edit inside the agent's granted folders.",
+        description="File tools (read, write, edit) and exec, a sandboxed shell command, "
+        "inside the agent's granted folders.",
         settings_model=ShellSettings,
         create=ShellPlugin,
     )
