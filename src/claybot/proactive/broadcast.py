@@ -49,10 +49,13 @@ class Listener:
 class Broadcaster:
     def __init__(self) -> None:
         self._listeners: set[Listener] = set()
+        self._closed = False
 
     def listen(self) -> Listener:
         listener = Listener(self)
         self._listeners.add(listener)
+        if self._closed:  # shutting down: the client is told at once instead of waiting
+            listener.close()
         return listener
 
     def publish(self, type: str, data: dict[str, Any]) -> None:
@@ -61,6 +64,7 @@ class Broadcaster:
             listener.push(message)
 
     def close(self) -> None:
+        self._closed = True
         for listener in list(self._listeners):
             listener.close()
 
