@@ -227,7 +227,9 @@ async def test_a_server_that_never_answers_times_out_at_start(engine: Engine) ->
         "args": ["-c", "import time; time.sleep(60)"],
     }
     started = asyncio.get_running_loop().time()
-    await engine.load_plugin("mcp", "mcp", {"servers": [echo_server(), {**silent, "timeoutS": 1}]})
+    await engine.load_plugin(
+        "mcp", "mcp", {"servers": [echo_server(), {**silent, "startTimeoutS": 1}]}
+    )
     assert asyncio.get_running_loop().time() - started < 15
     assert "mcp__echo__add" in engine.tools.names()
     await engine.unload_plugin("mcp")

@@ -61,13 +61,13 @@ class McpConnection:
         """Connect and list the tools; ``McpServerError`` if that fails or takes too long."""
         ready: asyncio.Future[list[mcp_types.Tool]] = asyncio.get_running_loop().create_future()
         self._task = asyncio.create_task(self._run(ready), name=f"mcp-server-{self.name}")
-        timeout_s = self.settings.timeout_s
+        timeout_s = self.settings.start_timeout_s
         try:
             async with asyncio.timeout(timeout_s):
                 return await asyncio.shield(ready)
         except TimeoutError:
             await self.close()
-            raise McpServerError(f"did not start within {timeout_s:g} s (timeoutS)") from None
+            raise McpServerError(f"did not start within {timeout_s:g} s (startTimeoutS)") from None
         except McpServerError:
             await self.close()
             raise

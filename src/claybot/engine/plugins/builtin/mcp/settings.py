@@ -23,8 +23,10 @@ class McpServerSettings(CamelModel):
     # http: a streamable HTTP endpoint, such as http://127.0.0.1:8000/mcp.
     url: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
-    # Bounds starting (connect and list the tools) and every tool call.
+    # Bounds every tool call.
     timeout_s: float = Field(default=30.0, gt=0, le=3600)
+    # Bounds starting: launch, connect and list the tools (a cold Python server needs seconds).
+    start_timeout_s: float = Field(default=30.0, gt=0, le=3600)
 
     @model_validator(mode="after")
     def _transport_needs(self) -> McpServerSettings:

@@ -1,0 +1,1 @@
+"""The Telegram connector: long polling, an allowlist, approval buttons, HTML replies."""

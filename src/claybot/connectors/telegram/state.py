@@ -1,0 +1,65 @@
+"""What the Telegram connector keeps across restarts, in its plugin data folder.
+
+``state.json``: the polling offset (the first update not yet handled) and, per
+open permission prompt, the message that shows it (so it can be edited once
+decided, also after a restart). Written atomically.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from claybot.durable.atomic import atomic_write_json
+
+MAX_PROMPTS = 1000  # open prompts remembered; older ones are only not edited
+
+
+class TelegramState:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self._prompts: dict[str, tuple[int, int]] = {}
+        self._lock = asyncio.Lock()
+
+    def load(self) -> None:
+        try:
+            data: Any = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return
+        if isinstance(data, dict):
+            offset = data.get("offset")
+            self.offset = offset if isinstance(offset, int) and offset >= 0 else 0
+            prompts = data.get("prompts")
+            if isinstance(prompts, dict):
+                for request_id, where in prompts.items():
+                    if isinstance(where, list) and len(where) == 2:
+                        self._prompts[str(request_id)] = (int(where[0]), int(where[1]))
+
+    async def _save(self) -> None:
+        data = {
+            "offset": self.offset,
+            "prompts": {key: list(value) for key, value in self._prompts.items()},
+        }
+        async with self._lock:
+            await asyncio.to_thread(atomic_write_json, self.path, data, mode=0o600)
+
+    async def set_offset(self, offset: int) -> None:
+        if offset > self.offset:
+            self.offset = offset
+            await self._save()
+
+    async def remember_prompt(self, request_id: str, chat_id: int, message_id: int) -> None:
+        self._prompts[request_id] = (chat_id, message_id)
+        while len(self._prompts) > MAX_PROMPTS:
+            self._prompts.pop(next(iter(self._prompts)))
+        await self._save()
+
+    def prompt_message(self, request_id: str) -> tuple[int, int] | None:
+        return self._prompts.get(request_id)
+
+    async def forget_prompt(self, request_id: str) -> None:
+        if self._prompts.pop(request_id, None) is not None:
+            await self._save()

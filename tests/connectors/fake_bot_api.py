@@ -1,0 +1,187 @@
+"""A fake Telegram Bot API on loopback: real HTTP, the real method names, recorded calls.
+
+python-telegram-bot talks to it through ``base_url`` exactly as it would to
+api.telegram.org: form-encoded requests, ``{"ok": true, "result": ...}`` answers,
+long-polled ``getUpdates`` with offset semantics. Tests queue updates and read
+back every call the bot made.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import socket
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+BOT_USER = {"id": 4242, "is_bot": True, "first_name": "ClayBot", "username": "clay_test_bot"}
+
+
+@dataclass
+class Call:
+    method: str
+    params: dict[str, Any]
+
+
+@dataclass
+class FakeBotApi:
+    token: str = "123:abc"
+    calls: list[Call] = field(default_factory=list)
+    fail_parse: set[str] = field(default_factory=set)  # texts answered with a parse error
+    _updates: list[dict[str, Any]] = field(default_factory=list)
+    _replays: list[dict[str, Any]] = field(default_factory=list)
+    _arrived: asyncio.Event = field(default_factory=asyncio.Event)
+    _update_ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    _message_ids: itertools.count[int] = field(default_factory=lambda: itertools.count(500))
+    port: int = 0
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/bot"
+
+    # -- what the test does -----------------------------------------------------------
+
+    def push(self, update: dict[str, Any]) -> dict[str, Any]:
+        self._updates.append(update)
+        self._arrived.set()
+        return update
+
+    def message(self, user_id: int, text: str, *, chat_type: str = "private") -> dict[str, Any]:
+        update_id = next(self._update_ids)
+        return self.push(
+            {
+                "update_id": update_id,
+                "message": {
+                    "message_id": update_id * 10,
+                    "date": int(time.time()),
+                    "chat": {"id": user_id, "type": chat_type, "first_name": "User"},
+                    "from": {"id": user_id, "is_bot": False, "first_name": "User"},
+                    "text": text,
+                },
+            }
+        )
+
+    def press(self, user_id: int, data: str, message_id: int) -> dict[str, Any]:
+        update_id = next(self._update_ids)
+        return self.push(
+            {
+                "update_id": update_id,
+                "callback_query": {
+                    "id": f"cbq-{update_id}",
+                    "from": {"id": user_id, "is_bot": False, "first_name": "User"},
+                    "chat_instance": "ci",
+                    "data": data,
+                    "message": {
+                        "message_id": message_id,
+                        "date": int(time.time()),
+                        "chat": {"id": user_id, "type": "private", "first_name": "User"},
+                        "from": BOT_USER,
+                        "text": "prompt",
+                    },
+                },
+            }
+        )
+
+    def redeliver(self, update: dict[str, Any]) -> None:
+        """Deliver an update once more, whatever the offset says (as after a lost ack)."""
+        self._replays.append(update)
+        self._arrived.set()
+
+    def sent(self, method: str = "sendMessage") -> list[dict[str, Any]]:
+        return [call.params for call in self.calls if call.method == method]
+
+    def methods(self) -> list[str]:
+        return [call.method for call in self.calls if call.method != "getUpdates"]
+
+    # -- the server ---------------------------------------------------------------------
+
+    async def _endpoint(self, request: Request) -> JSONResponse:
+        token, method = request.path_params["token"], request.path_params["method"]
+        if token != self.token:
+            return JSONResponse(
+                {"ok": False, "error_code": 401, "description": "Unauthorized"}, 401
+            )
+        form = await request.form()
+        params: dict[str, Any] = {}
+        for key, value in form.items():
+            text = str(value)
+            try:
+                params[key] = json.loads(text)
+            except ValueError:
+                params[key] = text
+        self.calls.append(Call(method, params))
+        if method == "getUpdates":
+            return await self._get_updates(params)
+        if method == "sendMessage":
+            text = str(params.get("text"))
+            if params.get("parse_mode") == "HTML" and text in self.fail_parse:
+                return JSONResponse(
+                    {
+                        "ok": False,
+                        "error_code": 400,
+                        "description": "Bad Request: can't parse entities: unsupported start tag",
+                    },
+                    400,
+                )
+            return self._ok(self._message(params))
+        if method == "editMessageText":
+            return self._ok(self._message(params, message_id=int(params["message_id"])))
+        if method == "getMe":
+            return self._ok(BOT_USER)
+        return self._ok(True)  # answerCallbackQuery, deleteWebhook, setMyCommands, ...
+
+    def _message(self, params: dict[str, Any], message_id: int | None = None) -> dict[str, Any]:
+        chat_id = int(params["chat_id"])
+        return {
+            "message_id": message_id or next(self._message_ids),
+            "date": int(time.time()),
+            "chat": {"id": chat_id, "type": "private", "first_name": "User"},
+            "from": BOT_USER,
+            "text": str(params.get("text", "")),
+        }
+
+    async def _get_updates(self, params: dict[str, Any]) -> JSONResponse:
+        offset = int(params.get("offset") or 0)
+        deadline = time.monotonic() + float(params.get("timeout") or 0)
+        while True:
+            # An offset confirms every update before it: those are gone for good.
+            self._updates = [u for u in self._updates if u["update_id"] >= offset]
+            ready, self._replays = [*self._replays, *self._updates], []
+            if ready or time.monotonic() >= deadline:
+                return self._ok(ready)
+            self._arrived.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._arrived.wait(), deadline - time.monotonic())
+
+    @staticmethod
+    def _ok(result: Any) -> JSONResponse:
+        return JSONResponse({"ok": True, "result": result})
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[FakeBotApi]:
+        app = Starlette(
+            routes=[Route("/bot{token}/{method}", self._endpoint, methods=["GET", "POST"])]
+        )
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        self.port = sock.getsockname()[1]
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+        task = asyncio.create_task(server.serve(sockets=[sock]))
+        while not server.started:
+            await asyncio.sleep(0.01)
+        try:
+            yield self
+        finally:
+            server.should_exit = True
+            await task
+            sock.close()

@@ -1,0 +1,238 @@
+"""The Telegram connector in a real engine against a fake Bot API on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+
+from claybot.config.home import HomePaths
+from claybot.connectors.telegram.format import markdown_to_html
+from claybot.connectors.telegram.split import split_markdown
+from claybot.engine.engine import Engine, EngineOptions
+from claybot.engine.events import Event
+from tests.connectors.fake_bot_api import FakeBotApi
+from tests.engine.test_agents import record_events
+from tests.engine.test_subagents import call, history, rules_settings
+
+ANN, STRANGER = 111, 999
+
+RULES = [
+    {"match": "hello", "response": "Hi **there**!"},
+    {
+        "match": "get the news",
+        "response": call("start_background_agent", prompt="fetch headlines", name="news"),
+    },
+    {"match": "Background agent started", "response": "A helper is on it."},
+    {
+        "match": "fetch headlines",
+        "response": call(
+            "request_permission_via_parent", permission="@network", reason="to fetch headlines"
+        ),
+    },
+    {"match": "was sent to the user", "response": "Waiting for the network."},
+    {"match": "Permission granted: @network", "response": "Headlines: all quiet."},
+    {"match": "Waiting for the network", "response": "The helper needs your permission."},
+    {"match": "Headlines: all quiet", "response": "Here is the news: all quiet."},
+    {"match": "take your time", "response": "slow"},
+    {"match": "<unsafe>", "response": "Use <b>this</b> & that."},
+    {
+        "match": "long please",
+        "response": "\n\n".join(f"Paragraph {n}: " + "lorem ipsum " * 60 for n in range(12)),
+    },
+]
+
+
+async def wait_until(condition: Callable[[], bool], timeout_s: float = 15) -> None:
+    async with asyncio.timeout(timeout_s):
+        while not condition():
+            await asyncio.sleep(0.02)
+
+
+@pytest.fixture
+async def bot_api() -> AsyncIterator[FakeBotApi]:
+    async with FakeBotApi().running() as api:
+        yield api
+
+
+async def start_engine(
+    paths: HomePaths, bot_api: FakeBotApi, *, delay_s: float = 0.0
+) -> tuple[Engine, list[Event]]:
+    settings = rules_settings(RULES, delayS=delay_s)
+    settings["plugins"] = [
+        {
+            "instanceId": "tg",
+            "pluginId": "telegram",
+            "settings": {"allowedUserIds": [ANN], "baseUrl": bot_api.base_url, "pollTimeoutS": 1},
+        }
+    ]
+    paths.home.mkdir(parents=True, exist_ok=True)
+    paths.settings.write_text(json.dumps(settings))
+    paths.auth.write_text(json.dumps({"tg": {"type": "token", "token": bot_api.token}}))
+    engine = Engine(paths, EngineOptions(port=0))
+    events = record_events(engine)
+    await engine.start()
+    assert engine.plugins.failure_summaries() == []
+    return engine, events
+
+
+def texts(bot_api: FakeBotApi) -> list[str]:
+    return [str(params["text"]) for params in bot_api.sent()]
+
+
+async def test_messages_duplicates_strangers_reset_and_a_permission_button(
+    paths: HomePaths, bot_api: FakeBotApi
+) -> None:
+    engine, events = await start_engine(paths, bot_api)
+    try:
+        hello = bot_api.message(ANN, "hello")
+        await wait_until(lambda: len(bot_api.sent()) == 1)
+        bot_api.redeliver(hello)  # Telegram delivers it again
+        bot_api.message(STRANGER, "hello from a stranger")
+        bot_api.message(ANN, "hello from a group", chat_type="group")
+        bot_api.message(ANN, "/reset")
+        await wait_until(lambda: len(bot_api.sent()) == 2)
+
+        bot_api.message(ANN, "get the news")
+        await wait_until(lambda: any("reply_markup" in p for p in bot_api.sent()))
+        prompt = next(p for p in bot_api.sent() if "reply_markup" in p)
+        buttons = prompt["reply_markup"]["inline_keyboard"][0]
+        allow = next(b["callback_data"] for b in buttons if b["text"] == "Allow")
+        bot_api.press(STRANGER, allow, message_id=1)  # not on the allowlist: refused
+        bot_api.press(ANN, allow, message_id=1)
+        await wait_until(lambda: "Here is the news: all quiet." in texts(bot_api))
+        await wait_until(lambda: len(bot_api.sent("editMessageText")) == 1)
+        bot_api.press(ANN, allow, message_id=1)  # pressed again: already decided
+        await wait_until(lambda: len(bot_api.sent("answerCallbackQuery")) == 3)
+        granted = [e for e in events if e.type == "permission.granted"]
+        child = granted[0].payload["agentId"]
+        child_state = await engine.agents.permissions_of(child)
+        agents = engine.agents.list_agents()
+        user_agents = [a for a in agents if a["type"] == "user"]
+        records = await history(engine, user_agents[0]["agentId"])
+    finally:
+        await engine.stop()
+    # Exactly these messages went out, each once.
+    assert Counter(texts(bot_api)) == Counter(
+        {
+            "Hi <b>there</b>!": 1,
+            "Conversation reset. I have forgotten what we talked about.": 1,
+            "A helper is on it.": 1,
+            prompt["text"]: 1,
+            "The helper needs your permission.": 1,
+            "Here is the news: all quiet.": 1,
+        }
+    )
+    assert all(p["parse_mode"] == "HTML" and p["chat_id"] == ANN for p in bot_api.sent())
+    assert 'background agent "news"' in prompt["text"] and "@network" in prompt["text"]
+    answers = [p["text"] for p in bot_api.sent("answerCallbackQuery")]
+    assert answers == ["Not allowed.", "Allowed.", "Already allowed."]
+    [edit] = bot_api.sent("editMessageText")
+    assert edit["text"].endswith("✅ Allowed") and edit["chat_id"] == ANN
+    assert "reply_markup" not in edit  # the buttons are gone
+    assert Counter(bot_api.methods()) - Counter({"sendMessage": 6}) == Counter(
+        {"getMe": 1, "setMyCommands": 1, "answerCallbackQuery": 3, "editMessageText": 1}
+    )
+    # The grant reached the agent that asked, and only it.
+    assert child_state.network is True
+    assert [a["descriptor"]["userId"] for a in user_agents] == [str(ANN)]
+    assert sum(r.get("text") == "hello" for r in records) == 1  # the duplicate was dropped
+    assert any(r["type"] == "reset" for r in records)
+
+
+async def test_stop_interrupts_a_slow_answer(paths: HomePaths, bot_api: FakeBotApi) -> None:
+    engine, _ = await start_engine(paths, bot_api, delay_s=30)
+    try:
+        bot_api.message(ANN, "/stop")
+        await wait_until(lambda: texts(bot_api) == ["Nothing is running."])
+        bot_api.message(ANN, "take your time")
+        await asyncio.sleep(0.5)
+        bot_api.message(ANN, "/stop")
+        await wait_until(lambda: len(texts(bot_api)) == 2)
+    finally:
+        await engine.stop()
+    assert texts(bot_api) == ["Nothing is running.", "Stopped."]
+
+
+async def test_markup_telegram_rejects_is_resent_as_plain_text_and_long_replies_are_split(
+    paths: HomePaths, bot_api: FakeBotApi
+) -> None:
+    bot_api.fail_parse.add("Use &lt;b&gt;this&lt;/b&gt; &amp; that.")
+    engine, _ = await start_engine(paths, bot_api)
+    try:
+        bot_api.message(ANN, "<unsafe>")
+        await wait_until(lambda: len(bot_api.sent()) == 2)
+        bot_api.message(ANN, "long please")
+        await wait_until(lambda: len(bot_api.sent()) >= 4)
+        await asyncio.sleep(0.3)
+    finally:
+        await engine.stop()
+    rejected, plain, *long_parts = bot_api.sent()
+    assert rejected["parse_mode"] == "HTML"
+    assert plain["text"] == "Use <b>this</b> & that." and "parse_mode" not in plain
+    assert len(long_parts) >= 2 and all(len(p["text"]) <= 4096 for p in long_parts)
+    joined = " ".join(p["text"] for p in long_parts)
+    assert all(f"Paragraph {n}:" in joined for n in range(12))
+
+
+async def test_a_missing_or_rejected_token_fails_the_load_clearly(
+    paths: HomePaths, bot_api: FakeBotApi
+) -> None:
+    settings = rules_settings(RULES)
+    settings["plugins"] = [
+        {
+            "instanceId": "tg",
+            "pluginId": "telegram",
+            "settings": {"allowedUserIds": [ANN], "baseUrl": bot_api.base_url},
+        }
+    ]
+    paths.home.mkdir(parents=True, exist_ok=True)
+    paths.settings.write_text(json.dumps(settings))
+    for auth, problem in (({}, "no bot token"), ({"tg": {"token": "999:wrong"}}, "rejected")):
+        paths.auth.write_text(json.dumps(auth))
+        engine = Engine(paths, EngineOptions(port=0))
+        await engine.start()
+        try:
+            [failure] = engine.plugins.failure_summaries()
+        finally:
+            await engine.stop()
+        assert failure["id"] == "tg" and problem in failure["message"]
+        assert "999:wrong" not in json.dumps(failure)
+
+
+def test_markdown_becomes_telegram_html() -> None:
+    html = markdown_to_html(
+        "# Plan\n\n**Bold** _it_ ~~gone~~ `x<y` [site](https://e.com/?a=1&b=2) "
+        "[bad](javascript:alert(1)) <script>\n\n- one\n- two\n\n1. first\n\n"
+        "```py\nif a < b:\n    pass\n```\n\n> quoted & kept"
+    )
+    assert html == (
+        "<b>Plan</b>\n\n"
+        "<b>Bold</b> <i>it</i> <s>gone</s> <code>x&lt;y</code> "
+        '<a href="https://e.com/?a=1&amp;b=2">site</a> '
+        "[bad](javascript:alert(1)) &lt;script&gt;\n\n"
+        "• one\n• two\n\n"
+        "1. first\n\n"
+        '<pre><code class="language-py">if a &lt; b:\n    pass</code></pre>\n\n'
+        "<blockquote>quoted &amp; kept</blockquote>"
+    )
+
+
+def test_splitting_keeps_code_blocks_whole_and_fits_the_limit() -> None:
+    code = "\n".join(f"line {n} <tag>" for n in range(700))
+    text = "Intro **bold** paragraph.\n\n```\n" + code + "\n```\n\n" + "word " * 3000
+    chunks = split_markdown(text, markdown_to_html)
+    rendered = [markdown_to_html(chunk) for chunk in chunks]
+    assert all(len(part) <= 4096 for part in rendered)
+    code_parts = [part for part in rendered if "line 1" in part or "line 6" in part]
+    assert all(part.startswith("<pre>") and part.endswith("</pre>") for part in code_parts)
+    assert "".join(chunks).count("line ") == 700
+    assert " ".join(chunks).count("word") == 3000
+
+
+def test_a_single_enormous_word_is_cut_hard() -> None:
+    chunks = split_markdown("x" * 10_000, markdown_to_html)
+    assert [len(chunk) for chunk in chunks] == [4096, 4096, 1808]
