@@ -1,66 +1,57 @@
 """Gates: a shell command whose exit status decides whether a scheduled run happens.
 
-Exit 0 lets the run happen and its output is added to the prompt; anything else
-(or a timeout) skips the run. The command runs in the task's ``files/`` folder
-with a scrubbed environment (no inherited secrets) in its own process group, so
-a timeout kills everything it started.
+Exit 0 lets the run happen and its output is added to the prompt; anything else,
+a timeout, or a sandbox that cannot isolate the command skips the run (fail
+closed). The command runs in the exec sandbox of the shell tools (bubblewrap
+when it works here, else resource limits with no network), in the task's
+folder, which is all it may write; it has no network: a task file, which an agent
+may have written, cannot grant itself more than that.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import signal
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from claybot.engine.agents.state import Permissions
+from claybot.engine.sandbox import SandboxRunner, SandboxUnavailable
+
 MAX_OUTPUT_BYTES = 8 * 1024
-SAFE_ENVIRONMENT = ("PATH", "LANG", "LC_ALL", "TZ")
 
 
 @dataclass(frozen=True)
 class GateResult:
     passed: bool
     output: str
-    exit_code: int | None  # None: killed after the timeout
+    exit_code: int | None  # None: not run, or killed after the timeout
     reason: str = ""
 
 
-def gate_environment(home: Path) -> dict[str, str]:
-    env = {name: os.environ[name] for name in SAFE_ENVIRONMENT if name in os.environ}
-    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
-    env["HOME"] = str(home)
-    return env
+def gate_runner(claybot_home: Path) -> SandboxRunner:
+    """A sandbox with the shell tools' default limits and a small output cap."""
+    from claybot.engine.plugins.builtin.shell import ShellSettings, sandbox_config
+
+    config = sandbox_config(ShellSettings(), claybot_home)
+    return SandboxRunner(replace(config, max_output_bytes=MAX_OUTPUT_BYTES))
 
 
-async def run_gate(command: str, cwd: Path, timeout_s: float) -> GateResult:
-    await asyncio.to_thread(cwd.mkdir, parents=True, exist_ok=True)
-    process = await asyncio.create_subprocess_exec(
-        "/bin/sh",
-        "-c",
-        command,
-        cwd=cwd,
-        env=gate_environment(cwd),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        start_new_session=True,
-    )
-    assert process.stdout is not None
+async def run_gate(
+    runner: SandboxRunner, command: str, folder: str, timeout_s: float
+) -> GateResult:
+    await asyncio.to_thread(Path(folder).mkdir, parents=True, exist_ok=True)
+    permissions = Permissions(workingDir=folder, readDirs=[folder], writeDirs=[folder])
     try:
-        async with asyncio.timeout(timeout_s):
-            output = await process.stdout.read(MAX_OUTPUT_BYTES)
-            with contextlib.suppress(Exception):
-                while await process.stdout.read(65536):  # drain past the cap
-                    pass
-            code = await process.wait()
-    except TimeoutError:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        await process.wait()
-        return GateResult(False, "", None, f"the gate ran longer than {timeout_s:g}s")
-    text = output.decode(errors="replace").strip()
-    if code != 0:
-        return GateResult(False, text, code, f"the gate exited with {code}")
-    return GateResult(True, text, code)
+        result = await runner.run(
+            command, cwd=folder, home=folder, permissions=permissions, timeout_s=timeout_s
+        )
+    except SandboxUnavailable as exc:
+        return GateResult(False, "", None, f"the gate could not be sandboxed: {exc}")
+    output = (result.stdout.text() + result.stderr.text()).strip()
+    if result.timed_out:
+        return GateResult(False, output, None, f"the gate ran longer than {timeout_s:g}s")
+    if result.exit_code != 0:
+        return GateResult(
+            False, output, result.exit_code, f"the gate exited with {result.exit_code}"
+        )
+    return GateResult(True, output, 0)

@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from claybot.engine.cron.clock import Clock, from_ms, to_ms
-from claybot.engine.cron.gate import GateResult, run_gate
+from claybot.engine.cron.gate import GateResult, gate_runner, run_gate
 from claybot.engine.cron.ledger import RunLedger, Status, skipped_records, started_record
 from claybot.engine.cron.schedule import CronSchedule
 from claybot.engine.cron.store import CronStore, CronTask, TaskProblem
@@ -100,6 +100,7 @@ class CronScheduler:
         self._inflight: dict[RunKey, asyncio.Task[None]] = {}
         self._running: dict[str, int] = {}  # task id -> runs in flight
         self._replanning: asyncio.Task[None] | None = None
+        self._gates = gate_runner(store.root.parent)
         self._changed = asyncio.Event()
         self._loops: list[asyncio.Task[None]] = []
         self._reload_lock = asyncio.Lock()
@@ -340,7 +341,10 @@ class CronScheduler:
             gate_output: str | None = None
             if task.spec.gate is not None:
                 gate: GateResult = await run_gate(
-                    task.spec.gate.command, task.files_dir, task.spec.gate.timeoutMs / 1000
+                    self._gates,
+                    task.spec.gate.command,
+                    task.files_path,
+                    task.spec.gate.timeoutMs / 1000,
                 )
                 if not gate.passed:
                     await self.ledger.finished(

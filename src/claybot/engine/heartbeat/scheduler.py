@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from claybot.engine.cron.clock import Clock, from_ms, to_ms
-from claybot.engine.cron.gate import run_gate
+from claybot.engine.cron.gate import gate_runner, run_gate
 from claybot.engine.events import EventBus
 from claybot.engine.heartbeat.store import HeartbeatStore, HeartbeatTask
 
@@ -75,6 +75,7 @@ class HeartbeatScheduler:
         self._wakeup = asyncio.Event()
         self._loop: asyncio.Task[None] | None = None
         self._manual: set[asyncio.Task[Any]] = set()
+        self._gates = gate_runner(store.root.parent)
 
     async def start(self) -> None:
         state = await asyncio.to_thread(self.store.read_state)
@@ -149,7 +150,7 @@ class HeartbeatScheduler:
                     included.append((task, None))
                     continue
                 gate = await run_gate(
-                    task.gate.command, self.store.root, task.gate.timeoutMs / 1000
+                    self._gates, task.gate.command, str(self.store.root), task.gate.timeoutMs / 1000
                 )
                 if gate.passed:
                     included.append((task, gate.output or None))
