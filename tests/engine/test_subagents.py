@@ -119,7 +119,17 @@ def test_result_reaches_the_parent_once_across_a_sigkill(
 ) -> None:
     # Every model call takes 0.3 s, so the kills land in different phases: the
     # parent's turn, the subagent's turn, the notice in flight, the parent's reply.
-    write_settings(paths, rules_settings(DELEGATION, delayS=0.3))
+    # A kill while start_background_agent runs leaves the model told that the call was
+    # interrupted: like a careful model it looks before it starts another helper.
+    recovery = [
+        {"match": "engine restarted while this tool call", "response": call("list_agents")},
+        {"match": "\tsubagent\t", "response": "I asked a helper."},
+        {
+            "match": "\tuser\t",
+            "response": call("start_background_agent", prompt="find moon facts", name="moon"),
+        },
+    ]
+    write_settings(paths, rules_settings(recovery + DELEGATION, delayS=0.3))
     process = EngineProcess(paths)
     process.start()
     try:

@@ -224,7 +224,14 @@ class AgentSystem:
         *,
         agent_id: str | None = None,
         permissions: Permissions | None = None,
+        first_message: tuple[str, str] | None = None,
     ) -> str:
+        """Create an agent; with ``first_message`` (text, origin) it starts with that item.
+
+        The first item is made durable *before* the agent's files: a crash in between
+        leaves an item whose agent is missing, which boot drops, rather than an agent
+        that exists but never got its task.
+        """
         if self._stopping:
             raise EngineStopping("the engine is shutting down")
         agent_id = agent_id or self._new_id()
@@ -234,6 +241,19 @@ class AgentSystem:
             updatedAt=now,
             permissions=permissions or self.runtime.default_permissions,
         )
+        first: InboxItem | None = None
+        if first_message is not None:
+            text, origin = first_message
+            first = InboxItem(
+                kind="message",
+                id=self._new_id(),
+                agent_id=agent_id,
+                at=now,
+                text=text,
+                context={"origin": origin},
+                processed=asyncio.get_running_loop().create_future(),
+            )
+            await self.inbox_log.accept(first)
         entry = IndexEntry(agent_id, descriptor, now)
         await self.store.create(entry, state, start_record(now))
         self._index(entry)
@@ -248,6 +268,10 @@ class AgentSystem:
             "agent.created",
             {"agentId": agent_id, "descriptor": descriptor_to_dict(descriptor), "source": "agent"},
         )
+        if first is not None:
+            agent.remember(first.id)
+            agent.inbox.push(first)
+            self._schedule(agent)
         return agent_id
 
     async def _wake(self, agent_id: str) -> Agent:
@@ -399,8 +423,12 @@ class AgentSystem:
             )
         agent_id = self._new_id()
         descriptor = SubagentDescriptor(id=agent_id, parentAgentId=parent_id, name=name)
-        await self._create(descriptor, agent_id=agent_id, permissions=permissions)
-        await self.post_to_agent(agent_id, prompt, origin=parent_id)
+        await self._create(
+            descriptor,
+            agent_id=agent_id,
+            permissions=permissions,
+            first_message=(prompt, parent_id),
+        )
         return agent_id
 
     async def _turn_ended(self, agent: Agent, item: InboxItem, outcome: TurnOutcome) -> None:
