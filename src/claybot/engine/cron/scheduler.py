@@ -310,17 +310,22 @@ class CronScheduler:
         self._running[key.task_id] = self._running.get(key.task_id, 0) + 1
 
         def done(_: asyncio.Task[None]) -> None:
-            self._inflight.pop(key, None)
-            left = self._running.get(key.task_id, 1) - 1
-            if left:
-                self._running[key.task_id] = left
-            else:
-                self._running.pop(key.task_id, None)
+            self._release(key)
             if not posted.done():
                 posted.set_result(None)
 
         runner.add_done_callback(done)
         return posted
+
+    def _release(self, key: RunKey) -> None:
+        """The run no longer counts as busy (for ``overlap``); safe to call twice."""
+        if self._inflight.pop(key, None) is None:
+            return
+        left = self._running.get(key.task_id, 1) - 1
+        if left:
+            self._running[key.task_id] = left
+        else:
+            self._running.pop(key.task_id, None)
 
     async def run_now(self, task_id: str) -> RunKey:
         """A manual run (``claybot cron run``): recorded and executed like a scheduled one."""
@@ -388,6 +393,7 @@ class CronScheduler:
     ) -> None:
         now = self.clock.now()
         await self.ledger.finished(task.id, key.at_ms, status, to_ms(now))
+        self._release(key)  # finished: the next instant is not an overlap
         payload: dict[str, Any] = {
             "taskId": task.id,
             "scheduledAt": from_ms(key.at_ms).isoformat(),
