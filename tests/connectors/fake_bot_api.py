@@ -38,12 +38,14 @@ class FakeBotApi:
     token: str = "123:abc"
     calls: list[Call] = field(default_factory=list)
     fail_parse: set[str] = field(default_factory=set)  # texts answered with a parse error
+    _errors: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     _updates: list[dict[str, Any]] = field(default_factory=list)
     _replays: list[dict[str, Any]] = field(default_factory=list)
     _arrived: asyncio.Event = field(default_factory=asyncio.Event)
     _update_ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _message_ids: itertools.count[int] = field(default_factory=lambda: itertools.count(500))
     port: int = 0
+    _polls: int = 0
 
     @property
     def base_url(self) -> str:
@@ -56,20 +58,31 @@ class FakeBotApi:
         self._arrived.set()
         return update
 
-    def message(self, user_id: int, text: str, *, chat_type: str = "private") -> dict[str, Any]:
+    def message(
+        self,
+        user_id: int,
+        text: str | None,
+        *,
+        chat_type: str = "private",
+        photo_caption: str | None = None,
+    ) -> dict[str, Any]:
+        """A message from ``user_id``; without ``text`` it is a photo (maybe captioned)."""
         update_id = next(self._update_ids)
-        return self.push(
-            {
-                "update_id": update_id,
-                "message": {
-                    "message_id": update_id * 10,
-                    "date": int(time.time()),
-                    "chat": {"id": user_id, "type": chat_type, "first_name": "User"},
-                    "from": {"id": user_id, "is_bot": False, "first_name": "User"},
-                    "text": text,
-                },
-            }
-        )
+        message: dict[str, Any] = {
+            "message_id": update_id * 10,
+            "date": int(time.time()),
+            "chat": {"id": user_id, "type": chat_type, "first_name": "User"},
+            "from": {"id": user_id, "is_bot": False, "first_name": "User"},
+        }
+        if text is not None:
+            message["text"] = text
+        else:
+            message["photo"] = [
+                {"file_id": "p1", "file_unique_id": "u1", "width": 90, "height": 90}
+            ]
+            if photo_caption is not None:
+                message["caption"] = photo_caption
+        return self.push({"update_id": update_id, "message": message})
 
     def press(self, user_id: int, data: str, message_id: int) -> dict[str, Any]:
         update_id = next(self._update_ids)
@@ -91,6 +104,21 @@ class FakeBotApi:
                 },
             }
         )
+
+    def fail(
+        self,
+        method: str,
+        status: int,
+        description: str,
+        *,
+        times: int = 1,
+        retry_after: int | None = None,
+    ) -> None:
+        """Answer the next ``times`` calls of ``method`` with this Bot API error."""
+        error: dict[str, Any] = {"ok": False, "error_code": status, "description": description}
+        if retry_after is not None:
+            error["parameters"] = {"retry_after": retry_after}
+        self._errors.setdefault(method, []).extend([error] * times)
 
     def redeliver(self, update: dict[str, Any]) -> None:
         """Deliver an update once more, whatever the offset says (as after a lost ack)."""
@@ -120,6 +148,9 @@ class FakeBotApi:
             except ValueError:
                 params[key] = text
         self.calls.append(Call(method, params))
+        if self._errors.get(method):
+            error = self._errors[method].pop(0)
+            return JSONResponse(error, error["error_code"])
         if method == "getUpdates":
             return await self._get_updates(params)
         if method == "sendMessage":
@@ -153,7 +184,14 @@ class FakeBotApi:
     async def _get_updates(self, params: dict[str, Any]) -> JSONResponse:
         offset = int(params.get("offset") or 0)
         deadline = time.monotonic() + float(params.get("timeout") or 0)
+        # A newer getUpdates supersedes a waiting one (whose client may be gone, as
+        # after a restart): the old one must not take the updates meant for the new.
+        self._polls += 1
+        poll = self._polls
+        self._arrived.set()
         while True:
+            if poll != self._polls:
+                return self._ok([])
             # An offset confirms every update before it: those are gone for good.
             self._updates = [u for u in self._updates if u["update_id"] >= offset]
             ready, self._replays = [*self._replays, *self._updates], []
@@ -175,7 +213,11 @@ class FakeBotApi:
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
         self.port = sock.getsockname()[1]
-        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+        # A long poll the client gave up on still runs here: do not wait for it on exit.
+        config = uvicorn.Config(
+            app, log_level="warning", lifespan="off", timeout_graceful_shutdown=1
+        )
+        server = uvicorn.Server(config)
         task = asyncio.create_task(server.serve(sockets=[sock]))
         while not server.started:
             await asyncio.sleep(0.01)

@@ -15,12 +15,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import warnings
 from collections.abc import Awaitable, Callable
-from typing import Any
+from datetime import timedelta
+from typing import Any, TypeVar
 
 from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, Message, Update
-from telegram.constants import ParseMode
-from telegram.error import BadRequest, Conflict, Forbidden, RetryAfter, TelegramError
+from telegram.constants import ChatAction, ParseMode
+from telegram.error import (
+    BadRequest,
+    Conflict,
+    InvalidToken,
+    NetworkError,
+    RetryAfter,
+    TelegramError,
+)
+from telegram.warnings import PTBDeprecationWarning
 
 from claybot.connectors.base import (
     InboundMessage,
@@ -29,34 +39,43 @@ from claybot.connectors.base import (
     PermissionOutcome,
     PermissionPrompt,
 )
+from claybot.connectors.telegram.backoff import Backoff
+from claybot.connectors.telegram.buttons import (
+    CALLBACK_DATA_MAX_BYTES,
+    callback_data,
+    parse_callback,
+    verdict_text,
+)
 from claybot.connectors.telegram.format import markdown_to_html
-from claybot.connectors.telegram.split import split_markdown
+from claybot.connectors.telegram.split import TELEGRAM_LIMIT, split_markdown
 from claybot.connectors.telegram.state import TelegramState
+from claybot.connectors.telegram.typing_status import TYPING_INTERVAL_S, TypingStatus
 from claybot.engine.plugins.api import PluginApi
 
 log = logging.getLogger(__name__)
 
-CALLBACK_PREFIX = "perm"
+T = TypeVar("T")
+
 BACKOFF_FIRST_S = 1.0
 BACKOFF_MAX_S = 30.0
+SEND_ATTEMPTS = 4  # a network blip must not lose a reply; the engine does not resend
 RESET_TEXT = "Conversation reset. I have forgotten what we talked about."
-STOPPED_TEXT = "Stopped."
 NOTHING_RUNNING_TEXT = "Nothing is running."
-
-
-def callback_data(approved: bool, request_id: str) -> str:
-    return f"{CALLBACK_PREFIX}:{'allow' if approved else 'deny'}:{request_id}"
-
-
-def parse_callback(data: str) -> tuple[bool, str] | None:
-    parts = data.split(":", 2)
-    if len(parts) != 3 or parts[0] != CALLBACK_PREFIX or parts[1] not in ("allow", "deny"):
-        return None
-    return parts[1] == "allow", parts[2]
+TEXT_ONLY_TEXT = "I can only read text messages for now."
+REFUSED_TEXT = "The engine refused this message: {reason}"
 
 
 def _is_parse_error(error: BadRequest) -> bool:
-    return "parse entities" in str(error).lower() or "can't parse" in str(error).lower()
+    text = str(error).lower()
+    return "parse entities" in text or "can't parse" in text
+
+
+def _retry_after_s(error: RetryAfter) -> float:
+    # PTB 22 warns on every read of ``retry_after`` while it moves to timedelta.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PTBDeprecationWarning)
+        value = error.retry_after
+    return value.total_seconds() if isinstance(value, timedelta) else float(value)
 
 
 class TelegramConnector:
@@ -69,6 +88,7 @@ class TelegramConnector:
         poll_timeout_s: int,
         state: TelegramState,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        typing_interval_s: float = TYPING_INTERVAL_S,
     ) -> None:
         self._api = api
         self._bot = bot
@@ -78,6 +98,7 @@ class TelegramConnector:
         self._sleep = sleep
         self._poller: asyncio.Task[None] | None = None
         self._webhook_cleared = False
+        self._typing = TypingStatus(self._send_typing, interval_s=typing_interval_s)
 
     @property
     def id(self) -> str:
@@ -93,11 +114,14 @@ class TelegramConnector:
             self._poller.cancel()
             await asyncio.gather(self._poller, return_exceptions=True)
             self._poller = None
+        await self._typing.close()
 
     # -- inbound --------------------------------------------------------------------
 
     async def _poll(self) -> None:
-        delay = BACKOFF_FIRST_S
+        # Two back-offs: a failing getUpdates, and an update the engine keeps refusing
+        # (which must slow down too, although getUpdates succeeds in between).
+        polling, handling = self._backoff(), self._backoff()
         while True:
             try:
                 updates = await self._bot.get_updates(
@@ -105,59 +129,63 @@ class TelegramConnector:
                     timeout=self._poll_timeout_s,
                     allowed_updates=["message", "callback_query"],
                 )
-            except asyncio.CancelledError:
-                raise
             except RetryAfter as exc:
-                await self._sleep(
-                    float(
-                        exc.retry_after
-                        if isinstance(exc.retry_after, int)
-                        else exc.retry_after.total_seconds()
-                    )
-                )
+                await self._sleep(_retry_after_s(exc))
                 continue
             except Conflict:
                 # Another consumer: a webhook (cleared once) or a second poller.
                 if not self._webhook_cleared:
                     self._webhook_cleared = True
+                    log.info("clearing the webhook", extra={"action": "telegram.clear_webhook"})
                     await self._try(self._bot.delete_webhook())
                     continue
-                log.warning("telegram polling conflict", extra={"action": "telegram.conflict"})
-                await self._sleep(delay)
-                delay = min(delay * 2, BACKOFF_MAX_S)
+                log.warning(
+                    "another client is polling this bot; stop it or use another token",
+                    extra={"action": "telegram.conflict", "instanceId": self.id},
+                )
+                await polling.wait()
                 continue
-            except TelegramError as exc:  # network trouble, timeouts, 5xx
+            except InvalidToken:
+                log.error(
+                    "Telegram no longer accepts the bot token; set a new one with "
+                    "`claybot auth set` and reload the plugin",
+                    extra={"action": "telegram.token_rejected", "instanceId": self.id},
+                )
+                await polling.wait()
+                continue
+            except Exception as exc:  # network trouble, timeouts, 5xx, an odd answer
                 log.warning(
                     "telegram polling failed; retrying",
                     extra={"action": "telegram.poll_failed", "error": type(exc).__name__},
                 )
-                await self._sleep(delay)
-                delay = min(delay * 2, BACKOFF_MAX_S)
+                await polling.wait()
                 continue
-            delay = BACKOFF_FIRST_S
+            polling.reset()
             for update in updates:
                 if update.update_id < self._state.offset:
                     continue  # delivered twice: already handled
                 try:
                     await self._handle(update)
-                except asyncio.CancelledError:
-                    raise
                 except Exception:
                     # Not acknowledged: the update is read again after a back-off.
                     log.exception(
-                        "handling a telegram update failed",
+                        "handling a telegram update failed; it will be read again",
                         extra={"action": "telegram.update_failed", "updateId": update.update_id},
                     )
-                    await self._sleep(delay)
+                    await handling.wait()
                     break
                 await self._state.set_offset(update.update_id + 1)
+                handling.reset()
+
+    def _backoff(self) -> Backoff:
+        return Backoff(self._sleep, BACKOFF_FIRST_S, BACKOFF_MAX_S)
 
     async def _handle(self, update: Update) -> None:
         if update.callback_query is not None:
             await self._on_button(update)
             return
         message = update.message
-        if message is None or message.text is None or message.from_user is None:
+        if message is None or message.from_user is None:
             return
         if message.chat.type != "private":
             return  # private chats only
@@ -167,26 +195,38 @@ class TelegramConnector:
                 extra={"action": "telegram.not_allowed", "telegramUserId": message.from_user.id},
             )
             return
-        user_id, chat_id = str(message.from_user.id), str(message.chat.id)
-        command = message.text.strip().split(maxsplit=1)[0].split("@")[0].lower()
+        chat_id = message.chat.id
+        text = message.text or message.caption
+        if text is None:
+            await self._send_text(chat_id, TEXT_ONLY_TEXT)
+            return
+        user_id, channel_id = str(message.from_user.id), str(chat_id)
+        command = text.strip().split(maxsplit=1)[0].split("@")[0].lower() if text.strip() else ""
         if command == "/reset":
-            await self._api.reset_conversation(user_id, chat_id)
-            await self._send_text(message.chat.id, RESET_TEXT)
+            await self._api.reset_conversation(user_id, channel_id)
+            await self._send_text(chat_id, RESET_TEXT)
             return
         if command == "/stop":
-            stopped = await self._api.stop_conversation(user_id, chat_id)
-            if not stopped:
-                await self._send_text(message.chat.id, NOTHING_RUNNING_TEXT)
+            if not await self._api.stop_conversation(user_id, channel_id):
+                await self._send_text(chat_id, NOTHING_RUNNING_TEXT)
             return  # a stopped turn answers "Stopped." itself
-        await self._api.post_message(
-            InboundMessage(
-                connector=self.id,
-                user_id=user_id,
-                channel_id=chat_id,
-                text=message.text,
-                message_id=f"{chat_id}:{message.message_id}",
+        inbound_id = f"{chat_id}:{message.message_id}"
+        try:
+            posted = await self._api.post_message(
+                InboundMessage(
+                    connector=self.id,
+                    user_id=user_id,
+                    channel_id=channel_id,
+                    text=text,
+                    message_id=inbound_id,
+                )
             )
-        )
+        except ValueError as exc:
+            # Refused for what it is (too large, say): it never will be accepted.
+            await self._send_text(chat_id, REFUSED_TEXT.format(reason=exc))
+            return
+        if not posted.duplicate:
+            self._typing.waiting(chat_id, posted.message_id)
 
     async def _on_button(self, update: Update) -> None:
         query = update.callback_query
@@ -199,21 +239,39 @@ class TelegramConnector:
             await self._try(query.answer())
             return
         approved, request_id = parsed
+        shown = self._state.prompt_message(request_id)
+        pressed_in = query.message.chat.id if query.message is not None else query.from_user.id
+        if shown is not None and shown[0] != pressed_in:
+            # Only the chat the prompt was shown in decides it.
+            await self._try(query.answer("Not allowed."))
+            return
         try:
             outcome = await self._api.decide_permission(request_id, approved)
-            answer = "Allowed." if outcome.approved else "Denied."
         except PermissionAlreadyDecided as exc:
             answer = f"Already {'allowed' if exc.outcome.approved else 'denied'}."
         except LookupError:
             answer = "This request is no longer known."
+        else:
+            # The prompt itself is edited by permission_decided, which the engine calls.
+            await self._try(query.answer("Allowed." if outcome.approved else "Denied."))
+            return
         await self._try(query.answer(answer))
+        # Buttons left on a prompt nobody can answer any more: take them away.
+        if query.message is not None:
+            await self._try(
+                self._bot.edit_message_reply_markup(
+                    chat_id=query.message.chat.id, message_id=query.message.message_id
+                )
+            )
 
     # -- outbound -------------------------------------------------------------------
 
     async def send(self, message: OutgoingMessage) -> None:
-        if not message.text.strip():
-            return
-        await self._send_text(int(message.channel_id), message.text)
+        chat_id = int(message.channel_id)
+        if message.final:
+            self._typing.answered(chat_id, message.in_reply_to)
+        if message.text.strip():
+            await self._send_text(chat_id, message.text)
 
     async def _send_text(
         self, chat_id: int, text: str, reply_markup: InlineKeyboardMarkup | None = None
@@ -222,29 +280,67 @@ class TelegramConnector:
         sent: Message | None = None
         for index, chunk in enumerate(chunks):
             markup = reply_markup if index == len(chunks) - 1 else None
-            try:
-                sent = await self._bot.send_message(
+            sent = await self._send_chunk(chat_id, chunk, markup)
+        return sent
+
+    async def _send_chunk(
+        self, chat_id: int, chunk: str, markup: InlineKeyboardMarkup | None
+    ) -> Message:
+        try:
+            return await self._retrying(
+                lambda: self._bot.send_message(
                     chat_id, markdown_to_html(chunk), parse_mode=ParseMode.HTML, reply_markup=markup
                 )
-            except BadRequest as exc:
-                if not _is_parse_error(exc):
-                    raise
-                # Telegram rejected the markup: the same words, as plain text.
-                sent = await self._bot.send_message(chat_id, chunk, reply_markup=markup)
-        return sent
+            )
+        except BadRequest as exc:
+            if not _is_parse_error(exc):
+                raise
+        # Telegram rejected the markup: the same words, as plain text.
+        return await self._retrying(
+            lambda: self._bot.send_message(chat_id, chunk, reply_markup=markup)
+        )
+
+    async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:
+        """``call()``, again after a flood wait or a network error, a few times."""
+        backoff = self._backoff()
+        for _ in range(SEND_ATTEMPTS - 1):
+            try:
+                return await call()
+            except BadRequest:
+                raise  # a NetworkError subclass, but Telegram's final word
+            except RetryAfter as exc:
+                await self._sleep(_retry_after_s(exc))
+            except NetworkError as exc:
+                log.info(
+                    "telegram send failed; retrying",
+                    extra={"action": "telegram.send_retry", "error": type(exc).__name__},
+                )
+                await backoff.wait()
+        return await call()
+
+    async def _send_typing(self, chat_id: int) -> None:
+        await self._bot.send_chat_action(chat_id, ChatAction.TYPING)
 
     # -- permission prompts -----------------------------------------------------------
 
     async def request_permission(self, prompt: PermissionPrompt) -> None:
+        allow, deny = (
+            callback_data(True, prompt.request_id),
+            callback_data(False, prompt.request_id),
+        )
+        if len(allow.encode()) > CALLBACK_DATA_MAX_BYTES:
+            # No button can carry this id; the other ways to answer still work.
+            await self._send_text(
+                int(prompt.channel_id),
+                f"{prompt.text()}\n\nAnswer with `claybot permissions allow "
+                f"{prompt.request_id}` (or deny).",
+            )
+            return
         keyboard = InlineKeyboardMarkup(
             [
                 [
-                    InlineKeyboardButton(
-                        "Allow", callback_data=callback_data(True, prompt.request_id)
-                    ),
-                    InlineKeyboardButton(
-                        "Deny", callback_data=callback_data(False, prompt.request_id)
-                    ),
+                    InlineKeyboardButton("Allow", callback_data=allow),
+                    InlineKeyboardButton("Deny", callback_data=deny),
                 ]
             ]
         )
@@ -258,16 +354,13 @@ class TelegramConnector:
         where = self._state.prompt_message(prompt.request_id)
         if where is None:
             return
-        if outcome.approved:
-            verdict = "✅ Allowed"
-        elif outcome.decided_by == "timeout":
-            verdict = "⌛ No answer in time: denied"
-        else:
-            verdict = "❌ Denied"
+        verdict = verdict_text(outcome)
+        body = prompt.text()[: TELEGRAM_LIMIT - len(verdict) - 2]
         chat_id, message_id = where
+        # Edited without reply_markup: the buttons disappear with the new text.
         await self._try(
             self._bot.edit_message_text(
-                f"{prompt.text()}\n\n{verdict}", chat_id=chat_id, message_id=message_id
+                f"{body}\n\n{verdict}", chat_id=chat_id, message_id=message_id
             )
         )
         await self._state.forget_prompt(prompt.request_id)
@@ -276,7 +369,7 @@ class TelegramConnector:
         """A cosmetic call (an answer, an edit): its failure must not stop anything."""
         try:
             await call
-        except (BadRequest, Forbidden, TelegramError) as exc:
+        except TelegramError as exc:
             log.info(
                 "telegram call failed", extra={"action": "telegram.call_failed", "error": str(exc)}
             )

@@ -33,7 +33,7 @@ class TelegramPlugin:
     async def load(self) -> None:
         # Imported here: python-telegram-bot is only loaded by engines that use it.
         from telegram import Bot, BotCommand
-        from telegram.error import Forbidden, InvalidToken, NetworkError, TelegramError
+        from telegram.error import Forbidden, InvalidToken, TelegramError
 
         from claybot.connectors.telegram.connector import TelegramConnector
         from claybot.connectors.telegram.state import TelegramState
@@ -48,10 +48,17 @@ class TelegramPlugin:
         self._bot = Bot(token, base_url=settings.base_url)
         try:
             await self._bot.initialize()  # getMe: checks the token
-        except (InvalidToken, Forbidden) as exc:
-            raise PluginAuthFailed("Telegram rejected the bot token") from exc
-        except (NetworkError, TelegramError) as exc:
-            raise PluginNotReady(f"Telegram is not reachable: {type(exc).__name__}") from exc
+        # ``from None``: PTB puts the token itself in InvalidToken's message, and a
+        # chained cause would carry it into any log that prints the traceback.
+        except (InvalidToken, Forbidden):
+            raise PluginAuthFailed(
+                f"Telegram rejected the bot token of {self._api.instance_id!r}: set the right "
+                f"one with `claybot auth set {self._api.instance_id} token <token>`"
+            ) from None
+        except TelegramError as exc:
+            raise PluginNotReady(
+                f"Telegram is not reachable at the configured baseUrl: {type(exc).__name__}"
+            ) from None
         state = TelegramState(self._api.data_dir / "state.json")
         await asyncio.to_thread(state.load)
         self._connector = TelegramConnector(

@@ -1,8 +1,10 @@
 """Cut a long markdown reply into messages Telegram accepts (pure).
 
-A Telegram message holds at most 4096 characters after entity parsing. Cuts fall
-between paragraphs, else between lines, else between words, never inside an
-HTML tag (the markdown source is cut, then each piece is rendered on its own).
+A Telegram message holds at most 4096 characters (UTF-16 code units) after
+entity parsing; the rendered HTML, which is never shorter, is held to that.
+Cuts fall between paragraphs, else between lines, else between words, never
+inside an HTML tag (the markdown source is cut, then each piece is rendered on
+its own).
 A fenced code block that must be cut is closed and reopened, so every piece
 renders the code as code.
 """
@@ -98,6 +100,11 @@ def _group(parts: list[str], budget: int, joiner: str) -> list[str]:
     return groups
 
 
+def telegram_length(text: str) -> int:
+    """Length as Telegram counts it: UTF-16 code units (an emoji is often two)."""
+    return len(text.encode("utf-16-le")) // 2
+
+
 def split_markdown(
     text: str, render: Callable[[str], str], limit: int = TELEGRAM_LIMIT
 ) -> list[str]:
@@ -106,6 +113,10 @@ def split_markdown(
     while True:
         blocks = [piece for block in _blocks(text) for piece in _cut_block(block, budget)]
         chunks = _group(blocks, budget, "\n\n")
-        if all(len(render(chunk)) <= limit for chunk in chunks) or budget <= 64:
+        fits = all(
+            telegram_length(render(chunk)) <= limit and telegram_length(chunk) <= limit
+            for chunk in chunks
+        )
+        if fits or budget <= 64:
             return [chunk for chunk in chunks if chunk.strip()]
         budget = budget * 3 // 4  # markup grew past the limit: cut smaller

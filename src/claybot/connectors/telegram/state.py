@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
 from claybot.durable.atomic import atomic_write_json
+
+log = logging.getLogger(__name__)
 
 MAX_PROMPTS = 1000  # open prompts remembered; older ones are only not edited
 
@@ -27,23 +30,37 @@ class TelegramState:
     def load(self) -> None:
         try:
             data: Any = json.loads(self.path.read_text())
-        except (OSError, ValueError):
+        except FileNotFoundError:
             return
-        if isinstance(data, dict):
-            offset = data.get("offset")
-            self.offset = offset if isinstance(offset, int) and offset >= 0 else 0
-            prompts = data.get("prompts")
-            if isinstance(prompts, dict):
-                for request_id, where in prompts.items():
-                    if isinstance(where, list) and len(where) == 2:
-                        self._prompts[str(request_id)] = (int(where[0]), int(where[1]))
+        except (OSError, ValueError) as exc:
+            # Written atomically, so this is damage from outside; Telegram re-sends what
+            # is not confirmed and the engine drops messages it already has.
+            log.warning(
+                "unreadable telegram state; polling starts over",
+                extra={"action": "telegram.state_unreadable", "error": type(exc).__name__},
+            )
+            return
+        if not isinstance(data, dict):
+            return
+        offset = data.get("offset")
+        self.offset = offset if isinstance(offset, int) and offset >= 0 else 0
+        prompts = data.get("prompts")
+        if isinstance(prompts, dict):
+            for request_id, where in prompts.items():
+                if (
+                    isinstance(where, list)
+                    and len(where) == 2
+                    and all(isinstance(n, int) for n in where)
+                ):
+                    self._prompts[str(request_id)] = (where[0], where[1])
 
     async def _save(self) -> None:
-        data = {
-            "offset": self.offset,
-            "prompts": {key: list(value) for key, value in self._prompts.items()},
-        }
+        # The snapshot is taken under the lock: a write may never put back an older one.
         async with self._lock:
+            data = {
+                "offset": self.offset,
+                "prompts": {key: list(value) for key, value in self._prompts.items()},
+            }
             await asyncio.to_thread(atomic_write_json, self.path, data, mode=0o600)
 
     async def set_offset(self, offset: int) -> None:
