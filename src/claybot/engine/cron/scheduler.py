@@ -205,9 +205,11 @@ class CronScheduler:
             due = from_ms(self._heap[0][0])
             sleeper = asyncio.ensure_future(self.clock.sleep_until(due))
             changed = asyncio.ensure_future(self._changed.wait())
-            await asyncio.wait({sleeper, changed}, return_when=asyncio.FIRST_COMPLETED)
-            for waiter in (sleeper, changed):
-                waiter.cancel()
+            try:
+                await asyncio.wait({sleeper, changed}, return_when=asyncio.FIRST_COMPLETED)
+            finally:  # also when the timer itself is cancelled: no waiter outlives it
+                for waiter in (sleeper, changed):
+                    waiter.cancel()
             await self._fire_due()
 
     async def _fire_due(self) -> None:

@@ -104,10 +104,12 @@ class HeartbeatScheduler:
             self._wakeup.clear()
             sleeper = asyncio.ensure_future(self.clock.sleep_until(due))
             woken = asyncio.ensure_future(self._wakeup.wait())
-            await asyncio.wait({sleeper, woken}, return_when=asyncio.FIRST_COMPLETED)
-            slept = sleeper.done() and not sleeper.cancelled()
-            for waiter in (sleeper, woken):
-                waiter.cancel()
+            try:
+                await asyncio.wait({sleeper, woken}, return_when=asyncio.FIRST_COMPLETED)
+                slept = sleeper.done() and not sleeper.cancelled()
+            finally:  # also when the loop itself is cancelled: no waiter outlives it
+                for waiter in (sleeper, woken):
+                    waiter.cancel()
             if not slept:
                 continue  # a manual beat moved lastRunAt: recompute the next one
             try:
