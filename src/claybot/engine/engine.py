@@ -457,23 +457,27 @@ class Engine:
             raise RuntimeError("the engine is not started")
         return self._cron
 
+    async def _cron_agent(self, task: CronTask) -> str:
+        """The agent a task's runs go to: the one it names, or its own (created on first use)."""
+        if task.spec.agentId is not None:
+            if not self.agents.exists(task.spec.agentId):
+                raise LookupError(f"the task's agentId {task.spec.agentId!r} does not exist")
+            return task.spec.agentId
+        files = task.files_path
+        workspace = self.agents.runtime.default_permissions.workingDir
+        permissions = Permissions(
+            workingDir=files, readDirs=[workspace, files], writeDirs=[workspace, files]
+        )
+        return await self.agents.resolve(CronDescriptor(id=task.id), permissions=permissions)
+
     async def post_run(self, task: CronTask, message_id: str, text: str) -> tuple[str, str]:
         """A cron run's prompt, to the agent it names or to the task's own cron agent."""
-        if task.spec.agentId is not None:
-            agent_id = task.spec.agentId
-            if not self.agents.exists(agent_id):
-                raise LookupError(f"the task's agentId {agent_id!r} does not exist")
-        else:
-            files = task.files_path
-            workspace = self.agents.runtime.default_permissions.workingDir
-            permissions = Permissions(
-                workingDir=files, readDirs=[workspace, files], writeDirs=[workspace, files]
-            )
-            agent_id = await self.agents.resolve(
-                CronDescriptor(id=task.id), permissions=permissions
-            )
+        agent_id = await self._cron_agent(task)
         await self.agents.post_to_agent(agent_id, text, message_id=message_id, origin="cron")
         return agent_id, message_id
+
+    async def prepare_run(self, task: CronTask) -> None:
+        await self.agents.warm(await self._cron_agent(task))
 
     async def wait_run(self, agent_id: str, item_id: str) -> bool:
         outcome = await self.agents.wait_processed(agent_id, item_id)

@@ -472,6 +472,11 @@ class AgentSystem:
             await asyncio.shield(item.processed)
         return self._outcomes.get((agent_id, item_id))
 
+    async def warm(self, agent_id: str) -> None:
+        """Load an agent that is about to get work, and keep it from the idle sweep a while."""
+        agent = await self._wake(agent_id)
+        agent.last_active = self._monotonic()
+
     def abort(self, agent_id: str) -> bool:
         """``/stop``: cancel the agent's running turn; False if none is running."""
         agent = self._loaded.get(agent_id)

@@ -35,6 +35,10 @@ log = logging.getLogger(__name__)
 MISFIRE_GRACE = timedelta(seconds=60)  # a run later than this was missed, not just late
 MINUTE_MS = 60_000
 POSTING_WAIT_S = 5.0  # at most this long before the next instants are planned anyway
+# A few seconds before its instant a run's agent is loaded (or created), so that
+# 1,000 runs due together are posted in milliseconds rather than after 1,000 loads.
+WARM_AHEAD_MS = 5_000
+WARM_CONCURRENCY = 64
 RESCAN_FALLBACK_S = 5.0  # polling interval when file watching is unavailable
 
 
@@ -47,6 +51,10 @@ class CronHost(Protocol):
 
     async def wait_run(self, agent_id: str, item_id: str) -> bool:
         """Until the agent has processed the item; whether its turn succeeded."""
+        ...
+
+    async def prepare_run(self, task: CronTask) -> None:
+        """Have the run's agent loaded (created if new): the run is due in a moment."""
         ...
 
 
@@ -100,6 +108,8 @@ class CronScheduler:
         self._inflight: dict[RunKey, asyncio.Task[None]] = {}
         self._running: dict[str, int] = {}  # task id -> runs in flight
         self._replanning: asyncio.Task[None] | None = None
+        self._warm_heap: list[tuple[int, str, int]] = []  # (warm at, task id, due instant)
+        self._warming: set[asyncio.Task[None]] = set()
         self._gates = gate_runner(store.root.parent)
         self._changed = asyncio.Event()
         self._loops: list[asyncio.Task[None]] = []
@@ -139,7 +149,7 @@ class CronScheduler:
         self.events.emit("cron.started", {"tasks": len(self.tasks), "problems": len(self.problems)})
 
     async def stop(self) -> None:
-        running = [*self._loops, *self._inflight.values()]
+        running = [*self._loops, *self._inflight.values(), *self._warming]
         if self._replanning is not None:
             running.append(self._replanning)
         for task in running:
@@ -172,6 +182,7 @@ class CronScheduler:
         if self._next.get(task_id) != due_ms:
             self._next[task_id] = due_ms
             heapq.heappush(self._heap, (due_ms, task_id))
+            heapq.heappush(self._warm_heap, (due_ms - WARM_AHEAD_MS, task_id, due_ms))
             self._changed.set()
 
     def _first_instants(self, tasks: list[CronTask], now: datetime) -> list[tuple[str, int]]:
@@ -198,19 +209,52 @@ class CronScheduler:
         while True:
             while self._heap and self._next.get(self._heap[0][1]) != self._heap[0][0]:
                 heapq.heappop(self._heap)  # superseded entries
+            while (
+                self._warm_heap and self._next.get(self._warm_heap[0][1]) != self._warm_heap[0][2]
+            ):
+                heapq.heappop(self._warm_heap)
             self._changed.clear()
             if not self._heap:
                 await self._changed.wait()
                 continue
-            due = from_ms(self._heap[0][0])
-            sleeper = asyncio.ensure_future(self.clock.sleep_until(due))
+            wake_ms = self._heap[0][0]
+            if self._warm_heap:
+                wake_ms = min(wake_ms, self._warm_heap[0][0])
+            sleeper = asyncio.ensure_future(self.clock.sleep_until(from_ms(wake_ms)))
             changed = asyncio.ensure_future(self._changed.wait())
             try:
                 await asyncio.wait({sleeper, changed}, return_when=asyncio.FIRST_COMPLETED)
             finally:  # also when the timer itself is cancelled: no waiter outlives it
                 for waiter in (sleeper, changed):
                     waiter.cancel()
+            self._warm_due()
             await self._fire_due()
+
+    def _warm_due(self) -> None:
+        """Load (or create) the agents of runs due within WARM_AHEAD_MS, so firing is quick."""
+        now_ms = to_ms(self.clock.now())
+        tasks: list[CronTask] = []
+        while self._warm_heap and self._warm_heap[0][0] <= now_ms:
+            _, task_id, due_ms = heapq.heappop(self._warm_heap)
+            task = self.tasks.get(task_id)
+            if task is not None and self._next.get(task_id) == due_ms and due_ms > now_ms:
+                tasks.append(task)
+        if tasks:
+            warming = asyncio.create_task(self._warm(tasks), name="cron-warm")
+            self._warming.add(warming)
+            warming.add_done_callback(self._warming.discard)
+
+    async def _warm(self, tasks: list[CronTask]) -> None:
+        limit = asyncio.Semaphore(WARM_CONCURRENCY)
+
+        async def one(task: CronTask) -> None:
+            async with limit:
+                try:
+                    await self.host.prepare_run(task)
+                except Exception:  # the run itself will report a real problem
+                    log.debug("warming a cron agent failed", exc_info=True)
+
+        await asyncio.gather(*(one(task) for task in tasks))
 
     async def _fire_due(self) -> None:
         now = self.clock.now()
