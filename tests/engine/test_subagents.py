@@ -113,9 +113,19 @@ async def test_a_failing_subagent_sends_one_failure_notice(paths: HomePaths) -> 
     assert "The helper failed, sorry." in outgoing_texts(events)
 
 
-@pytest.mark.parametrize("kill_after_s", [0.35, 0.75, 1.15, 1.55])
+@pytest.mark.parametrize(
+    ("outcome", "kill_after_s"),
+    [
+        ("finished", 0.35),
+        ("finished", 0.75),
+        ("finished", 1.15),
+        ("finished", 1.55),
+        ("failed", 0.75),
+        ("failed", 1.15),
+    ],
+)
 def test_result_reaches_the_parent_once_across_a_sigkill(
-    paths: HomePaths, kill_after_s: float
+    paths: HomePaths, outcome: str, kill_after_s: float
 ) -> None:
     # Every model call takes 0.3 s, so the kills land in different phases: the
     # parent's turn, the subagent's turn, the notice in flight, the parent's reply.
@@ -129,7 +139,12 @@ def test_result_reaches_the_parent_once_across_a_sigkill(
             "response": call("start_background_agent", prompt="find moon facts", name="moon"),
         },
     ]
-    write_settings(paths, rules_settings(recovery + DELEGATION, delayS=0.3))
+    delegation = DELEGATION
+    final_answer, notice_says = "Result is in: the moon is far.", "384,400 km"
+    if outcome == "failed":  # the helper's model has no answer: its turn fails
+        delegation = [rule for rule in DELEGATION if rule["match"] != "find moon facts"]
+        final_answer, notice_says = "The helper failed, sorry.", "failed: Inference failed"
+    write_settings(paths, rules_settings(recovery + delegation, delayS=0.3))
     process = EngineProcess(paths)
     process.start()
     try:
@@ -148,7 +163,7 @@ def test_result_reaches_the_parent_once_across_a_sigkill(
                 records = client.get(
                     f"/v1/engine/agents/{parent}/history", params={"limit": 1000}
                 ).json()["records"]
-                if any(r.get("text") == "Result is in: the moon is far." for r in records):
+                if any(r.get("text") == final_answer for r in records):
                     break
                 time.sleep(0.05)
             else:
@@ -163,8 +178,8 @@ def test_result_reaches_the_parent_once_across_a_sigkill(
     children = [a["agentId"] for a in agents if a["type"] == "subagent"]
     assert len(children) == 1  # the delegation was not redone
     notices = [r for r in records if r["type"] == "user_message" and r.get("origin") == children[0]]
-    assert len(notices) == 1 and "384,400 km" in notices[0]["text"]
-    finals = [r for r in records if r.get("text") == "Result is in: the moon is far."]
+    assert len(notices) == 1 and notice_says in notices[0]["text"]
+    finals = [r for r in records if r.get("text") == final_answer]
     assert len(finals) == 1
 
 

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import ctypes
-import ctypes.util
 import logging
 import os
 import resource
@@ -31,12 +29,10 @@ from typing import TypeVar
 
 from claybot.durable.atomic import fsync_directory
 from claybot.durable.jsonl import encode_record, read_jsonl
+from claybot.durable.sync import sync_fds, sync_paths
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-# Past this many files in one batch a single syncfs beats one fdatasync per file.
-SYNCFS_MIN_FILES = 4
 
 
 def default_open_files() -> int:
@@ -45,22 +41,6 @@ def default_open_files() -> int:
     if soft == resource.RLIM_INFINITY:
         return 4096
     return max(64, min(4096, soft // 4))
-
-
-def _load_syncfs() -> Callable[[int], int] | None:
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
-    libc = ctypes.CDLL(name, use_errno=True)
-    fn = getattr(libc, "syncfs", None)
-    if fn is None:
-        return None
-    fn.argtypes = [ctypes.c_int]
-    fn.restype = ctypes.c_int
-    return fn  # type: ignore[no-any-return]
-
-
-_SYNCFS = _load_syncfs()
 
 
 @dataclass
@@ -288,32 +268,13 @@ class GroupCommitWriter:
 
     @staticmethod
     def _sync(fds: list[int]) -> None:
-        if len(fds) >= SYNCFS_MIN_FILES and _SYNCFS is not None and _SYNCFS(fds[0]) == 0:
-            return
-        for fd in fds:
-            os.fdatasync(fd)
+        sync_fds(fds)
 
 
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
-
-
-def sync_paths(paths: set[Path]) -> None:
-    """Make the given files durable: one syncfs when there are several."""
-    fds = []
-    try:
-        for path in paths:
-            try:
-                fds.append(os.open(path, os.O_RDONLY))
-            except FileNotFoundError:
-                continue
-        if fds:
-            GroupCommitWriter._sync(fds)
-    finally:
-        for fd in fds:
-            os.close(fd)
 
 
 def replay_journal(journal: Path, root: Path) -> int:

@@ -13,10 +13,11 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
-from claybot.durable.atomic import atomic_write_bytes, atomic_write_json
+from claybot.durable.atomic import atomic_write_bytes, atomic_write_json, atomic_write_many
 from claybot.durable.group_commit import GroupCommitWriter
 from claybot.durable.jsonl import encode_record, read_jsonl
 from claybot.engine.agents.descriptors import (
@@ -147,6 +148,15 @@ class FileAgentStore:
         data = state.model_dump(mode="json")
         await asyncio.to_thread(atomic_write_json, self.agent_dir(agent_id) / "state.json", data)
 
+    async def write_states(self, states: dict[str, dict[str, Any]]) -> None:
+        """Several agents' state.json (already dumped) with two syncs in all."""
+        files = {
+            self.agent_dir(agent_id) / "state.json": _state_bytes(data)
+            for agent_id, data in states.items()
+        }
+        if files:
+            await asyncio.to_thread(atomic_write_many, files)
+
     # -- history ------------------------------------------------------------
 
     def read_history(self, agent_id: str, *, repair: bool) -> list[Record]:
@@ -163,3 +173,7 @@ class FileAgentStore:
             return int(self.history_path(agent_id).stat().st_mtime * 1000)
         except FileNotFoundError:
             return 0
+
+
+def _state_bytes(data: dict[str, Any]) -> bytes:
+    return json.dumps(data, indent=2, ensure_ascii=False).encode() + b"\n"

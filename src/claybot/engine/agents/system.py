@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections import OrderedDict
@@ -157,8 +156,7 @@ class AgentSystem:
                 task.cancel()
             if stragglers:
                 await asyncio.wait(stragglers)
-        for agent in list(self._loaded.values()):
-            await self._save_state(agent)
+        await self._flush_states()
         await self.inbox_log.checkpoint()
 
     async def _checkpoint_periodically(self) -> None:
@@ -606,14 +604,19 @@ class AgentSystem:
         if not idle:
             return 0
         await self.runtime.store.writer.flush()
+        # Their states go to disk first, all in one batch, while they are still loaded:
+        # a message arriving meanwhile finds the agent in memory, never a stale file.
+        await self.store.write_states(
+            {agent.id: agent.state.model_dump(mode="json") for agent in idle if agent.state_dirty}
+        )
         count = 0
         for agent in idle:
             if agent.running or len(agent.inbox) or self._loaded.get(agent.id) is not agent:
-                continue  # got work while the flush ran
+                continue  # got work while the states were written: it stays
             agent.unloaded = True
+            agent.state_dirty = False
             del self._loaded[agent.id]
             self._updated[agent.id] = agent.state.updatedAt
-            await self._save_state(agent)
             self.events.emit("agent.sleep", {"agentId": agent.id, "reason": "idle"})
             count += 1
         return count
@@ -623,12 +626,23 @@ class AgentSystem:
             agent.state_dirty = False
             await self.store.write_state(agent.id, agent.state)
 
+    async def _flush_states(self) -> None:
+        """Every loaded agent's changed state, in one batch (two syncs, not two per agent)."""
+        dirty = [agent for agent in self._loaded.values() if agent.state_dirty]
+        for agent in dirty:
+            agent.state_dirty = False  # a change during the write sets it again
+        try:
+            await self.store.write_states(
+                {agent.id: agent.state.model_dump(mode="json") for agent in dirty}
+            )
+        except OSError:
+            for agent in dirty:
+                agent.state_dirty = True  # written next time
+
     async def _flush_states_periodically(self) -> None:
         while True:
             await asyncio.sleep(STATE_FLUSH_INTERVAL_S)
-            for agent in list(self._loaded.values()):
-                with contextlib.suppress(OSError):
-                    await self._save_state(agent)
+            await self._flush_states()
 
     # -- queries ------------------------------------------------------------------
 
