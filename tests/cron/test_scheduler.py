@@ -241,11 +241,18 @@ async def test_an_edited_task_file_is_picked_up_without_a_restart(paths: HomePat
         write_task(paths, "edited", schedule="30 9 * * *")
         await next_event(events, "cron.task.updated", timeout_s=10)
         updated = engine.cron.next_run("edited")
+        write_task(paths, "newcomer", schedule="15 9 * * *")  # a folder that appears
+        added = await next_event(events, "cron.task.added", timeout_s=10)
+        copy = write_task(paths, "copy", schedule="15 9 * * *")
+        (copy / "TASK.md").write_text((paths.home / "cron/newcomer/TASK.md").read_text())
+        duplicate = await next_event(events, "cron.task.invalid", timeout_s=10)
         (directory / "TASK.md").write_text("---\nname: broken\n---\n")
-        invalid = await next_event(events, "cron.task.invalid", timeout_s=10)
+        invalid = await next_event(events, "cron.task.invalid", count=2, timeout_s=10)
         removed = await next_event(events, "cron.task.removed", timeout_s=10)
     finally:
         await engine.stop()
     assert updated == utc(2026, 5, 4, 9, 30)
-    assert "taskId" in invalid[0].payload["reason"]
+    assert added[0].payload == {"taskId": "newcomer", "name": "newcomer", "source": "file"}
+    assert "taskId newcomer is also in" in duplicate[0].payload["reason"]
+    assert "taskId" in invalid[1].payload["reason"]
     assert removed[0].payload["taskId"] == "edited"

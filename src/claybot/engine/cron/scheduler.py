@@ -20,14 +20,15 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any, Protocol
 
 from claybot.engine.cron.clock import Clock, from_ms, to_ms
 from claybot.engine.cron.gate import GateResult, gate_runner, run_gate
 from claybot.engine.cron.ledger import RunLedger, Status, skipped_records, started_record
 from claybot.engine.cron.schedule import CronSchedule
-from claybot.engine.cron.store import CronStore, CronTask, TaskProblem
-from claybot.engine.cron.task import CronTaskSpec
+from claybot.engine.cron.store import TASK_FILE, CronStore, CronTask, TaskProblem
+from claybot.engine.cron.task import CronTaskSpec, TaskFileError
 from claybot.engine.events import EventBus
 
 log = logging.getLogger(__name__)
@@ -110,6 +111,8 @@ class CronScheduler:
         self._replanning: asyncio.Task[None] | None = None
         self._warm_heap: list[tuple[int, str, int]] = []  # (warm at, task id, due instant)
         self._warming: set[asyncio.Task[None]] = set()
+        self._by_folder: dict[str, str] = {}  # task folder name -> task id
+        self._versions: dict[str, tuple[int, int]] = {}  # folder -> its TASK.md (mtime, size)
         self._gates = gate_runner(store.root.parent)
         self._changed = asyncio.Event()
         self._loops: list[asyncio.Task[None]] = []
@@ -126,8 +129,15 @@ class CronScheduler:
         self.problems = problems
         now = self.clock.now()
         first_seen = []
+        for problem in problems:
+            folder = Path(problem.path).parent
+            version = self.store.version_of(folder)
+            if version is not None:
+                self._versions[folder.name] = version
         for task in tasks.values():
             self.tasks[task.id] = task
+            self._by_folder[task.directory.name] = task.id
+            self._versions[task.directory.name] = task.version
             if self.ledger.runs(task.id).last_at is None:
                 first_seen.append(task.id)
         await self._mark_seen(first_seen, now)
@@ -505,12 +515,17 @@ class CronScheduler:
         elif previous.version != task.version:
             self.events.emit("cron.task.updated", {"taskId": task.id, "source": source})
         self.tasks[task.id] = task
+        self._by_folder[task.directory.name] = task.id
+        self._versions[task.directory.name] = task.version
         self._next.pop(task.id, None)
         self._plan(task, now)
 
     async def _forget(self, task_id: str) -> None:
-        if self.tasks.pop(task_id, None) is None:
+        task = self.tasks.pop(task_id, None)
+        if task is None:
             return
+        if self._by_folder.get(task.directory.name) == task_id:
+            del self._by_folder[task.directory.name]
         self._next.pop(task_id, None)
         await self.ledger.deleted(task_id)
         self.events.emit("cron.task.removed", {"taskId": task_id})
@@ -522,28 +537,70 @@ class CronScheduler:
         )
         self.events.emit("cron.task.invalid", problem.to_dict())
 
-    async def rescan(self) -> None:
-        """Pick up TASK.md files added, edited or removed on disk."""
+    async def rescan(self, names: set[str] | None = None) -> None:
+        """Pick up TASK.md files added, edited or removed: in folders ``names``, or all.
+
+        Only folders whose TASK.md changed (size or time) are parsed again.
+        """
         async with self._reload_lock:
-            tasks, problems = await asyncio.to_thread(self.store.scan)
-            known = {problem.path: problem for problem in self.problems}
-            for problem in problems:
-                if known.get(problem.path) != problem:
-                    self._report(problem)
-            self.problems = problems
-            for task in tasks.values():
-                current = self.tasks.get(task.id)
-                if current is None or current.version != task.version:
-                    await self._adopt(task, source="file")
-            for task_id in [task_id for task_id in self.tasks if task_id not in tasks]:
-                await self._forget(task_id)
+            changes = await asyncio.to_thread(self._changed_folders, names)
+            for name, found in changes:
+                path = str(self.store.root / name / TASK_FILE)
+                current = self._by_folder.get(name)
+                self.problems = [p for p in self.problems if p.path != path]
+                if isinstance(found, CronTask):
+                    other = self.tasks.get(found.id)
+                    if other is not None and other.directory.name != name:
+                        found = TaskProblem(path, f"taskId {found.id} is also in {other.directory}")
+                    else:
+                        if current is not None and current != found.id:
+                            await self._forget(current)  # its taskId was changed
+                        await self._adopt(found, source="file")
+                        continue
+                if current is not None:
+                    await self._forget(current)
+                if isinstance(found, TaskProblem):
+                    self.problems.append(found)
+                    self._report(found)
+
+    def _changed_folders(
+        self, names: set[str] | None
+    ) -> list[tuple[str, CronTask | TaskProblem | None]]:
+        """(folder, its task, its problem, or None when gone) for folders that changed."""
+        if names is None:
+            names = {path.name for path in self.store.task_dirs()} | set(self._versions)
+        changes: list[tuple[str, CronTask | TaskProblem | None]] = []
+        for name in sorted(names):
+            directory = self.store.root / name
+            version = self.store.version_of(directory)
+            if version == self._versions.get(name):
+                continue
+            if version is None:
+                self._versions.pop(name, None)
+                changes.append((name, None))
+                continue
+            self._versions[name] = version
+            try:
+                changes.append((name, self.store.load(directory)))
+            except (TaskFileError, OSError) as exc:
+                changes.append((name, TaskProblem(str(directory / TASK_FILE), str(exc))))
+        return changes
 
     async def _watch_files(self) -> None:
         try:
             from watchfiles import awatch
 
-            async for _ in awatch(self.store.root, debounce=200, step=50):
-                await self.rescan()
+            root = self.store.root
+
+            def task_files(_: Any, path: str) -> bool:
+                # A TASK.md, or a task folder appearing or going; not STATE.json,
+                # MEMORY.md, files/ or the run ledger, which change at every run.
+                parts = Path(path).relative_to(root).parts
+                return len(parts) == 1 or (len(parts) == 2 and parts[1] == TASK_FILE)
+
+            async for changes in awatch(root, watch_filter=task_files, debounce=200, step=50):
+                names = {Path(path).relative_to(root).parts[0] for _, path in changes}
+                await self.rescan({name for name in names if not name.startswith(".")})
         except asyncio.CancelledError:
             raise
         except Exception:
