@@ -36,9 +36,9 @@ log = logging.getLogger(__name__)
 MISFIRE_GRACE = timedelta(seconds=60)  # a run later than this was missed, not just late
 MINUTE_MS = 60_000
 POSTING_WAIT_S = 5.0  # at most this long before the next instants are planned anyway
-# A few seconds before its instant a run's agent is loaded (or created), so that
+# Fifteen seconds before its instant a run's agent is loaded (or created), so that
 # 1,000 runs due together are posted in milliseconds rather than after 1,000 loads.
-WARM_AHEAD_MS = 5_000
+WARM_AHEAD_MS = 15_000
 WARM_CONCURRENCY = 64
 RESCAN_FALLBACK_S = 5.0  # polling interval when file watching is unavailable
 
