@@ -10,7 +10,7 @@ PIP := $(BIN)/python -m pip
 RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: run test lint typecheck pytest bench clean
+.PHONY: run compile test lint typecheck pytest bench clean
 
 $(BIN)/python:
 	@echo ">> creating virtual environment in $(VENV)"
@@ -30,7 +30,11 @@ $(DEV_STAMP): $(RUN_STAMP)
 	$(PIP) install --progress-bar off -e '.[local,dev]'
 	@touch $@
 
-run: $(RUN_STAMP)
+# Bytecode for ClayBot's own modules (an editable install has none): ~100 ms off each start.
+compile: $(RUN_STAMP)
+	@$(BIN)/python -m compileall -q src
+
+run: compile
 	$(BIN)/claybot start
 
 lint: $(DEV_STAMP)
@@ -45,8 +49,9 @@ pytest: $(DEV_STAMP)
 
 test: lint typecheck pytest
 
-bench: $(DEV_STAMP)
+bench: $(DEV_STAMP) compile
 	$(BIN)/python bench/agents.py
+	$(BIN)/python bench/schedules.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
