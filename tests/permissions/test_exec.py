@@ -211,6 +211,11 @@ async def test_under_bwrap_only_write_dirs_are_writable_and_secrets_are_hidden(
     assert (paths.workspace / "kept.txt").read_text() == "kept\n"
 
 
+# The sandbox gives commands a fresh /tmp, so a virtualenv under /tmp (a CI clone) is not
+# there inside it: the connecting script runs on the system's interpreter when it has one.
+SYSTEM_PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+
+
 @pytest.fixture
 async def listener() -> AsyncIterator[tuple[int, list[str]]]:
     """A TCP server on loopback; the list records each connection it accepts."""
@@ -232,7 +237,7 @@ async def test_without_network_no_socket_opens_and_with_it_one_does(
 ) -> None:
     port, accepted = listener
     connect = (
-        f'{shlex.quote(sys.executable)} -c "import socket; '
+        f'{shlex.quote(SYSTEM_PYTHON)} -c "import socket; '
         f"socket.create_connection(('127.0.0.1', {port}), timeout=5); print('connected')\""
     )
     script = [
