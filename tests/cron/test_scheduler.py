@@ -256,3 +256,18 @@ async def test_an_edited_task_file_is_picked_up_without_a_restart(paths: HomePat
     assert "taskId newcomer is also in" in duplicate[0].payload["reason"]
     assert "taskId" in invalid[1].payload["reason"]
     assert removed[0].payload["taskId"] == "edited"
+
+
+async def test_a_run_for_a_missing_agent_fails_and_the_others_still_run(paths: HomePaths) -> None:
+    clock = FakeClock(utc(2026, 5, 4, 9, 59))
+    write_task(paths, "lost", schedule="0 10 * * *", agentId="no-such-agent")
+    write_task(paths, "fine", schedule="0 10 * * *")
+    engine, events = await start(paths, clock)
+    try:
+        clock.set(utc(2026, 5, 4, 10))
+        await next_event(events, "cron.task.ran", count=2)
+    finally:
+        await engine.stop()
+    ran = {p["taskId"]: p for p in of_type(events, "cron.task.ran")}
+    assert ran["fine"]["status"] == "ran"
+    assert ran["lost"]["status"] == "failed" and "no-such-agent" in ran["lost"]["error"]

@@ -479,6 +479,26 @@ class Engine:
     async def prepare_run(self, task: CronTask) -> None:
         await self.agents.warm(await self._cron_agent(task))
 
+    async def post_runs(
+        self, runs: list[tuple[CronTask, str, str]]
+    ) -> list[tuple[str, str] | Exception]:
+        targets: list[str | Exception] = []
+        for task, _, _ in runs:
+            try:
+                targets.append(await self._cron_agent(task))
+            except LookupError as exc:
+                targets.append(exc)
+        posts = [
+            (target, text, message_id, {"origin": "cron"})
+            for target, (_, message_id, text) in zip(targets, runs, strict=True)
+            if isinstance(target, str)
+        ]
+        await self.agents.post_many(posts)
+        return [
+            (target, message_id) if isinstance(target, str) else target
+            for target, (_, message_id, _) in zip(targets, runs, strict=True)
+        ]
+
     async def wait_run(self, agent_id: str, item_id: str) -> bool:
         outcome = await self.agents.wait_processed(agent_id, item_id)
         return outcome is None or not outcome.failed

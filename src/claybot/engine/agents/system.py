@@ -504,18 +504,32 @@ class AgentSystem:
             agent = await self._wake(agent_id)
             if not agent.unloaded:
                 break
+        item = self._enqueue(agent, kind, item_id, text, context)
+        if item is None:
+            return None
+        await self._settle(agent, item)
+        return item
+
+    def _enqueue(
+        self,
+        agent: Agent,
+        kind: str,
+        item_id: str | None,
+        text: str,
+        context: dict[str, Any],
+    ) -> InboxItem | None:
+        """Queue an item for a loaded agent; its ``durable`` future says when it is on disk."""
         item_id = item_id or self._new_id()
         if agent.has_seen(item_id):
             return None
-        loop = asyncio.get_running_loop()
         item = InboxItem(
             kind="reset" if kind == "reset" else "message",
             id=item_id,
-            agent_id=agent_id,
+            agent_id=agent.id,
             at=self.runtime.now_ms(),
             text=text,
             context=context,
-            processed=loop.create_future(),
+            processed=asyncio.get_running_loop().create_future(),
         )
         agent.remember(item_id)
         # Queue in memory now so the inbox order is the log order; the runner
@@ -524,15 +538,58 @@ class AgentSystem:
         agent.inbox.push(item)
         if isinstance(agent.descriptor, UserDescriptor):
             self._touch_seq += 1
-            self._touched[agent_id] = self._touch_seq
+            self._touched[agent.id] = self._touch_seq
         self._schedule(agent)
+        return item
+
+    async def _settle(self, agent: Agent, item: InboxItem) -> None:
+        """Wait until the item is durable; a failed append un-accepts it and raises."""
+        assert item.durable is not None
         try:
             await asyncio.shield(item.durable)
         except Exception:
-            agent.forget(item_id)
+            agent.forget(item.id)
             self.inbox_log.forget(item)
             raise
-        return item
+
+    async def post_many(
+        self, posts: list[tuple[str, str, str, dict[str, Any]]]
+    ) -> list[InboxItem | None]:
+        """Several (agent id, text, message id, context) at once: one batch, one sync.
+
+        For schedules that fire many runs together: every item is queued before any
+        is awaited, so they all share the writer's next sync. None marks a duplicate.
+        """
+        if self._stopping:
+            raise EngineStopping("the engine is shutting down")
+        agents: dict[str, Agent] = {}
+        for agent_id in {post[0] for post in posts}:
+            while True:
+                agent = await self._wake(agent_id)
+                if not agent.unloaded:
+                    break
+            agents[agent_id] = agent
+        items = [
+            self._enqueue(agents[agent_id], "message", message_id, text, context)
+            for agent_id, text, message_id, context in posts
+        ]
+        queued = [item for item in items if item is not None]
+        durables = [item.durable for item in queued if item.durable is not None]
+        if durables:
+            # Waiting on the futures themselves (not a task per item) wakes this poster
+            # before the agents start on the work.
+            await asyncio.wait(durables)
+        failure: BaseException | None = None
+        for item in queued:
+            assert item.durable is not None
+            error = item.durable.exception()
+            if error is not None:
+                agents[item.agent_id].forget(item.id)
+                self.inbox_log.forget(item)
+                failure = failure or error
+        if failure is not None:
+            raise failure
+        return items
 
     # -- running ----------------------------------------------------------------
 

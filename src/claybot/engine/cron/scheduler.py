@@ -58,6 +58,13 @@ class CronHost(Protocol):
         """Have the run's agent loaded (created if new): the run is due in a moment."""
         ...
 
+    async def post_runs(
+        self, runs: list[tuple[CronTask, str, str]]
+    ) -> list[tuple[str, str] | Exception]:
+        """Post several runs (task, message id, prompt) in one batch; per run, its
+        (agent id, item id) or the error that kept it from being posted."""
+        ...
+
 
 @dataclass(frozen=True)
 class RunKey:
@@ -304,7 +311,29 @@ class CronScheduler:
             recorded = to_ms(self.clock.now())
             for _, key in starts:
                 self.on_lateness("recorded", key, (recorded - key.at_ms) / 1000)
-        posted = [self._launch(task, key, resumed=False) for task, key in starts]
+        # Runs without a gate are posted together: one inbox batch, one sync.
+        plain = [(task, key) for task, key in starts if task.spec.gate is None]
+        delivered: dict[RunKey, tuple[str, str] | Exception] = {}
+        if plain:
+            prompts = [
+                (task, key.message_id, run_prompt(task, from_ms(key.at_ms), None))
+                for task, key in plain
+            ]
+            try:
+                results = await self.host.post_runs(prompts)
+                delivered = {key: result for (_, key), result in zip(plain, results, strict=True)}
+                for task, key in plain:
+                    result = delivered[key]
+                    if not isinstance(result, Exception):
+                        self._started(task, key, result[0], resumed=False)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # each run then posts on its own and reports its own error
+                log.exception("posting cron runs together failed", extra={"action": "cron.batch"})
+        posted = [
+            self._launch(task, key, resumed=False, delivered=delivered.get(key))
+            for task, key in starts
+        ]
         for task, times, reason in skips:
             self.events.emit(
                 "cron.task.skipped",
@@ -355,13 +384,25 @@ class CronScheduler:
 
     # -- running --------------------------------------------------------------------
 
-    def _launch(self, task: CronTask, key: RunKey, *, resumed: bool) -> asyncio.Future[None]:
-        """Start a run; the returned future resolves once its prompt is posted (or it failed)."""
+    def _launch(
+        self,
+        task: CronTask,
+        key: RunKey,
+        *,
+        resumed: bool,
+        delivered: tuple[str, str] | Exception | None = None,
+    ) -> asyncio.Future[None]:
+        """Start a run; the returned future resolves once its prompt is posted (or it failed).
+
+        ``delivered`` is the outcome of posting it already, with other runs of the moment.
+        """
         posted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         if key in self._inflight:
             posted.set_result(None)
             return posted
-        runner = asyncio.create_task(self._execute(task, key, resumed, posted), name=key.message_id)
+        runner = asyncio.create_task(
+            self._execute(task, key, resumed, posted, delivered), name=key.message_id
+        )
         self._inflight[key] = runner
         self._running[key.task_id] = self._running.get(key.task_id, 0) + 1
 
@@ -395,10 +436,23 @@ class CronScheduler:
         return key
 
     async def _execute(
-        self, task: CronTask, key: RunKey, resumed: bool, posted: asyncio.Future[None]
+        self,
+        task: CronTask,
+        key: RunKey,
+        resumed: bool,
+        posted: asyncio.Future[None],
+        delivered: tuple[str, str] | Exception | None = None,
     ) -> None:
         at = from_ms(key.at_ms)
         try:
+            if isinstance(delivered, Exception):
+                raise delivered
+            if delivered is not None:  # posted with the others of its moment, reported there
+                agent_id, item_id = delivered
+                posted.set_result(None)
+                succeeded = await self.host.wait_run(agent_id, item_id)
+                await self._finish(task, key, "ran" if succeeded else "failed", agent_id, None)
+                return
             gate_output: str | None = None
             if task.spec.gate is not None:
                 gate: GateResult = await run_gate(
@@ -422,19 +476,7 @@ class CronScheduler:
                 task, key.message_id, run_prompt(task, at, gate_output)
             )
             posted.set_result(None)
-            lateness = (self.clock.now() - at).total_seconds()
-            if self.on_lateness is not None:
-                self.on_lateness("posted", key, lateness)
-            if not resumed:
-                self.events.emit(
-                    "cron.task.started",
-                    {
-                        "taskId": task.id,
-                        "scheduledAt": at.isoformat(),
-                        "agentId": agent_id,
-                        "latenessMs": round(lateness * 1000, 3),
-                    },
-                )
+            self._started(task, key, agent_id, resumed)
             succeeded = await self.host.wait_run(agent_id, item_id)
         except asyncio.CancelledError:
             raise  # shutdown: the run stays started; the next boot finishes it
@@ -443,6 +485,23 @@ class CronScheduler:
             await self._finish(task, key, "failed", None, str(exc))
             return
         await self._finish(task, key, "ran" if succeeded else "failed", agent_id, None)
+
+    def _started(self, task: CronTask, key: RunKey, agent_id: str, resumed: bool) -> None:
+        """The run's prompt is durably in its agent's inbox."""
+        at = from_ms(key.at_ms)
+        lateness = (self.clock.now() - at).total_seconds()
+        if self.on_lateness is not None:
+            self.on_lateness("posted", key, lateness)
+        if not resumed:
+            self.events.emit(
+                "cron.task.started",
+                {
+                    "taskId": task.id,
+                    "scheduledAt": at.isoformat(),
+                    "agentId": agent_id,
+                    "latenessMs": round(lateness * 1000, 3),
+                },
+            )
 
     async def _finish(
         self, task: CronTask, key: RunKey, status: Status, agent_id: str | None, error: str | None
