@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from claybot.config.home import HomePaths, resolve_home
 
@@ -50,6 +51,15 @@ def paths_for(home: Path | None) -> HomePaths:
 def fail(message: str, code: int = 1) -> NoReturn:
     err_console.print(f"[red]error:[/red] {message}")
     raise typer.Exit(code)
+
+
+def print_problems(problems: list[dict[str, str]]) -> None:
+    """Task files the engine could not use: the path and why."""
+    for problem in problems:
+        console.print(
+            f"[yellow]invalid:[/yellow] {escape(problem['path'])}: {escape(problem['reason'])}",
+            highlight=False,
+        )
 
 
 def print_json(value: Any) -> None:

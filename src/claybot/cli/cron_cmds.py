@@ -21,6 +21,7 @@ from claybot.cli.common import (
     fail,
     mutate,
     print_json,
+    print_problems,
     running_engine,
 )
 
@@ -81,11 +82,7 @@ def list_tasks(home: HomeOption = None, as_json: JsonOption = False) -> None:
                 upcoming,
             )
         console.print(table)
-    for problem in listing["problems"]:
-        console.print(
-            f"[yellow]invalid:[/yellow] {escape(problem['path'])}: {escape(problem['reason'])}",
-            highlight=False,
-        )
+    print_problems(listing["problems"])
 
 
 @app.command("add")

@@ -8,7 +8,14 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from claybot.cli.common import HomeOption, JsonOption, console, print_json, running_engine
+from claybot.cli.common import (
+    HomeOption,
+    JsonOption,
+    console,
+    print_json,
+    print_problems,
+    running_engine,
+)
 
 app = typer.Typer(
     help="Heartbeat tasks: checked together in one batch every interval.", no_args_is_help=True
@@ -33,11 +40,7 @@ def list_tasks(home: HomeOption = None, as_json: JsonOption = False) -> None:
     else:
         console.print("no heartbeat tasks")
     console.print(f"next run: {listing['nextRunAt']} (every {listing['intervalS']:.0f}s)")
-    for problem in listing["problems"]:
-        console.print(
-            f"[yellow]invalid:[/yellow] {escape(problem['path'])}: {escape(problem['reason'])}",
-            highlight=False,
-        )
+    print_problems(listing["problems"])
 
 
 @app.command("add")

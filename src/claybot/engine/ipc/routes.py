@@ -268,6 +268,18 @@ def _iso(value: Any) -> str | None:
 # -- events -------------------------------------------------------------------------------
 
 
+def resume_after(last_event_id: str | None, since: int | None = None) -> int | None:
+    """The event id a reconnecting stream resumes after (the header wins over ``since``)."""
+    if last_event_id is None:
+        return since
+    try:
+        return int(last_event_id)
+    except ValueError as exc:
+        raise ApiError(
+            400, "invalid_request", "Last-Event-ID must be an integer", "Last-Event-ID"
+        ) from exc
+
+
 @router.get("/events", summary="Server-sent events: an init frame, then replay, then live events")
 async def events(
     request: Request,
@@ -275,15 +287,7 @@ async def events(
     since: Annotated[int | None, Query(description="same as the Last-Event-ID header")] = None,
 ) -> EventSourceResponse:
     engine = engine_of(request)
-    after: int | None = since
-    if last_event_id is not None:
-        try:
-            after = int(last_event_id)
-        except ValueError as exc:
-            raise ApiError(
-                400, "invalid_request", "Last-Event-ID must be an integer", "Last-Event-ID"
-            ) from exc
-    subscription = engine.events.subscribe(after)
+    subscription = engine.events.subscribe(resume_after(last_event_id, since))
     init = {
         "id": engine.events.last_id,
         "type": "init",

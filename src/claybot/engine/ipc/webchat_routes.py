@@ -11,8 +11,7 @@ from sse_starlette.sse import EventSourceResponse
 
 from claybot.connectors.base import InboundMessage
 from claybot.connectors.webchat import WEBCHAT_CONNECTOR, conversation_event
-from claybot.engine.ipc.errors import ApiError
-from claybot.engine.ipc.routes import SSE_PING_S, engine_of
+from claybot.engine.ipc.routes import SSE_PING_S, engine_of, resume_after
 from claybot.engine.ipc.schemas import NAME_PATTERN, WebchatMessage
 
 router = APIRouter(prefix="/v1/engine/webchat")
@@ -43,15 +42,7 @@ async def events(
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
 ) -> EventSourceResponse:
     engine = engine_of(request)
-    after: int | None = None
-    if last_event_id is not None:
-        try:
-            after = int(last_event_id)
-        except ValueError as exc:
-            raise ApiError(
-                400, "invalid_request", "Last-Event-ID must be an integer", "Last-Event-ID"
-            ) from exc
-    subscription = engine.events.subscribe(after)
+    subscription = engine.events.subscribe(resume_after(last_event_id))
     pending = [
         item.to_dict()
         for item in engine.permissions.list("pending")
