@@ -25,16 +25,25 @@ def fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
+def write_all(fd: int, data: bytes) -> None:
+    """``os.write`` until every byte is written (a write may take only part)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def json_bytes(value: Any) -> bytes:
+    """How ClayBot's JSON files look on disk: indented, UTF-8, a final newline."""
+    return json.dumps(value, indent=2, ensure_ascii=False).encode() + b"\n"
+
+
 def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o644) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
         try:
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
+            write_all(fd, data)
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -48,8 +57,7 @@ def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o644) -> None:
 
 
 def atomic_write_json(path: Path, value: Any, *, mode: int = 0o644) -> None:
-    data = json.dumps(value, indent=2, ensure_ascii=False).encode() + b"\n"
-    atomic_write_bytes(path, data, mode=mode)
+    atomic_write_bytes(path, json_bytes(value), mode=mode)
 
 
 def atomic_write_many(files: Mapping[Path, bytes], *, mode: int = 0o644) -> None:
@@ -67,9 +75,7 @@ def atomic_write_many(files: Mapping[Path, bytes], *, mode: int = 0o644) -> None
             renames.append((tmp, path))
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
             try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
+                write_all(fd, data)
             finally:
                 os.close(fd)
             os.chmod(tmp, mode)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from claybot.durable.atomic import fsync_directory
+from claybot.durable.atomic import fsync_directory, write_all
 from claybot.durable.jsonl import encode_record, read_jsonl
 from claybot.durable.sync import sync_fds, sync_paths
 
@@ -208,7 +208,7 @@ class GroupCommitWriter:
             try:
                 fd, created = self._fds.get(path)
                 offset = os.fstat(fd).st_size if self.journal is not None else 0
-                _write_all(fd, data)
+                write_all(fd, data)
                 if created:
                     new_dirs.add(path.parent)
             except OSError as exc:
@@ -228,7 +228,7 @@ class GroupCommitWriter:
             if self.journal is not None and (redo or journal_parts):
                 # Redo records first: a `done` marker must never outlive the records it follows.
                 fd, created = self._fds.get(self.journal)
-                _write_all(fd, b"".join(redo) + b"".join(journal_parts))
+                write_all(fd, b"".join(redo) + b"".join(journal_parts))
                 if created:
                     new_dirs.add(self.journal.parent)
                 written.append(fd)
@@ -269,12 +269,6 @@ class GroupCommitWriter:
     @staticmethod
     def _sync(fds: list[int]) -> None:
         sync_fds(fds)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
 
 
 def replay_journal(journal: Path, root: Path) -> int:
@@ -325,7 +319,7 @@ def _replay_file(path: Path, entries: list[tuple[int, bytes]]) -> bool:
         try:
             os.ftruncate(fd, offset)
             os.lseek(fd, offset, os.SEEK_SET)
-            _write_all(fd, tail)
+            write_all(fd, tail)
             os.fsync(fd)
         finally:
             os.close(fd)

@@ -17,7 +17,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from claybot.durable.atomic import atomic_write_bytes, atomic_write_json, atomic_write_many
+from claybot.durable.atomic import (
+    atomic_write_bytes,
+    atomic_write_json,
+    atomic_write_many,
+    json_bytes,
+)
 from claybot.durable.group_commit import GroupCommitWriter
 from claybot.durable.jsonl import encode_record, read_jsonl
 from claybot.engine.agents.descriptors import (
@@ -151,7 +156,7 @@ class FileAgentStore:
     async def write_states(self, states: dict[str, dict[str, Any]]) -> None:
         """Several agents' state.json (already dumped) with two syncs in all."""
         files = {
-            self.agent_dir(agent_id) / "state.json": _state_bytes(data)
+            self.agent_dir(agent_id) / "state.json": json_bytes(data)
             for agent_id, data in states.items()
         }
         if files:
@@ -173,7 +178,3 @@ class FileAgentStore:
             return int(self.history_path(agent_id).stat().st_mtime * 1000)
         except FileNotFoundError:
             return 0
-
-
-def _state_bytes(data: dict[str, Any]) -> bytes:
-    return json.dumps(data, indent=2, ensure_ascii=False).encode() + b"\n"

@@ -184,16 +184,11 @@ class CronScheduler:
 
     def _plan(self, task: CronTask, now: datetime) -> None:
         """Put the task's next instant to consider on the heap."""
-        if not task.spec.enabled:
+        planned = self._first_instants([task], now)
+        if not planned:
             self._next.pop(task.id, None)
             return
-        last_ms = self.ledger.runs(task.id).last_at
-        after = from_ms(last_ms) if last_ms is not None else now
-        upcoming = task.schedule.next_after(after)
-        if upcoming is None:
-            self._next.pop(task.id, None)
-            return
-        self._schedule_at(task.id, to_ms(upcoming))
+        self._schedule_at(*planned[0])
 
     def _schedule_at(self, task_id: str, due_ms: int) -> None:
         if self._next.get(task_id) != due_ms:
@@ -212,7 +207,8 @@ class CronScheduler:
             last_ms = self.ledger.runs(task.id).last_at
             key = (task.schedule.expression, task.schedule.timezone, last_ms)
             if key not in memo:
-                memo[key] = task.schedule.next_after(from_ms(last_ms) if last_ms else now)
+                after = from_ms(last_ms) if last_ms is not None else now
+                memo[key] = task.schedule.next_after(after)
             upcoming = memo[key]
             if upcoming is not None:
                 planned.append((task.id, to_ms(upcoming)))

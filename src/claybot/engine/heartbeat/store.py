@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from claybot.durable.atomic import atomic_write_bytes, atomic_write_json
-from claybot.engine.cron.task import Gate
+from claybot.engine.cron.task import Gate, slugify
 from claybot.engine.frontmatter import FrontMatterError, join_front_matter, split_front_matter
 
 STATE_FILE = ".heartbeat-state.json"
@@ -57,11 +57,6 @@ class HeartbeatTask:
 class HeartbeatProblem:
     path: str
     reason: str
-
-
-def task_id_for(title: str) -> str:
-    slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")[:48].strip("-")
-    return slug or "task"
 
 
 class HeartbeatStore:
@@ -114,7 +109,7 @@ class HeartbeatStore:
         gate: Gate | None = None,
         overwrite: bool = False,
     ) -> HeartbeatTask:
-        task_id = task_id or task_id_for(title)
+        task_id = task_id or slugify(title)
         path = self._path(task_id)
         if path.exists() and not overwrite:
             raise HeartbeatTaskError(
