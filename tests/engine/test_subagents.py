@@ -186,8 +186,12 @@ def test_result_reaches_the_parent_once_across_a_sigkill(
 async def test_send_agent_message_defaults_to_the_parent_and_checks_targets(
     paths: HomePaths,
 ) -> None:
+    # Matches need a space: a bare word could occur inside a random agent id.
     rules = [
-        {"match": "go", "response": call("start_background_agent", prompt="report progress")},
+        {
+            "match": "get going",
+            "response": call("start_background_agent", prompt="report progress"),
+        },
         {"match": "Background agent started", "response": "ok"},
         {"match": "report progress", "response": call("send_agent_message", text="halfway there")},
         {
@@ -204,7 +208,7 @@ async def test_send_agent_message_defaults_to_the_parent_and_checks_targets(
     events = record_events(engine)
     await engine.start()
     try:
-        posted = await engine.post_inbound(InboundMessage("local", "ann", "cli", "go"))
+        posted = await engine.post_inbound(InboundMessage("local", "ann", "cli", "get going"))
         finished = await next_event(events, "agent.subagent.finished")
         child = finished[0].payload["agentId"]
         await next_event(events, "agent.outgoing", count=3)
