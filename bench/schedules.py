@@ -12,7 +12,8 @@ Prints one table:
   after a minute idle (the default), so they are read back from disk.
 
 The other 9,000 tasks are due once a year. Durability stays on; the scripted
-``echo`` model answers. Real wall clock: the run waits for two minute
+``echo`` model answers. The event loop and the heap are
+set up as ``claybot start`` does. Real wall clock: the run waits for two minute
 boundaries, so it takes about two to three minutes. Not part of the test
 suite: run it with ``make bench`` or ``.venv/bin/python bench/schedules.py``.
 """
@@ -33,6 +34,7 @@ from pathlib import Path
 from claybot.config.home import HomePaths
 from claybot.engine.cron.scheduler import RunKey
 from claybot.engine.engine import Engine, EngineOptions
+from claybot.engine.runner import event_loop_runner, freeze_boot_heap
 
 SETTINGS = {
     "providers": [{"id": "scripted", "model": "echo"}],
@@ -92,6 +94,7 @@ async def run(total: int, firing: int, idle_window_s: float) -> list[tuple[str, 
         engine = Engine(paths, EngineOptions(port=0, watch_files=True))
         started = time.perf_counter()
         await engine.start()
+        freeze_boot_heap()  # as `claybot start` does
         boot_ms = (time.perf_counter() - started) * 1000
         assert len(engine.cron.tasks) == total, engine.cron.problems[:3]
         latencies: dict[str, list[float]] = {"recorded": [], "posted": []}
@@ -134,7 +137,8 @@ def main() -> None:
     parser.add_argument("--firing", type=int, default=1_000)
     parser.add_argument("--idle-window", type=float, default=20.0, help="seconds")
     args = parser.parse_args()
-    rows = asyncio.run(run(args.tasks, args.firing, args.idle_window))
+    with event_loop_runner() as runner:  # the engine's loop (uvloop when installed)
+        rows = runner.run(run(args.tasks, args.firing, args.idle_window))
     width = max(len(label) for label, _ in rows)
     print(f"{'measure'.ljust(width)} | result")
     print(f"{'-' * width}-|-{'-' * 40}")

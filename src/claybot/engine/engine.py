@@ -463,12 +463,16 @@ class Engine:
             if not self.agents.exists(task.spec.agentId):
                 raise LookupError(f"the task's agentId {task.spec.agentId!r} does not exist")
             return task.spec.agentId
+        descriptor = CronDescriptor(id=task.id)
+        existing = self.agents.agent_id_for(descriptor)
+        if existing is not None:  # the usual case: no permissions to build for 1,000 runs
+            return existing
         files = task.files_path
         workspace = self.agents.runtime.default_permissions.workingDir
         permissions = Permissions(
             workingDir=files, readDirs=[workspace, files], writeDirs=[workspace, files]
         )
-        return await self.agents.resolve(CronDescriptor(id=task.id), permissions=permissions)
+        return await self.agents.resolve(descriptor, permissions=permissions)
 
     async def post_run(self, task: CronTask, message_id: str, text: str) -> tuple[str, str]:
         """A cron run's prompt, to the agent it names or to the task's own cron agent."""

@@ -9,6 +9,7 @@ write the pid file, print where it listens. SIGTERM/SIGINT (or POST
 from __future__ import annotations
 
 import asyncio
+import gc
 import signal
 import sys
 from collections.abc import Callable
@@ -37,6 +38,7 @@ async def serve(
     stopped_cleanly = False
     try:
         await engine.start()
+        freeze_boot_heap()
         app = create_app(engine, request_shutdown=stop.set)
         unix_socket = bind_unix_socket(paths.socket)
         port = options.port if options.port is not None else engine.settings.engine.port
@@ -77,15 +79,31 @@ async def serve(
         lock.release()
 
 
-def run(paths: HomePaths, options: EngineOptions) -> None:
-    """Run until stopped, on uvloop when it is installed."""
+def freeze_boot_heap() -> None:
+    """Take what boot built out of the garbage collector's sight, once.
+
+    Settings, plugins, thousands of cron tasks and loaded agents live as long as
+    the engine. Left in the oldest generation, every full collection walks them
+    again: with 10,000 cron tasks one took 60-80 ms, long enough to make 1,000
+    runs that fire together late. Boot's own garbage is collected first; later
+    objects are collected as usual.
+    """
+    gc.collect()
+    gc.freeze()
+
+
+def event_loop_runner() -> asyncio.Runner:
+    """The engine's event loop: uvloop when it is installed, asyncio's otherwise."""
     try:
         import uvloop
-
-        runner = asyncio.Runner(loop_factory=uvloop.new_event_loop)
     except ImportError:
-        runner = asyncio.Runner()
-    with runner:
+        return asyncio.Runner()
+    return asyncio.Runner(loop_factory=uvloop.new_event_loop)
+
+
+def run(paths: HomePaths, options: EngineOptions) -> None:
+    """Run until stopped."""
+    with event_loop_runner() as runner:
         try:
             runner.run(serve(paths, options))
         except KeyboardInterrupt:
