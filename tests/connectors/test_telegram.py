@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from claybot.config.home import HomePaths
+from claybot.connectors.telegram.connector import RESET_TEXT
 from claybot.connectors.telegram.format import markdown_to_html
 from claybot.connectors.telegram.split import split_markdown, telegram_length
 from claybot.engine.engine import Engine, EngineOptions
@@ -149,6 +150,37 @@ async def test_messages_duplicates_strangers_reset_and_a_permission_button(
     assert [a["descriptor"]["userId"] for a in user_agents] == [str(ANN)]
     assert sum(r.get("text") == "hello" for r in records) == 1  # the duplicate was dropped
     assert any(r["type"] == "reset" for r in records)
+
+
+async def test_a_reset_read_again_after_a_crash_resets_once(
+    paths: HomePaths, bot_api: FakeBotApi
+) -> None:
+    engine, events = await start_engine(paths, bot_api)
+    try:
+        bot_api.message(ANN, "hello")
+        await wait_until(lambda: len(bot_api.sent()) == 1)
+        reset = bot_api.message(ANN, "/reset")
+        await wait_until(lambda: len(bot_api.sent()) == 2)
+    finally:
+        await engine.stop()
+    # The engine died after accepting the reset and before saving the offset past it.
+    state = paths.plugins / "tg" / "state.json"
+    state.write_text(json.dumps({**json.loads(state.read_text()), "offset": reset["update_id"]}))
+    engine, restarted_events = await start_engine(paths, bot_api)
+    try:
+        bot_api.redeliver(reset)  # Telegram sends it again: the offset never confirmed it
+        await wait_until(lambda: len(bot_api.sent()) == 3)
+        bot_api.message(ANN, "hello again")
+        await wait_until(lambda: len(bot_api.sent()) == 4)
+        [agent] = [a for a in engine.agents.list_agents() if a["type"] == "user"]
+        records = await history(engine, agent["agentId"])
+    finally:
+        await engine.stop()
+    # The confirmation is repeated (the first may never have arrived); the reset is not.
+    assert texts(bot_api)[1] == texts(bot_api)[2] == RESET_TEXT
+    assert [e.type for e in [*events, *restarted_events]].count("agent.reset") == 1
+    kinds = [(r["type"], r.get("text")) for r in records if r["type"] in ("reset", "user_message")]
+    assert kinds == [("user_message", "hello"), ("reset", None), ("user_message", "hello again")]
 
 
 async def test_stop_interrupts_a_slow_answer(paths: HomePaths, bot_api: FakeBotApi) -> None:

@@ -72,8 +72,10 @@ class FakeEngine:
         self.accepted.setdefault(message.message_id, message)
         return PostedMessage("agent-1", message.message_id, duplicate=duplicate)
 
-    async def reset_conversation(self, connector: str, user_id: str, channel_id: str) -> bool:
-        self.controls.append(("reset", connector, user_id, channel_id))
+    async def reset_conversation(
+        self, connector: str, user_id: str, channel_id: str, command_id: str | None = None
+    ) -> bool:
+        self.controls.append(("reset", connector, user_id, channel_id, command_id))
         return True
 
     async def stop_conversation(self, connector: str, user_id: str, channel_id: str) -> bool:
@@ -264,14 +266,15 @@ async def test_commands_strangers_groups_and_photos(rig: Rig) -> None:
     async with rig.connector():
         rig.bot_api.message(STRANGER, "/reset")
         rig.bot_api.message(ANN, "/reset@clay_test_bot", chat_type="group")
-        rig.bot_api.message(ANN, "/reset")
+        reset = rig.bot_api.message(ANN, "/reset")
         rig.bot_api.message(ANN, "/stop")
         rig.bot_api.message(ANN, "/help me")  # not ours: passed through as text
         rig.bot_api.message(ANN, None)  # a photo without words
         last = rig.bot_api.message(ANN, None, photo_caption="what is this?")
         await wait_until(lambda: rig.saved_offset() == last["update_id"] + 1)
+    reset_id = f"{ANN}:{reset['message']['message_id']}"  # keyed like a message: resets once
     assert rig.engine.controls == [
-        ("reset", "tg", str(ANN), str(ANN)),
+        ("reset", "tg", str(ANN), str(ANN), reset_id),
         ("stop", "tg", str(ANN), str(ANN)),
     ]
     assert [m.text for m in rig.engine.accepted.values()] == ["/help me", "what is this?"]

@@ -121,8 +121,14 @@ class ConversationControl(Protocol):
     to ``reset_conversation`` and ``/stop`` to ``stop_conversation``; the engine never parses them.
     """
 
-    async def reset_conversation(self, connector: str, user_id: str, channel_id: str) -> bool:
-        """Clear the conversation's context; False if it has no agent yet."""
+    async def reset_conversation(
+        self, connector: str, user_id: str, channel_id: str, command_id: str | None = None
+    ) -> bool:
+        """Clear the conversation's context; False if it has no agent yet.
+
+        ``command_id`` is the connector's id for this ``/reset`` (like a message id):
+        the same command delivered again resets nothing a second time.
+        """
         ...
 
     async def stop_conversation(self, connector: str, user_id: str, channel_id: str) -> bool:

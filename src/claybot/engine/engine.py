@@ -538,12 +538,14 @@ class Engine:
 
     # -- conversation control (what connectors may ask) -----------------------------
 
-    async def reset_conversation(self, connector: str, user_id: str, channel_id: str) -> bool:
+    async def reset_conversation(
+        self, connector: str, user_id: str, channel_id: str, command_id: str | None = None
+    ) -> bool:
         descriptor = UserDescriptor(connector=connector, userId=user_id, channelId=channel_id)
         agent_id = self.agents.agent_id_for(descriptor)
         if agent_id is None:
             return False
-        await self.agents.reset(agent_id)
+        await self.agents.reset(agent_id, item_id=command_id)
         return True
 
     async def stop_conversation(self, connector: str, user_id: str, channel_id: str) -> bool:

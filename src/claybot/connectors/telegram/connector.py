@@ -2,9 +2,10 @@
 
 Inbound: private chats of allowlisted users only. Each message is posted with
 the id ``<chat>:<message>``, so an update delivered twice (or re-read after a
-crash, before the saved offset moved past it) is accepted once by the engine.
-The offset is saved only after the engine accepted the update. ``/reset`` and
-``/stop`` are handled here; the engine never parses slash commands.
+crash, before the saved offset moved past it) is accepted once by the engine;
+a ``/reset`` is keyed the same way, so it resets once. The offset is saved only
+after the engine accepted the update. ``/reset`` and ``/stop`` are handled here;
+the engine never parses slash commands.
 
 Outbound: markdown rendered to Telegram HTML, cut to Telegram's limit, with a
 plain-text retry when Telegram rejects the markup. Permission prompts carry
@@ -202,15 +203,16 @@ class TelegramConnector:
             return
         user_id, channel_id = str(message.from_user.id), str(chat_id)
         command = text.strip().split(maxsplit=1)[0].split("@")[0].lower() if text.strip() else ""
+        inbound_id = f"{chat_id}:{message.message_id}"
         if command == "/reset":
-            await self._api.reset_conversation(user_id, channel_id)
+            # The confirmation goes out again on a repeat: the first may have been lost.
+            await self._api.reset_conversation(user_id, channel_id, inbound_id)
             await self._send_text(chat_id, RESET_TEXT)
             return
         if command == "/stop":
             if not await self._api.stop_conversation(user_id, channel_id):
                 await self._send_text(chat_id, NOTHING_RUNNING_TEXT)
             return  # a stopped turn answers "Stopped." itself
-        inbound_id = f"{chat_id}:{message.message_id}"
         try:
             posted = await self._api.post_message(
                 InboundMessage(

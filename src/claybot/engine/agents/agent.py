@@ -116,7 +116,8 @@ class Agent:
         self.last_active = 0.0
         self._seen: OrderedDict[str, None] = OrderedDict()
         for record in records:
-            if record.get("type") == "user_message" and record.get("messageId"):
+            # Resets too: a connector's /reset delivered again must not reset twice.
+            if record.get("type") in ("user_message", "reset") and record.get("messageId"):
                 self.remember(str(record["messageId"]))
         self._resume: dict[str, TurnProgress] = {}
         self._current: asyncio.Task[TurnOutcome] | None = None
@@ -205,7 +206,9 @@ class Agent:
 
     async def _reset(self, item: InboxItem) -> None:
         message = item.context.get("message")
-        record = reset_record(self.runtime.now_ms(), message if isinstance(message, str) else None)
+        record = reset_record(
+            self.runtime.now_ms(), item.id, message if isinstance(message, str) else None
+        )
         await self.runtime.store.append_history(self.id, record)
         self.context = build_context([record])
         self.runtime.events.emit("agent.reset", {"agentId": self.id, "context": item.context})

@@ -24,8 +24,8 @@ def start_record(at: int) -> Record:
     return {"type": "start", "at": at}
 
 
-def reset_record(at: int, message: str | None = None) -> Record:
-    record: Record = {"type": "reset", "at": at}
+def reset_record(at: int, message_id: str, message: str | None = None) -> Record:
+    record: Record = {"type": "reset", "at": at, "messageId": message_id}
     if message:
         record["message"] = message
     return record

@@ -484,11 +484,13 @@ class AgentSystem:
         """The agent id a descriptor maps to, without creating one."""
         return self._by_key.get(descriptor_key(descriptor))
 
-    async def reset(self, agent_id: str, message: str | None = None) -> InboxItem:
+    async def reset(
+        self, agent_id: str, message: str | None = None, *, item_id: str | None = None
+    ) -> InboxItem | None:
+        """Queue a reset of the agent's context; None when ``item_id`` was seen before
+        (a connector's ``/reset`` delivered again), which resets nothing a second time."""
         context = {"message": message} if message else {}
-        item = await self._accept(agent_id, "reset", None, "", context)
-        assert item is not None  # a fresh id is never a duplicate
-        return item
+        return await self._accept(agent_id, "reset", item_id, "", context)
 
     async def _accept(
         self,

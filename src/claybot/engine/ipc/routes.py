@@ -95,6 +95,7 @@ async def reset_agent(
 ) -> dict[str, Any]:
     engine = engine_of(request)
     item = await engine.agents.reset(_agent_id(engine, agentId), body.message if body else None)
+    assert item is not None  # a fresh id is never a duplicate
     done = False
     if item.processed is not None:
         try:

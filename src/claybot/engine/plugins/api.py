@@ -88,9 +88,13 @@ class PluginApi(Generic[S]):
             raise RuntimeError("this engine offers no conversation control to plugins")
         return self._control
 
-    async def reset_conversation(self, user_id: str, channel_id: str) -> bool:
-        """``/reset``: clear this connector conversation's context."""
-        return await self._controlled().reset_conversation(self.instance_id, user_id, channel_id)
+    async def reset_conversation(
+        self, user_id: str, channel_id: str, command_id: str | None = None
+    ) -> bool:
+        """``/reset``: clear this connector conversation's context (once per ``command_id``)."""
+        return await self._controlled().reset_conversation(
+            self.instance_id, user_id, channel_id, command_id
+        )
 
     async def stop_conversation(self, user_id: str, channel_id: str) -> bool:
         """``/stop``: abort the turn running for this connector conversation."""
