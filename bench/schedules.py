@@ -12,10 +12,10 @@ Prints one table:
   after a minute idle (the default), so they are read back from disk.
 
 The other 9,000 tasks are due once a year. Durability stays on; the scripted
-``echo`` model answers. The event loop and the heap are
-set up as ``claybot start`` does. Real wall clock: the run waits for two minute
-boundaries, so it takes about two to three minutes. Not part of the test
-suite: run it with ``make bench`` or ``.venv/bin/python bench/schedules.py``.
+``echo`` model answers; the event loop and the heap are set up as ``claybot
+start`` does. Real wall clock: the run waits for two minute boundaries, so it
+takes about two to three minutes. Not part of the test suite: run it with
+``make bench`` or ``.venv/bin/python bench/schedules.py``.
 """
 
 from __future__ import annotations
