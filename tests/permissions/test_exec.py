@@ -2,8 +2,9 @@
 
 Every behaviour is shown for both backends, forced with the plugin's ``sandbox``
 setting. File system confinement (a read-only root, only ``writeDirs`` writable,
-secrets hidden) is bubblewrap's alone: the rlimit backend limits resources and
-takes the network away, and the file checks below run under bwrap only.
+secrets hidden) is bubblewrap's alone: the unconfined backend, which runs only when
+the settings name it, limits resources and takes the network away, and the file
+checks below run under bwrap only.
 """
 
 from __future__ import annotations
@@ -31,15 +32,16 @@ from claybot.engine.events import Event
 from claybot.engine.sandbox import (
     MIB,
     ResourceLimits,
+    Sandbox,
     SandboxConfig,
     SandboxMode,
     SandboxPolicy,
     SandboxRunner,
     SandboxUnavailable,
     bwrap_argv,
-    rlimit_argv,
     sandbox_environment,
     secret_paths,
+    unconfined_argv,
 )
 from tests.conftest import write_settings
 from tests.engine.test_agents import next_event
@@ -60,7 +62,7 @@ BWRAP = pytest.param(
     "bwrap",
     marks=pytest.mark.skipif(not bwrap_works(), reason="bubblewrap missing or unusable here"),
 )
-BACKENDS = [BWRAP, "rlimit"]
+BACKENDS = [BWRAP, "unconfined"]
 
 
 def call(name: str, **arguments: Any) -> dict[str, Any]:
@@ -153,7 +155,8 @@ async def test_exec_runs_in_the_workspace_and_refuses_cwds_outside_the_grants(
 
     assert [r["isError"] for r in results] == [True, False, False, True, True, True, True, False]
     failed, default_cwd, sub, *refused, flood = results
-    assert failed["text"].startswith(f"exit code: 3 ({backend} sandbox")
+    label = "UNCONFINED: not sandboxed" if backend == "unconfined" else "bwrap sandbox"
+    assert failed["text"].startswith(f"exit code: 3 ({label}")
     assert "stdout:\nhello\n" in failed["text"] and "stderr:\noops\n" in failed["text"]
     assert f"stdout:\n{workspace}\nHOME={workspace}\n" in default_cwd["text"]
     assert (paths.workspace / "made.txt").read_text() == "made\n"
@@ -297,6 +300,9 @@ def test_bwrap_argv_orders_mounts_so_grants_never_reveal_secrets() -> None:
     assert argv[:2] == ["/usr/bin/bwrap", "--unshare-all"]
     assert "--share-net" not in argv
     assert {"--die-with-parent", "--new-session"} <= set(argv)
+    # Root keeps its capabilities in bwrap unless they are dropped, and a capable
+    # command could unmount what covers the secrets.
+    assert argv[argv.index("--cap-drop") + 1] == "ALL"
     # The command is one argument of /bin/sh -c inside the sandbox, never split.
     assert argv[-4:] == ["--", "/bin/sh", "-c", command]
 
@@ -323,12 +329,12 @@ def test_bwrap_argv_orders_mounts_so_grants_never_reveal_secrets() -> None:
     assert with_network[1:3] == ["--unshare-all", "--share-net"]
 
 
-def test_rlimit_argv_isolates_the_network_or_refuses() -> None:
-    assert rlimit_argv("ls", True, None) == ["/bin/sh", "-c", "ls"]
+def test_unconfined_argv_isolates_the_network_or_refuses() -> None:
+    assert unconfined_argv("ls", True, None) == ["/bin/sh", "-c", "ls"]
     prefix = ("/usr/bin/unshare", "--net", "--")
-    assert rlimit_argv("ls", False, prefix) == [*prefix, "/bin/sh", "-c", "ls"]
+    assert unconfined_argv("ls", False, prefix) == [*prefix, "/bin/sh", "-c", "ls"]
     with pytest.raises(SandboxUnavailable, match="network isolation"):
-        rlimit_argv("ls", False, None)
+        unconfined_argv("ls", False, None)
 
 
 def test_the_environment_carries_no_secrets() -> None:
@@ -356,23 +362,26 @@ def test_secret_paths_cover_user_keys_and_the_claybot_home() -> None:
         "/srv/claybot/auth.json",
         "/srv/claybot/settings.json",
         "/srv/claybot/claybot.sock",
+        "/srv/claybot/claybot.db",
+        "/srv/claybot/agents",
+        "/srv/claybot/permissions",
     ):
         assert expected in paths
+    assert "/srv/claybot/workspace" not in paths
 
 
 def runner(mode: SandboxMode, tools: dict[str, str] | None = None) -> SandboxRunner:
     """A runner; ``tools`` stands for what is on PATH when given (a poorer machine)."""
     limits = ResourceLimits(cpu_s=10, memory_bytes=1024 * MIB, file_size_bytes=MIB, processes=512)
-    config = SandboxConfig(mode, limits, OUTPUT_CAP, "/nonexistent/claybot")
-    if tools is None:
-        return SandboxRunner(config)
-    return SandboxRunner(config, which=tools.get)
+    config = SandboxConfig(mode, limits, OUTPUT_CAP)
+    sandbox = Sandbox("/nonexistent/claybot", which=None if tools is None else tools.get)
+    return sandbox.runner("test", config)
 
 
-async def test_without_any_network_isolation_the_rlimit_backend_fails_closed(
+async def test_without_any_network_isolation_the_unconfined_backend_fails_closed(
     tmp_path: Path,
 ) -> None:
-    poor = runner("rlimit", {"unshare": "/bin/false"})  # an `unshare` that never works
+    poor = runner("unconfined", {"unshare": "/bin/false"})  # an `unshare` that never works
     folder = str(tmp_path)
     marker = tmp_path / "ran"
     closed = Permissions(workingDir=folder, readDirs=[folder], writeDirs=[folder])
@@ -386,11 +395,13 @@ async def test_without_any_network_isolation_the_rlimit_backend_fails_closed(
     assert result.exit_code == 0 and marker.exists()
 
 
-async def test_auto_falls_back_to_rlimit_when_bwrap_does_not_work() -> None:
-    assert await runner("auto", {}).backend() == "rlimit"  # not installed
-    unusable = {"bwrap": "/bin/false", "unshare": "/usr/bin/unshare"}  # installed, fails
-    assert await runner("auto", unusable).backend() == "rlimit"
+async def test_without_a_working_bwrap_auto_refuses_instead_of_running_unconfined() -> None:
+    for mode in ("auto", "bwrap"):
+        with pytest.raises(SandboxUnavailable, match=r"bubblewrap is not installed.*apt-get"):
+            await runner(mode, {}).backend()
+        unusable = {"bwrap": "/bin/false", "unshare": "/usr/bin/unshare"}  # installed, fails
+        with pytest.raises(SandboxUnavailable, match="cannot create its namespaces"):
+            await runner(mode, unusable).backend()
+    assert await runner("unconfined", {}).backend() == "unconfined"  # named on purpose
     if bwrap_works():
         assert await runner("auto").backend() == "bwrap"
-    with pytest.raises(SandboxUnavailable, match="not on PATH"):
-        await runner("bwrap", {}).backend()

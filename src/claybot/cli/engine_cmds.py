@@ -8,6 +8,7 @@ import time
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from claybot.cli.common import (
     HomeOption,
@@ -133,3 +134,8 @@ def status(home: HomeOption = None, as_json: JsonOption = False) -> None:
     console.print(f"  plugins:   {plugins}")
     connectors = ", ".join(c["id"] for c in data.get("connectors", [])) or "none"
     console.print(f"  connectors: {connectors}")
+    sandbox = data.get("sandbox") or {}
+    if sandbox:
+        safe = sandbox.get("confined") and not sandbox.get("unconfined")
+        colour = "green" if safe else "red"
+        console.print(f"  exec:      [{colour}]{escape(str(sandbox.get('summary')))}[/{colour}]")

@@ -45,6 +45,13 @@ from claybot.engine.agents.state import Permissions
 from claybot.engine.agents.store import FileAgentStore
 from claybot.engine.agents.system import AgentNotFound, AgentSystem, SubagentLimits
 from claybot.engine.cron.clock import Clock, SystemClock
+from claybot.engine.cron.gate import (
+    GateGrant,
+    GateRefused,
+    agent_gate_grant,
+    gate_runner,
+    owner_gate_grant,
+)
 from claybot.engine.cron.ledger import RunLedger
 from claybot.engine.cron.scheduler import CronScheduler
 from claybot.engine.cron.store import CronStore, CronTask
@@ -59,6 +66,7 @@ from claybot.engine.permissions.requests import (
     PermissionRequest,
 )
 from claybot.engine.plugins import LoadedPlugin, PluginCatalog, PluginManager, Registries
+from claybot.engine.sandbox import Sandbox
 from claybot.proactive.service import ProactiveService
 from claybot.proactive.wiring import build_proactive_service
 from claybot.providers.base import InferenceProvider
@@ -107,6 +115,8 @@ class Engine:
         self.tools = ToolRegistry()
         self.registries = Registries(tools=self.tools, providers=self.provider_registry)
         self.catalog = self.options.catalog or PluginCatalog.discover()
+        # One sandbox for every command agents run (exec and gates): probed once at start.
+        self.sandbox = Sandbox(paths.home, environ=self.options.env)
         self.plugins = PluginManager(
             self.catalog,
             self.registries,
@@ -115,6 +125,7 @@ class Engine:
             paths,
             self.post_inbound,
             control=self,
+            sandbox=self.sandbox,
         )
         self.router = InferenceRouter([])
         self.provider_failures: dict[str, str] = {}
@@ -151,6 +162,7 @@ class Engine:
         if not self.options.defer_database:
             self.start_database()
         await self.writer.start()
+        await self.sandbox.support()
         await self.rebuild_providers()
         agent_settings = self.settings.agents
         runtime = AgentRuntime(
@@ -197,6 +209,7 @@ class Engine:
             self,
             self.events,
             self.options.clock,
+            gate_runner(self.sandbox),
             watch=self.options.watch_files,
         )
         self._heartbeat = HeartbeatScheduler(
@@ -204,6 +217,7 @@ class Engine:
             self,
             self.events,
             self.options.clock,
+            gate_runner(self.sandbox),
             interval=timedelta(seconds=self.settings.heartbeat.interval_s),
         )
         for tool in [
@@ -258,6 +272,7 @@ class Engine:
             await self._agents.shutdown(drain_timeout_s)
         await self.router.close()
         await self.writer.close()
+        await self.sandbox.close()
         if self._database_task is not None:
             self.database = await self._database_task
             if self.database is not None:
@@ -467,12 +482,26 @@ class Engine:
         existing = self.agents.agent_id_for(descriptor)
         if existing is not None:  # the usual case: no permissions to build for 1,000 runs
             return existing
+        return await self.agents.resolve(descriptor, permissions=await self._cron_grants(task))
+
+    async def _cron_grants(self, task: CronTask) -> Permissions:
+        """A new cron agent's grants: its files folder, plus the workspace for the owner's
+        tasks or, for a task an agent made, no more than that agent holds."""
         files = task.files_path
-        workspace = self.agents.runtime.default_permissions.workingDir
-        permissions = Permissions(
-            workingDir=files, readDirs=[workspace, files], writeDirs=[workspace, files]
+        maker = task.spec.createdBy
+        if maker is None:
+            base = self.agents.runtime.default_permissions
+        else:
+            try:
+                base = await self.agents.permissions_of(maker)
+            except AgentNotFound:
+                base = Permissions()  # its maker is gone: the folder alone
+        return Permissions(
+            workingDir=files,
+            readDirs=[*base.readDirs, files],
+            writeDirs=[*base.writeDirs, files],
+            network=base.network,
         )
-        return await self.agents.resolve(descriptor, permissions=permissions)
 
     async def post_run(self, task: CronTask, message_id: str, text: str) -> tuple[str, str]:
         """A cron run's prompt, to the agent it names or to the task's own cron agent."""
@@ -502,6 +531,16 @@ class Engine:
             (target, message_id) if isinstance(target, str) else target
             for target, (_, message_id, _) in zip(targets, runs, strict=True)
         ]
+
+    async def gate_grant(self, made_by: str | None, folder: str) -> GateGrant:
+        """Cron and heartbeat gates: see ``claybot.engine.cron.gate``."""
+        if made_by is None:
+            return await owner_gate_grant(folder)
+        try:
+            permissions = await self.agents.permissions_of(made_by)
+        except AgentNotFound as exc:
+            raise GateRefused(f"the agent that made it ({made_by}) no longer exists") from exc
+        return agent_gate_grant(made_by, permissions)
 
     async def wait_run(self, agent_id: str, item_id: str) -> bool:
         outcome = await self.agents.wait_processed(agent_id, item_id)
@@ -598,6 +637,7 @@ class Engine:
                 "error": self._keys.error if self._keys else None,
             },
             "providerFailures": self.provider_failures,
+            "sandbox": self.sandbox.status(),
             "pluginFailures": self.plugins.failure_summaries(),
             "tools": self.tools.names(),
             "agents": {

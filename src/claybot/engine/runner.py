@@ -62,7 +62,8 @@ async def serve(
             f"ClayBot engine ready (pid {engine.status()['pid']})\n"
             f"  socket: {paths.socket}\n"
             f"  http:   http://{engine.settings.engine.host}:{engine.tcp_port}\n"
-            f"  home:   {paths.home}"
+            f"  home:   {paths.home}\n"
+            f"  exec:   {engine.sandbox.announcement()}"
         )
         stopped = asyncio.create_task(stop.wait())
         await asyncio.wait([stopped, *serving], return_when=asyncio.FIRST_COMPLETED)

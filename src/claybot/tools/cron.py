@@ -28,7 +28,11 @@ class CronAdd(BaseModel):
     agentId: str | None = Field(default=None, description="Run in this agent instead of its own.")
     enabled: bool = True
     deleteAfterRun: bool = False
-    gate: Gate | None = None
+    gate: Gate | None = Field(
+        default=None,
+        description="A command run before each run, like your exec (your folders, no "
+        "network); exit 0 lets the run happen and its output joins the prompt.",
+    )
     misfire: Literal["skip", "run-once"] = "run-once"
     overlap: Literal["skip", "queue"] = "skip"
 
@@ -90,7 +94,9 @@ class CronTools:
         assert isinstance(arguments, CronAdd)
         fields = arguments.model_dump(exclude={"prompt"}, exclude_none=True)
         try:
-            spec = CronTaskSpec.model_validate({"taskId": new_id(), **fields})
+            spec = CronTaskSpec.model_validate(
+                {"taskId": new_id(), **fields, "createdBy": context.agent_id}
+            )
             if arguments.agentId is not None and not self._agents.exists(arguments.agentId):
                 return ToolResult(f"No agent with id {arguments.agentId!r}.", is_error=True)
             task = await self._scheduler.add(spec, arguments.prompt)

@@ -17,7 +17,11 @@ class HeartbeatAdd(BaseModel):
     title: str = Field(min_length=1, max_length=200)
     prompt: str = Field(min_length=1, max_length=32_000)
     id: str | None = Field(default=None, description="Default: made from the title.")
-    gate: Gate | None = None
+    gate: Gate | None = Field(
+        default=None,
+        description="A command run before each beat, like your exec (your folders, no "
+        "network); exit 0 includes the task and its output.",
+    )
     overwrite: bool = False
 
 
@@ -66,6 +70,7 @@ class HeartbeatTools:
                 task_id=arguments.id,
                 gate=arguments.gate,
                 overwrite=arguments.overwrite,
+                created_by=context.agent_id,
             )
         except HeartbeatTaskError as exc:
             return ToolResult(str(exc), is_error=True)

@@ -24,12 +24,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from claybot.engine.cron.clock import Clock, from_ms, to_ms
-from claybot.engine.cron.gate import GateResult, gate_runner, run_gate
+from claybot.engine.cron.gate import GateGrant, GateRefused, GateResult, run_gate
 from claybot.engine.cron.ledger import RunLedger, Status, skipped_records, started_record
 from claybot.engine.cron.schedule import CronSchedule
 from claybot.engine.cron.store import TASK_FILE, CronStore, CronTask, TaskProblem
 from claybot.engine.cron.task import CronTaskSpec, TaskFileError
 from claybot.engine.events import EventBus
+from claybot.engine.sandbox import SandboxRunner
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,11 @@ class CronHost(Protocol):
         (agent id, item id) or the error that kept it from being posted."""
         ...
 
+    async def gate_grant(self, made_by: str | None, folder: str) -> GateGrant:
+        """Where a gate runs and what it sees: ``folder`` for the owner's, the maker's
+        grants for an agent's. GateRefused when it may not run at all."""
+        ...
+
 
 @dataclass(frozen=True)
 class RunKey:
@@ -98,6 +104,7 @@ class CronScheduler:
         host: CronHost,
         events: EventBus,
         clock: Clock,
+        gates: SandboxRunner,
         *,
         watch: bool = True,
         misfire_grace: timedelta = MISFIRE_GRACE,
@@ -120,7 +127,7 @@ class CronScheduler:
         self._warming: set[asyncio.Task[None]] = set()
         self._by_folder: dict[str, str] = {}  # task folder name -> task id
         self._versions: dict[str, tuple[int, int]] = {}  # folder -> its TASK.md (mtime, size)
-        self._gates = gate_runner(store.root.parent)
+        self._gates = gates
         self._changed = asyncio.Event()
         self._loops: list[asyncio.Task[None]] = []
         self._reload_lock = asyncio.Lock()
@@ -451,12 +458,15 @@ class CronScheduler:
                 return
             gate_output: str | None = None
             if task.spec.gate is not None:
-                gate: GateResult = await run_gate(
-                    self._gates,
-                    task.spec.gate.command,
-                    task.files_path,
-                    task.spec.gate.timeoutMs / 1000,
-                )
+                gate: GateResult
+                try:
+                    grant = await self.host.gate_grant(task.spec.createdBy, task.files_path)
+                except GateRefused as exc:
+                    gate = GateResult(False, "", None, f"the gate may not run: {exc}")
+                else:
+                    gate = await run_gate(
+                        self._gates, task.spec.gate.command, grant, task.spec.gate.timeoutMs / 1000
+                    )
                 if not gate.passed:
                     await self.ledger.finished(
                         task.id, key.at_ms, "skipped", to_ms(self.clock.now())

@@ -42,6 +42,9 @@ class CronTaskSpec(BaseModel):
     gate: Gate | None = None
     misfire: Literal["skip", "run-once"] = "run-once"
     overlap: Literal["skip", "queue"] = "skip"
+    # The agent whose tool call made the task: its gate runs with that agent's grants,
+    # and its cron agent starts with no more than them. Absent: the owner wrote it.
+    createdBy: str | None = Field(default=None, min_length=1, max_length=64)
 
     @field_validator("schedule")
     @classmethod

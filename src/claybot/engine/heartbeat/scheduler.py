@@ -18,9 +18,10 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from claybot.engine.cron.clock import Clock, from_ms, to_ms
-from claybot.engine.cron.gate import gate_runner, run_gate
+from claybot.engine.cron.gate import GateGrant, GateRefused, GateResult, run_gate
 from claybot.engine.events import EventBus
 from claybot.engine.heartbeat.store import HeartbeatStore, HeartbeatTask
+from claybot.engine.sandbox import SandboxRunner
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +39,10 @@ class HeartbeatHost(Protocol):
 
     async def forward_beat(self, message_id: str, text: str) -> None:
         """Pass a reply that needs attention to the most recent user conversation."""
+        ...
+
+    async def gate_grant(self, made_by: str | None, folder: str) -> GateGrant:
+        """Where a gate runs and what it sees (see ``claybot.engine.cron.gate``)."""
         ...
 
 
@@ -62,6 +67,7 @@ class HeartbeatScheduler:
         host: HeartbeatHost,
         events: EventBus,
         clock: Clock,
+        gates: SandboxRunner,
         *,
         interval: timedelta,
     ) -> None:
@@ -75,7 +81,7 @@ class HeartbeatScheduler:
         self._wakeup = asyncio.Event()
         self._loop: asyncio.Task[None] | None = None
         self._manual: set[asyncio.Task[Any]] = set()
-        self._gates = gate_runner(store.root.parent)
+        self._gates = gates
 
     async def start(self) -> None:
         state = await asyncio.to_thread(self.store.read_state)
@@ -151,9 +157,7 @@ class HeartbeatScheduler:
                 if task.gate is None:
                     included.append((task, None))
                     continue
-                gate = await run_gate(
-                    self._gates, task.gate.command, str(self.store.root), task.gate.timeoutMs / 1000
-                )
+                gate = await self._run_gate(task)
                 if gate.passed:
                     included.append((task, gate.output or None))
                 else:
@@ -180,6 +184,14 @@ class HeartbeatScheduler:
             reply = await self.host.wait_beat(agent_id, item_id)
             await self._record(at, message_id, task_ids, reply, manual=manual)
             return task_ids
+
+    async def _run_gate(self, task: HeartbeatTask) -> GateResult:
+        assert task.gate is not None
+        try:
+            grant = await self.host.gate_grant(task.created_by, str(self.store.gate_folder))
+        except GateRefused as exc:
+            return GateResult(False, "", None, f"the gate may not run: {exc}")
+        return await run_gate(self._gates, task.gate.command, grant, task.gate.timeoutMs / 1000)
 
     def _state(self) -> dict[str, Any]:
         return {"lastRunAt": to_ms(self.last_run_at) if self.last_run_at else None}

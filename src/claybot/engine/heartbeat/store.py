@@ -32,6 +32,8 @@ class HeartbeatFront(BaseModel):
     model_config = ConfigDict(extra="forbid")
     title: str = Field(min_length=1, max_length=200)
     gate: Gate | None = None
+    # The agent whose tool call made the task: its gate runs with that agent's grants.
+    createdBy: str | None = Field(default=None, min_length=1, max_length=64)
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,7 @@ class HeartbeatTask:
     prompt: str
     gate: Gate | None
     path: Path
+    created_by: str | None = None
 
     def to_dict(self, last_run_at: str | None = None) -> dict[str, Any]:
         return {
@@ -63,6 +66,11 @@ class HeartbeatStore:
     def __init__(self, root: Path) -> None:
         self.root = root
 
+    @property
+    def gate_folder(self) -> Path:
+        """Where the owner's gates run (read-write): not the task files themselves."""
+        return self.root / "files"
+
     def _path(self, task_id: str) -> Path:
         if not ID_PATTERN.match(task_id):
             raise HeartbeatTaskError(
@@ -84,7 +92,7 @@ class HeartbeatStore:
             ) from exc
         if not prompt:
             raise HeartbeatTaskError("the prompt (the text after the front matter) is empty")
-        return HeartbeatTask(path.stem, front.title, prompt, front.gate, path)
+        return HeartbeatTask(path.stem, front.title, prompt, front.gate, path, front.createdBy)
 
     def scan(self) -> tuple[list[HeartbeatTask], list[HeartbeatProblem]]:
         tasks: list[HeartbeatTask] = []
@@ -108,6 +116,7 @@ class HeartbeatStore:
         task_id: str | None = None,
         gate: Gate | None = None,
         overwrite: bool = False,
+        created_by: str | None = None,
     ) -> HeartbeatTask:
         task_id = task_id or slugify(title)
         path = self._path(task_id)
@@ -121,6 +130,8 @@ class HeartbeatStore:
         fields: dict[str, Any] = {"title": title}
         if gate is not None:
             fields["gate"] = gate.model_dump()
+        if created_by is not None:
+            fields["createdBy"] = created_by
         atomic_write_bytes(path, join_front_matter(fields, prompt).encode())
         return self.load(path)
 

@@ -27,6 +27,7 @@ from claybot.connectors.base import (
 from claybot.engine.events import EventBus
 from claybot.engine.plugins.errors import InstanceNotFound
 from claybot.engine.plugins.registrar import PluginRegistrar
+from claybot.engine.sandbox import Sandbox
 
 S = TypeVar("S", bound=BaseModel)
 
@@ -69,6 +70,7 @@ class PluginApi(Generic[S]):
         post_message: PostInbound,
         auth_lookup: AuthLookup,
         control: ConversationControl | None = None,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.instance_id = instance_id
         self.plugin_id = plugin_id
@@ -80,6 +82,9 @@ class PluginApi(Generic[S]):
         self._events = events
         self._auth_lookup = auth_lookup
         self._control = control
+        # Where commands run confined; the engine shares one (probed once) with its gates.
+        # The instance's data folder is <home>/plugins/<instanceId>.
+        self.sandbox = sandbox or Sandbox(data_dir.parent.parent)
 
     def _controlled(self) -> ConversationControl:
         if self.registrar.closed:

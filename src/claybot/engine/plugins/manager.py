@@ -50,6 +50,7 @@ from claybot.engine.plugins.rules import (
     default_instance_id,
 )
 from claybot.engine.plugins.settings_file import PluginSettingsFile
+from claybot.engine.sandbox import Sandbox
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +130,7 @@ class PluginManager:
         auth_lookup: AuthLookup | None = None,
         *,
         control: ConversationControl | None = None,
+        sandbox: Sandbox | None = None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         load_timeout_s: float = LOAD_TIMEOUT_S,
         unload_timeout_s: float = UNLOAD_TIMEOUT_S,
@@ -142,6 +144,7 @@ class PluginManager:
         self._post_message = post_message
         self._auth_lookup = auth_lookup or self._read_auth_entry
         self._control = control
+        self._sandbox = sandbox
         self._now = now
         self._load_timeout_s = load_timeout_s
         self._unload_timeout_s = unload_timeout_s
@@ -342,6 +345,7 @@ class PluginManager:
             post_message=self._post_message,
             auth_lookup=self._auth_lookup,
             control=self._control,
+            sandbox=self._sandbox,
         )
         instance: PluginInstance | None = None
         deadline = asyncio.timeout(self._load_timeout_s)

@@ -1,40 +1,50 @@
-"""The sandbox commands run in: bubblewrap when it works here, else resource limits only.
+"""The sandbox agents' commands run in: bubblewrap, or nothing runs.
 
-``policy`` builds the argv (pure), ``limits`` holds the resource limits and
-``exec`` spawns, caps, times out and kills.
+``policy`` builds the argv (pure), ``limits`` holds the resource limits,
+``cgroup`` makes one pids cgroup per command, and ``exec`` probes the machine
+(``Sandbox``), spawns, caps, times out and kills (``SandboxRunner``).
 """
 
 from claybot.engine.sandbox.exec import (
     CapturedOutput,
     ExecResult,
+    Sandbox,
     SandboxConfig,
     SandboxRunner,
+    SandboxSupport,
 )
-from claybot.engine.sandbox.limits import MIB, ResourceLimits
+from claybot.engine.sandbox.limits import DEFAULT_LIMITS, MIB, ResourceLimits
 from claybot.engine.sandbox.policy import (
+    SANDBOX_MODES,
     Backend,
     SandboxMode,
     SandboxPolicy,
     SandboxUnavailable,
     bwrap_argv,
-    rlimit_argv,
+    protected_paths,
     sandbox_environment,
     secret_paths,
+    unconfined_argv,
 )
 
 __all__ = [
+    "DEFAULT_LIMITS",
     "MIB",
+    "SANDBOX_MODES",
     "Backend",
     "CapturedOutput",
     "ExecResult",
     "ResourceLimits",
+    "Sandbox",
     "SandboxConfig",
     "SandboxMode",
     "SandboxPolicy",
     "SandboxRunner",
+    "SandboxSupport",
     "SandboxUnavailable",
     "bwrap_argv",
-    "rlimit_argv",
+    "protected_paths",
     "sandbox_environment",
     "secret_paths",
+    "unconfined_argv",
 ]

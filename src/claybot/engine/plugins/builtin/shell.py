@@ -6,9 +6,10 @@ swapped in after the check is refused rather than followed. File work runs on a
 worker thread, never on the event loop.
 
 ``exec`` runs ``/bin/sh -c <command>`` in the sandbox of ``claybot.engine.sandbox``:
-bubblewrap when it works here (read-only root, only ``writeDirs`` writable,
-secrets hidden, no network without ``@network``), else resource limits plus a
-network namespace, refusing to run when it cannot take the network away.
+bubblewrap (read-only root, only ``writeDirs`` writable, the engine's files and
+secrets hidden, no network without ``@network``, every process killed with the
+call), or nothing runs. Only the setting ``sandbox: unconfined`` runs commands
+without confinement, and every result then says so.
 """
 
 from __future__ import annotations
@@ -16,11 +17,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import pwd
 import signal
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from claybot.config.settings import CamelModel
 from claybot.engine.agents.state import Permissions
@@ -35,7 +35,6 @@ from claybot.engine.sandbox import (
     ResourceLimits,
     SandboxConfig,
     SandboxMode,
-    SandboxRunner,
     SandboxUnavailable,
 )
 from claybot.tools.base import ToolContext, ToolDefinition, ToolResult
@@ -47,13 +46,25 @@ MAX_TIMEOUT_MS = 300_000
 
 class ShellSettings(CamelModel):
     max_read_bytes: int = Field(default=200_000, ge=1, le=50_000_000)
-    # auto: bubblewrap when it is installed and works here, else rlimit.
+    # auto and bwrap: bubblewrap, or exec refuses (bwrap also refuses to load without it).
+    # unconfined: no confinement at all, only when named here on purpose.
     sandbox: SandboxMode = "auto"
     cpu_limit_s: int = Field(default=60, ge=1, le=3600)
     memory_limit_mb: int = Field(default=2048, ge=64, le=1_048_576)  # address space
     file_size_limit_mb: int = Field(default=256, ge=1, le=1_048_576)
-    process_limit: int = Field(default=512, ge=16, le=1_000_000)  # all of the engine user's
+    process_limit: int = Field(default=512, ge=16, le=1_000_000)  # per command (a cgroup)
     max_output_bytes: int = Field(default=1_000_000, ge=1024, le=50_000_000)  # per stream
+
+    @field_validator("sandbox", mode="before")
+    @classmethod
+    def _no_rlimit(cls, value: object) -> object:
+        if value == "rlimit":
+            raise ValueError(
+                "'rlimit' no longer exists: it did not confine the file system. Install "
+                "bubblewrap (the default 'auto' uses it), or set 'unconfined' to run "
+                "commands without any confinement on purpose"
+            )
+        return value
 
 
 class ReadArguments(BaseModel):
@@ -101,12 +112,7 @@ def _open_no_follow(path: str, flags: int, mode: int = 0o644) -> int:
     return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
 
 
-def _user_homes() -> tuple[str, ...]:
-    homes = [os.path.expanduser("~"), pwd.getpwuid(os.getuid()).pw_dir, "/root"]
-    return tuple(dict.fromkeys(homes))
-
-
-def sandbox_config(settings: ShellSettings, claybot_home: Path) -> SandboxConfig:
+def sandbox_config(settings: ShellSettings) -> SandboxConfig:
     limits = ResourceLimits(
         cpu_s=settings.cpu_limit_s,
         memory_bytes=settings.memory_limit_mb * MIB,
@@ -114,11 +120,7 @@ def sandbox_config(settings: ShellSettings, claybot_home: Path) -> SandboxConfig
         processes=settings.process_limit,
     )
     return SandboxConfig(
-        mode=settings.sandbox,
-        limits=limits,
-        max_output_bytes=settings.max_output_bytes,
-        claybot_home=str(claybot_home),
-        user_homes=_user_homes(),
+        mode=settings.sandbox, limits=limits, max_output_bytes=settings.max_output_bytes
     )
 
 
@@ -145,7 +147,11 @@ def format_exec(result: ExecResult, timeout_ms: int) -> str:
         head = f"killed by {_signal_name(-result.exit_code)}"
     else:
         head = f"exit code: {result.exit_code}"
-    head += f" ({result.backend} sandbox, {result.duration_s:.2f} s)"
+    if result.backend == "unconfined":
+        # Every result says it, so neither the model nor a reader of history can miss it.
+        head += f" (UNCONFINED: not sandboxed, {result.duration_s:.2f} s)"
+    else:
+        head += f" ({result.backend} sandbox, {result.duration_s:.2f} s)"
     if result.stdout.dropped or result.stderr.dropped:
         head += " [output cut]"
     sections = [_stream_section("stdout", result.stdout), _stream_section("stderr", result.stderr)]
@@ -156,18 +162,15 @@ class ShellPlugin:
     def __init__(self, api: PluginApi[ShellSettings]) -> None:
         self._api = api
         self._max_read = api.settings.max_read_bytes
-        # The instance's data folder is <home>/plugins/<instanceId>.
-        claybot_home = api.data_dir.parent.parent
-        self._runner = SandboxRunner(sandbox_config(api.settings, claybot_home))
+        self._runner = api.sandbox.runner(api.instance_id, sandbox_config(api.settings))
 
     async def load(self) -> None:
-        if self._api.settings.sandbox == "bwrap" and self._runner.bwrap is None:
-            raise PluginSettingsInvalid(
-                PLUGIN_ID,
-                "sandbox is 'bwrap' but bubblewrap is not installed (apt-get install "
-                "bubblewrap), or use 'auto'",
-                field="settings.sandbox",
-            )
+        if self._api.settings.sandbox == "bwrap":
+            support = await self._api.sandbox.support()
+            if support.bwrap is None:
+                raise PluginSettingsInvalid(
+                    PLUGIN_ID, f"sandbox is 'bwrap' but {support.problem}", field="settings.sandbox"
+                )
         register = self._api.registrar.register_tool
         register(
             ToolDefinition("read", "Read a text file (absolute path).", ReadArguments, self._read)
@@ -185,15 +188,16 @@ class ShellPlugin:
         register(
             ToolDefinition(
                 "exec",
-                "Run a shell command (/bin/sh -c) in a sandbox: only your write folders are "
-                "writable, no network without @network; returns exit code, stdout and stderr.",
+                "Run a shell command (/bin/sh -c) in a sandbox: only your folders are visible "
+                "and only your write folders writable, no network without @network, and "
+                "nothing it starts outlives it; returns exit code, stdout and stderr.",
                 ExecArguments,
                 self._exec,
             )
         )
 
     async def unload(self) -> None:
-        return None
+        self._api.sandbox.forget(self._api.instance_id)
 
     async def _read(self, arguments: BaseModel, context: ToolContext) -> ToolResult:
         assert isinstance(arguments, ReadArguments)
