@@ -168,12 +168,16 @@ def is_reply_to_after_init(event: dict[str, Any]) -> bool:
 def test_events_open_with_init_and_replay_after_last_event_id(client: httpx.Client) -> None:
     post_and_wait(client, "for the log")
     with client.stream("GET", "/v1/engine/events") as stream:
-        first = next(line for line in stream.iter_lines() if line.startswith("data:"))
-    init = json.loads(first[5:])
-    assert init["type"] == "init"
-    assert {"status", "cron", "heartbeat", "backgroundAgents"} <= set(init["payload"])
-    last_id = init["id"]
-    post_and_wait(client, "after init")
+        lines = (line for line in stream.iter_lines() if line.startswith("data:"))
+        init = json.loads(next(lines)[5:])
+        assert init["type"] == "init"
+        assert {"status", "cron", "heartbeat", "backgroundAgents"} <= set(init["payload"])
+        last_id = init["id"]
+        post_and_wait(client, "after init")
+        # The reply is in history a moment before its event is published: wait for the
+        # event itself, so the replay below has it to replay.
+        while not is_reply_to_after_init(json.loads(next(lines)[5:])):
+            pass
     seen: list[dict[str, Any]] = []
     with client.stream(
         "GET", "/v1/engine/events", headers={"Last-Event-ID": str(last_id)}

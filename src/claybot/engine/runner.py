@@ -58,6 +58,7 @@ async def serve(
             await asyncio.sleep(0.005)
         lock.write_pid()
         engine.start_database()
+        await engine.sandbox.support()  # for the line below: can agents run commands here?
         announce(
             f"ClayBot engine ready (pid {engine.status()['pid']})\n"
             f"  socket: {paths.socket}\n"
