@@ -32,6 +32,22 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
+def append_durably(path: Path, data: bytes, *, mode: int = 0o600) -> None:
+    """Append ``data`` and fsync it. A failed append (a full disk) is cut back off the
+    file, so it never leaves a torn line for the next record to be glued onto."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, mode)
+    try:
+        size = os.fstat(fd).st_size
+        try:
+            write_all(fd, data)
+            os.fsync(fd)
+        except OSError:
+            os.ftruncate(fd, size)
+            raise
+    finally:
+        os.close(fd)
+
+
 def json_bytes(value: Any) -> bytes:
     """How ClayBot's JSON files look on disk: indented, UTF-8, a final newline."""
     return json.dumps(value, indent=2, ensure_ascii=False).encode() + b"\n"

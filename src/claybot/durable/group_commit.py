@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
+import errno
 import logging
 import os
 import resource
@@ -33,6 +35,15 @@ from claybot.durable.sync import sync_fds, sync_paths
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+# Errors a disk recovers from by itself once someone frees space: worth writing again.
+DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+RETRY_FIRST_S = 0.05
+RETRY_MAX_S = 2.0
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS
 
 
 def default_open_files() -> int:
@@ -107,6 +118,8 @@ class GroupCommitWriter:
         self._dirty: set[Path] = set()  # journaled files written since the last checkpoint
         self._fds = _FdCache(max_open_files or default_open_files())
         self._pending: list[_Append] = []
+        self._retry: list[_Append] = []  # unwaited appends of failed batches, in order
+        self._retry_delay_s = RETRY_FIRST_S
         self._barriers: list[asyncio.Future[None]] = []
         self._wakeup = asyncio.Event()
         self._lock = asyncio.Lock()
@@ -146,6 +159,12 @@ class GroupCommitWriter:
         self._wakeup.set()
         await barrier
 
+    async def settled(self) -> None:
+        """Until everything queued so far was tried and no batch is in flight."""
+        await self.flush()
+        async with self._lock:
+            pass
+
     async def run_exclusive(self, fn: Callable[[], T], *, close: list[Path] | None = None) -> T:
         """Run ``fn`` in the writer thread with no batch in flight (file rewrites)."""
         async with self._lock:
@@ -163,11 +182,20 @@ class GroupCommitWriter:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, fn, *args)
 
+    @property
+    def backlog(self) -> int:
+        """Unwaited appends that failed and wait for the disk to have room again."""
+        return len(self._retry)
+
     async def _run(self) -> None:
         while True:
-            await self._wakeup.wait()
+            if self._retry and not self._closing:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wakeup.wait(), self._retry_delay_s)
+            else:
+                await self._wakeup.wait()
             self._wakeup.clear()
-            batch, self._pending = self._pending, []
+            batch, self._retry, self._pending = [*self._retry, *self._pending], [], []
             barriers, self._barriers = self._barriers, []
             if batch:
                 async with self._lock:
@@ -180,19 +208,47 @@ class GroupCommitWriter:
                         failures = {item.path: exc for item in batch}
                 self.batches += 1
                 self.appends += len(batch)
-                for item in batch:
-                    if item.future is None or item.future.done():
-                        continue
-                    error = failures.get(item.path)
-                    if error is None:
-                        item.future.set_result(None)
-                    else:
-                        item.future.set_exception(error)
+                self._settle(batch, failures)
             for barrier in barriers:
                 if not barrier.done():
                     barrier.set_result(None)
             if self._closing and not self._pending:
+                if self._retry:
+                    log.error(
+                        "%d records could not be written before the engine stopped: the disk "
+                        "is still full",
+                        len(self._retry),
+                        extra={"action": "writer.records_lost", "records": len(self._retry)},
+                    )
                 return
+
+    def _settle(self, batch: list[_Append], failures: dict[Path, Exception]) -> None:
+        """Tell the waiters; keep the unwaited appends that may yet be written, in order."""
+        dropped = 0
+        for item in batch:
+            error = failures.get(item.path)
+            if item.future is not None:
+                if item.future.done():
+                    continue
+                if error is None:
+                    item.future.set_result(None)
+                else:
+                    item.future.set_exception(error)
+            elif error is not None:
+                if is_disk_full(error):
+                    self._retry.append(item)
+                else:
+                    dropped += 1
+        if dropped:
+            log.error(
+                "%d records could not be written and were dropped",
+                dropped,
+                extra={"action": "writer.records_dropped", "records": dropped},
+            )
+        if self._retry:
+            self._retry_delay_s = min(RETRY_MAX_S, self._retry_delay_s * 2)
+        else:
+            self._retry_delay_s = RETRY_FIRST_S
 
     def _write_batch(self, batch: list[_Append]) -> dict[Path, Exception]:
         chunks: dict[Path, list[bytes]] = {}
@@ -200,48 +256,62 @@ class GroupCommitWriter:
             chunks.setdefault(item.path, []).append(item.data)
         journal_parts = chunks.pop(self.journal, []) if self.journal is not None else []
         failures: dict[Path, Exception] = {}
-        written: list[int] = []
+        written: list[tuple[Path, int, int]] = []  # (path, fd, size before this batch)
         redo: list[bytes] = []
         new_dirs: set[Path] = set()
         for path, parts in chunks.items():
             data = b"".join(parts)
             try:
                 fd, created = self._fds.get(path)
-                offset = os.fstat(fd).st_size if self.journal is not None else 0
-                write_all(fd, data)
-                if created:
-                    new_dirs.add(path.parent)
+                offset = os.fstat(fd).st_size
             except OSError as exc:
                 self._fds.close(path)
-                failures[path] = exc
-                log.error(
-                    "append failed",
-                    extra={"action": "writer.append_failed", "path": str(path), "error": str(exc)},
-                )
+                failures[path] = self._append_failed(path, exc)
                 continue
-            if self.journal is None:
-                written.append(fd)
-            else:
+            try:
+                write_all(fd, data)
+            except OSError as exc:
+                _cut_back(path, fd, offset)
+                self._fds.close(path)
+                failures[path] = self._append_failed(path, exc)
+                continue
+            if created:
+                new_dirs.add(path.parent)
+            written.append((path, fd, offset))
+            if self.journal is not None:
                 self._dirty.add(path)
                 redo.append(self._redo_record(path, offset, data))
         try:
             if self.journal is not None and (redo or journal_parts):
                 # Redo records first: a `done` marker must never outlive the records it follows.
                 fd, created = self._fds.get(self.journal)
+                written.append((self.journal, fd, os.fstat(fd).st_size))
                 write_all(fd, b"".join(redo) + b"".join(journal_parts))
                 if created:
                     new_dirs.add(self.journal.parent)
-                written.append(fd)
             if self._durable and written:
-                self._sync(written)
+                self._sync([fd for _, fd, _ in written])
                 for directory in new_dirs:
                     fsync_directory(directory)
         except OSError as exc:
+            # The batch did not become durable: none of it may stay behind.
+            for path, fd, offset in written:
+                _cut_back(path, fd, offset)
+            self._append_failed(self.journal or Path("-"), exc)
             for item in batch:
                 failures.setdefault(item.path, exc)
         finally:
             self._fds.trim()
         return failures
+
+    @staticmethod
+    def _append_failed(path: Path, exc: OSError) -> OSError:
+        log.error(
+            "append failed: %s",
+            exc.strerror or exc,
+            extra={"action": "writer.append_failed", "path": str(path), "errno": exc.errno},
+        )
+        return exc
 
     def _redo_record(self, path: Path, offset: int, data: bytes) -> bytes:
         return encode_record(
@@ -260,15 +330,31 @@ class GroupCommitWriter:
 
     def _checkpoint(self, rewrite_journal: Callable[[], None]) -> None:
         dirty, self._dirty = self._dirty, set()
-        if self._durable and dirty:
-            sync_paths(dirty)
-        if self.journal is not None:
-            self._fds.close(self.journal)
-        rewrite_journal()
+        try:
+            if self._durable and dirty:
+                sync_paths(dirty)
+            if self.journal is not None:
+                self._fds.close(self.journal)
+            rewrite_journal()
+        except BaseException:
+            # The journal still holds their redo records: they are synced next time.
+            self._dirty |= dirty
+            raise
 
     @staticmethod
     def _sync(fds: list[int]) -> None:
         sync_fds(fds)
+
+
+def _cut_back(path: Path, fd: int, size: int) -> None:
+    """Truncate a file to ``size``: what a failed append wrote must not stay."""
+    try:
+        os.ftruncate(fd, size)
+    except OSError as exc:
+        log.critical(
+            "could not cut a failed append off a file; its last line may be torn",
+            extra={"action": "writer.cut_failed", "path": str(path), "error": str(exc)},
+        )
 
 
 def replay_journal(journal: Path, root: Path) -> int:

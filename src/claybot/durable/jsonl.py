@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +19,16 @@ import orjson
 log = logging.getLogger(__name__)
 
 
+# Builds the record that stands in for a damaged line: (line number from 1, its bytes).
+Placeholder = Callable[[int, bytes], dict[str, Any]]
+
+
 @dataclass(frozen=True)
 class JsonlRead:
     records: list[dict[str, Any]]
     torn_bytes: int  # bytes cut off the end of the file
-    bad_lines: int  # complete lines in the middle that did not parse (skipped)
+    bad_lines: int  # complete lines in the middle that are no JSON object
+    bad_line_numbers: list[int] = field(default_factory=list)  # from 1
 
 
 def encode_record(record: dict[str, Any]) -> bytes:
@@ -37,39 +43,52 @@ def encode_record(record: dict[str, Any]) -> bytes:
         raise ValueError(f"record cannot be stored as JSONL: {exc}") from exc
 
 
-def parse_jsonl(data: bytes) -> tuple[list[dict[str, Any]], int, int]:
-    """Parse bytes into records. Returns (records, length of the good prefix, bad lines)."""
+def parse_jsonl(
+    data: bytes, placeholder: Placeholder | None = None
+) -> tuple[list[dict[str, Any]], int, list[int]]:
+    """Parse bytes into records: (records, length of the good prefix, damaged line numbers).
+
+    A complete line in the middle that is no JSON object is damaged: skipped, or with
+    ``placeholder`` replaced by the record it builds, so a reader sees it is there.
+    """
     records: list[dict[str, Any]] = []
     good_end = 0
-    bad_lines = 0
+    bad: list[int] = []
     start = 0
     length = len(data)
+    number = 0
     while start < length:
         newline = data.find(b"\n", start)
         if newline == -1:
             break  # torn: the last line never got its newline
+        number += 1
         line = data[start:newline]
         try:
             value = orjson.loads(line) if line.strip() else None
         except orjson.JSONDecodeError:
-            value = None
             if newline + 1 >= length:
                 break  # a garbled last line is a torn write, cut it
-            bad_lines += 1
+            value = line
         if isinstance(value, dict):
             records.append(value)
+        elif value is not None:
+            bad.append(number)
+            if placeholder is not None:
+                records.append(placeholder(number, line))
         start = newline + 1
         good_end = start
-    return records, good_end, bad_lines
+    return records, good_end, bad
 
 
-def read_jsonl(path: Path, *, repair: bool = True) -> JsonlRead:
+def read_jsonl(
+    path: Path, *, repair: bool = True, placeholder: Placeholder | None = None
+) -> JsonlRead:
     """Read every record; with ``repair`` truncate a torn tail on disk."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         return JsonlRead([], 0, 0)
-    records, good_end, bad_lines = parse_jsonl(data)
+    records, good_end, bad = parse_jsonl(data, placeholder)
     torn = len(data) - good_end
     if torn and repair:
         log.warning(
@@ -82,9 +101,12 @@ def read_jsonl(path: Path, *, repair: bool = True) -> JsonlRead:
             os.fsync(fd)
         finally:
             os.close(fd)
-    if bad_lines:
-        log.warning(
-            "skipped unreadable lines in a log",
-            extra={"action": "jsonl.skip", "path": str(path), "lines": bad_lines},
+    if bad:
+        log.error(
+            "%s: %d damaged line(s), numbers %s",
+            path,
+            len(bad),
+            ", ".join(map(str, bad[:20])),
+            extra={"action": "jsonl.damaged", "path": str(path), "lines": bad[:100]},
         )
-    return JsonlRead(records, torn, bad_lines)
+    return JsonlRead(records, torn, len(bad), bad)

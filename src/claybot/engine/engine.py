@@ -140,6 +140,7 @@ class Engine:
         self._database_task: asyncio.Task[Any] | None = None
         self._keys: DeferredApiKeyStore | None = None
         self._proactive: ProactiveService | None = None
+        self._sandbox_probe: asyncio.Task[Any] | None = None
 
     @property
     def agents(self) -> AgentSystem:
@@ -162,7 +163,8 @@ class Engine:
         if not self.options.defer_database:
             self.start_database()
         await self.writer.start()
-        await self.sandbox.support()
+        # Probed in the background (tens of ms): exec and gates wait for it when they run.
+        self._sandbox_probe = asyncio.create_task(self.sandbox.support(), name="sandbox-probe")
         await self.rebuild_providers()
         agent_settings = self.settings.agents
         runtime = AgentRuntime(
@@ -272,6 +274,8 @@ class Engine:
             await self._agents.shutdown(drain_timeout_s)
         await self.router.close()
         await self.writer.close()
+        if self._sandbox_probe is not None:
+            await asyncio.gather(self._sandbox_probe, return_exceptions=True)
         await self.sandbox.close()
         if self._database_task is not None:
             self.database = await self._database_task
@@ -644,6 +648,7 @@ class Engine:
                 "total": self.agents.agent_count if self._agents else 0,
                 "loaded": self.agents.loaded_count if self._agents else 0,
                 "pendingItems": self.agents.pending_count() if self._agents else 0,
+                "problems": self.agents.problems() if self._agents else [],
             },
         }
 

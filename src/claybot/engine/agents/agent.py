@@ -176,6 +176,10 @@ class Agent:
             if not self._stop_requested:
                 raise  # the engine is shutting down: the item stays pending
             return await self._end(item, STOPPED_TEXT, failed=False)
+        except OSError:
+            # The disk refused a write (full, failing): nothing more can be recorded now.
+            # The item stays pending; the agent system resumes it from history later.
+            raise
         except Exception:
             # A bug must not leave the user (or a parent agent) waiting forever.
             log.exception(

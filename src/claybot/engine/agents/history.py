@@ -1,9 +1,12 @@
 """History records (``history.jsonl``) and rebuilding inference context from them.
 
 Record types: ``start``, ``reset``, ``user_message``, ``assistant_message``,
-``tool_result``, ``note``. Times (``at``) are unix milliseconds. Records of one
-turn carry the inbound ``messageId``; the turn's last assistant record has
-``final: true``, which is what marks the message done.
+``tool_result``, ``note``; and ``damaged``, which stands in for a line of the file
+that is no JSON object (shown to readers, never to the model). ``start`` carries
+the agent's descriptor, so a damaged ``descriptor.json`` can be rebuilt from it.
+Times (``at``) are unix milliseconds. Records of one turn carry the inbound
+``messageId``; the turn's last assistant record has ``final: true``, which is
+what marks the message done.
 
 Everything here is pure: no I/O.
 """
@@ -20,8 +23,25 @@ Record = dict[str, Any]
 MARKER_TYPES = frozenset({"start", "reset"})
 
 
-def start_record(at: int) -> Record:
-    return {"type": "start", "at": at}
+def start_record(at: int, descriptor: dict[str, Any] | None = None) -> Record:
+    record: Record = {"type": "start", "at": at}
+    if descriptor is not None:
+        record["descriptor"] = descriptor
+    return record
+
+
+DAMAGED_RAW_CHARS = 500
+
+
+def damaged_record(line: int, raw: bytes) -> Record:
+    """What a reader gets for a line of history.jsonl that is no record."""
+    return {
+        "type": "damaged",
+        "line": line,
+        "raw": raw[:DAMAGED_RAW_CHARS].decode(errors="replace"),
+        "error": f"line {line} of history.jsonl is not a JSON object; it is left as it is "
+        "and the model does not see it",
+    }
 
 
 def reset_record(at: int, message_id: str, message: str | None = None) -> Record:

@@ -11,6 +11,7 @@ import asyncio
 import json
 import logging
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from claybot.durable.atomic import (
+    append_durably,
     atomic_write_bytes,
     atomic_write_json,
     atomic_write_many,
@@ -30,7 +32,7 @@ from claybot.engine.agents.descriptors import (
     descriptor_to_dict,
     parse_descriptor,
 )
-from claybot.engine.agents.history import Record
+from claybot.engine.agents.history import Record, damaged_record
 from claybot.engine.agents.state import AgentState
 
 log = logging.getLogger(__name__)
@@ -47,12 +49,29 @@ class AgentStoreError(Exception):
     pass
 
 
+@dataclass(frozen=True)
+class AgentProblem:
+    """A file of an agent that could not be used, and what was done about it."""
+
+    agent_id: str
+    file: str
+    error: str
+    action: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"agentId": self.agent_id, "file": self.file, "error": self.error,
+                "action": self.action}  # fmt: skip
+
+
 class FileAgentStore:
     def __init__(self, root: Path, writer: GroupCommitWriter) -> None:
         self.root = root
         self.writer = writer
         self.index_path = root / "index.jsonl"
         self._history_paths: dict[str, Path] = {}
+        # Agents found at boot whose descriptor could not be read nor rebuilt: they
+        # cannot be routed to, and are reported rather than dropped without a word.
+        self.unroutable: list[AgentProblem] = []
 
     def agent_dir(self, agent_id: str) -> Path:
         return self.root / agent_id
@@ -91,29 +110,66 @@ class FileAgentStore:
                 missing.append(found)
         if missing:
             # An agent folder written just before a crash, whose index line was lost.
-            with self.index_path.open("ab") as index:
-                for entry in missing:
-                    index.write(encode_record(self._index_record(entry)))
-                    entries[entry.agent_id] = entry
-                index.flush()
-                os.fsync(index.fileno())
+            lines = b"".join(encode_record(self._index_record(entry)) for entry in missing)
+            append_durably(self.index_path, lines)
+            for entry in missing:
+                entries[entry.agent_id] = entry
             log.info("re-indexed agents", extra={"action": "agents.reindex", "count": len(missing)})
         return [entry for agent_id, entry in entries.items() if agent_id in folders]
 
     def _read_entry(self, agent_id: str) -> IndexEntry | None:
         directory = self.root / agent_id
+        path = directory / "descriptor.json"
+        descriptor: AgentDescriptor | None
         try:
-            descriptor = parse_descriptor(json.loads((directory / "descriptor.json").read_bytes()))
-        except FileNotFoundError:
+            descriptor = parse_descriptor(json.loads(path.read_bytes()))
+        except (OSError, ValueError, ValidationError) as exc:
+            descriptor = self._rebuild_descriptor(agent_id, path, exc)
+        if descriptor is None:
             return None
-        except (ValueError, ValidationError) as exc:
-            log.error(
-                "skipping an agent with an unreadable descriptor",
-                extra={"action": "agents.bad_descriptor", "agentId": agent_id, "error": str(exc)},
-            )
-            return None
-        state = self.read_state(agent_id)
+        try:
+            state = self.read_state(agent_id)
+        except AgentStoreError:
+            state = None  # reported when the agent loads
         return IndexEntry(agent_id, descriptor, state.createdAt if state else 0)
+
+    def _rebuild_descriptor(
+        self, agent_id: str, path: Path, error: Exception
+    ) -> AgentDescriptor | None:
+        """A descriptor.json that is missing or damaged, rebuilt from the history's first
+        record; else the agent is reported as unroutable (its next message would start a
+        new conversation, and nobody must be left to find that out alone)."""
+        history = self.history_path(agent_id)
+        try:
+            with history.open("rb") as handle:
+                first = json.loads(handle.readline())
+            descriptor = parse_descriptor(first["descriptor"])
+        except FileNotFoundError:
+            if isinstance(error, FileNotFoundError):
+                return None  # a folder a crash left before the agent existed: no conversation
+            descriptor = None
+        except (OSError, ValueError, KeyError, TypeError, ValidationError):
+            descriptor = None
+        if descriptor is None:
+            problem = AgentProblem(
+                agent_id,
+                str(path),
+                str(error),
+                "not loaded: its conversation cannot be routed to until descriptor.json is "
+                "repaired (its history is kept); a message from its user starts a new agent",
+            )
+            self.unroutable.append(problem)
+            log.error(
+                "%s: %s; %s", path, error, problem.action,
+                extra={"action": "agents.unroutable", "agentId": agent_id},
+            )  # fmt: skip
+            return None
+        atomic_write_json(path, descriptor_to_dict(descriptor))
+        log.warning(
+            "%s was damaged (%s); rebuilt from %s", path, error, history,
+            extra={"action": "agents.descriptor_rebuilt", "agentId": agent_id},
+        )  # fmt: skip
+        return descriptor
 
     @staticmethod
     def _index_record(entry: IndexEntry) -> Record:
@@ -126,9 +182,19 @@ class FileAgentStore:
     # -- creation -----------------------------------------------------------
 
     async def create(self, entry: IndexEntry, state: AgentState, start: Record) -> None:
-        """Durably create an agent: its files first, then its index line."""
-        await asyncio.to_thread(self._create_files, entry, state, start)
-        await self.writer.append(self.index_path, encode_record(self._index_record(entry)))
+        """Durably create an agent: its files first, then its index line.
+
+        If any of it fails (a full disk), the folder goes again: left half made, it
+        would be indexed at the next start as a second agent for the same conversation.
+        """
+        try:
+            await asyncio.to_thread(self._create_files, entry, state, start)
+            await self.writer.append(self.index_path, encode_record(self._index_record(entry)))
+        except BaseException:
+            await asyncio.to_thread(
+                shutil.rmtree, self.agent_dir(entry.agent_id), ignore_errors=True
+            )
+            raise
 
     def _create_files(self, entry: IndexEntry, state: AgentState, start: Record) -> None:
         directory = self.agent_dir(entry.agent_id)
@@ -139,6 +205,13 @@ class FileAgentStore:
 
     # -- state --------------------------------------------------------------
 
+    def set_aside_state(self, agent_id: str) -> Path:
+        """Move a damaged state.json aside (kept for its owner to look at); returns where."""
+        path = self.agent_dir(agent_id) / "state.json"
+        aside = path.with_name("state.json.damaged")
+        os.replace(path, aside)
+        return aside
+
     def read_state(self, agent_id: str) -> AgentState | None:
         try:
             return AgentState.model_validate_json(
@@ -147,7 +220,11 @@ class FileAgentStore:
         except FileNotFoundError:
             return None
         except ValidationError as exc:
-            raise AgentStoreError(f"{self.agent_dir(agent_id) / 'state.json'}: {exc}") from exc
+            problems = "; ".join(
+                f"{'.'.join(str(part) for part in error['loc']) or '(the file)'}: {error['msg']}"
+                for error in exc.errors()[:5]
+            )
+            raise AgentStoreError(f"{self.agent_dir(agent_id) / 'state.json'}: {problems}") from exc
 
     async def write_state(self, agent_id: str, state: AgentState) -> None:
         data = state.model_dump(mode="json")
@@ -165,7 +242,9 @@ class FileAgentStore:
     # -- history ------------------------------------------------------------
 
     def read_history(self, agent_id: str, *, repair: bool) -> list[Record]:
-        return read_jsonl(self.history_path(agent_id), repair=repair).records
+        """Every record; a damaged line is a ``damaged`` record in its place."""
+        path = self.history_path(agent_id)
+        return read_jsonl(path, repair=repair, placeholder=damaged_record).records
 
     def append_history(self, agent_id: str, record: Record) -> asyncio.Future[None]:
         return self.writer.append(self.history_path(agent_id), encode_record(record))

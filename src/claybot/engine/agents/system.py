@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import time
 from collections import OrderedDict
@@ -35,7 +36,7 @@ from claybot.engine.agents.descriptors import (
 from claybot.engine.agents.history import Record, start_record, turn_progress
 from claybot.engine.agents.inbox import InboxItem
 from claybot.engine.agents.state import AgentState, Permissions
-from claybot.engine.agents.store import IndexEntry
+from claybot.engine.agents.store import AgentProblem, AgentStoreError, IndexEntry
 from claybot.ids import IdFactory, new_id
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,8 @@ RUN_BATCH = 32  # items an agent processes before letting other agents run
 OUTCOMES_KEPT = 10_000  # recent turn outcomes, for callers that wait for an item
 STATE_FLUSH_INTERVAL_S = 5.0
 CHECKPOINT_INTERVAL_S = 60.0  # bounds how much journal a boot replays
+RESUME_FIRST_S = 0.1  # after a write failed: first retry of the agent's turn
+RESUME_MAX_S = 5.0
 
 
 class AgentNotFound(LookupError):
@@ -58,6 +61,16 @@ class MessageTooLarge(ValueError):
 
 class EngineStopping(RuntimeError):
     pass
+
+
+class StorageFull(OSError):
+    """Nothing can be accepted for an agent until the disk takes writes again."""
+
+    def __init__(self, agent_id: str) -> None:
+        super().__init__(
+            errno.ENOSPC,
+            f"the disk is full: agent {agent_id}'s work waits for space to be written",
+        )
 
 
 class SubagentLimit(ValueError):
@@ -113,6 +126,10 @@ class AgentSystem:
         self._tasks: set[asyncio.Task[None]] = set()
         self._background: list[asyncio.Task[None]] = []
         self._stopping = False
+        # Agents whose turn a failed write stopped: unloaded, their items waiting in
+        # _recovered, and a task that loads them again once the disk takes writes.
+        self._suspended: dict[str, asyncio.Task[None]] = {}
+        self._problems: dict[str, AgentProblem] = {}  # damaged files found while loading
         self._outcomes: OrderedDict[tuple[str, str], TurnOutcome] = OrderedDict()
 
     # -- lifecycle ------------------------------------------------------------
@@ -147,7 +164,7 @@ class AgentSystem:
     async def shutdown(self, drain_timeout_s: float = 10.0) -> None:
         """Stop taking items; let running turns finish, leaving the rest durably pending."""
         self._stopping = True
-        for task in self._background:
+        for task in [*self._background, *self._suspended.values()]:
             task.cancel()
         running = [task for task in self._tasks if not task.done()]
         if running:
@@ -157,13 +174,24 @@ class AgentSystem:
             if stragglers:
                 await asyncio.wait(stragglers)
         await self._flush_states()
-        await self.inbox_log.checkpoint()
+        try:
+            await self.inbox_log.checkpoint()
+        except OSError as exc:
+            # The journal stays as it is and is replayed at the next start.
+            log.error(
+                "no checkpoint at shutdown: %s", exc, extra={"action": "agents.checkpoint_failed"}
+            )
 
     async def _checkpoint_periodically(self) -> None:
         while True:
             await asyncio.sleep(CHECKPOINT_INTERVAL_S)
             if self.inbox_log.appended_since_checkpoint:
-                await self.inbox_log.checkpoint()
+                try:
+                    await self.inbox_log.checkpoint()
+                except OSError as exc:  # a full disk: the next interval tries again
+                    log.error(
+                        "checkpoint failed: %s", exc, extra={"action": "agents.checkpoint_failed"}
+                    )
 
     # -- index ----------------------------------------------------------------
 
@@ -253,7 +281,12 @@ class AgentSystem:
             )
             await self.inbox_log.accept(first)
         entry = IndexEntry(agent_id, descriptor, now)
-        await self.store.create(entry, state, start_record(now))
+        try:
+            await self.store.create(entry, state, start_record(now, descriptor_to_dict(descriptor)))
+        except BaseException:
+            if first is not None:
+                self.inbox_log.mark_done(first)  # its agent never came to be
+            raise
         self._index(entry)
         self._updated[agent_id] = now
         self._touch_seq += 1
@@ -296,10 +329,24 @@ class AgentSystem:
         entry = self._entries.get(agent_id)
         if entry is None:
             raise AgentNotFound(agent_id)
+        if agent_id in self._suspended:
+            # Its records the disk refused may still be queued for another try: read
+            # its files only once they were written (or dropped), never before. A batch
+            # in flight may fail again and queue them anew, so look once it has ended.
+            writer = self.runtime.store.writer
+            await writer.settled()
+            if writer.backlog:
+                raise StorageFull(agent_id)
+            resumer = self._suspended.pop(agent_id)
+            if resumer is not asyncio.current_task():
+                resumer.cancel()  # a message woke it first
         first_load = agent_id not in self._restored
         # Unloading flushed this agent's appends; a torn tail can only come from a
         # crash, so the file is repaired on the first load after boot.
-        state, records = await asyncio.to_thread(self._read_agent, agent_id, first_load)
+        state, records, problem = await asyncio.to_thread(self._read_agent, agent_id, first_load)
+        if problem is not None:
+            self._problems[agent_id] = problem
+            self.events.emit("agent.damaged", problem.to_dict())
         agent = Agent(agent_id, entry.descriptor, state, records, self.runtime)
         agent.last_active = self._monotonic()
         for item in self._recovered.pop(agent_id, []):
@@ -316,13 +363,41 @@ class AgentSystem:
             self.events.emit("agent.woke", {"agentId": agent_id})
         return agent
 
-    def _read_agent(self, agent_id: str, repair: bool) -> tuple[AgentState, list[Record]]:
-        state = self.store.read_state(agent_id)
+    def _read_agent(
+        self, agent_id: str, repair: bool
+    ) -> tuple[AgentState, list[Record], AgentProblem | None]:
+        problem = None
+        try:
+            state = self.store.read_state(agent_id)
+        except AgentStoreError as exc:
+            # The conversation goes on; its grants, which cannot be read, start from
+            # nothing (the agent may ask again), and the file is kept for its owner.
+            aside = self.store.set_aside_state(agent_id)
+            problem = AgentProblem(
+                agent_id,
+                str(aside.with_name("state.json")),
+                str(exc),
+                f"started again with no permissions; the damaged file is kept as {aside}",
+            )
+            log.error(
+                "%s; the agent %s",
+                exc,
+                problem.action,
+                extra={"action": "agents.state_damaged", "agentId": agent_id},
+            )
+            state = None
         records = self.store.read_history(agent_id, repair=repair)
         if state is None:
             now = self.runtime.now_ms()
-            state = AgentState(createdAt=now, updatedAt=now)
-        return state, records
+            created = self._entries[agent_id].created_at or now
+            state = AgentState(createdAt=created, updatedAt=now)
+        return state, records, problem
+
+    def problems(self) -> list[dict[str, str]]:
+        """Damaged agent files: those that could not be routed at boot, and those found
+        while loading (a state.json that did not validate)."""
+        found = [*self.store.unroutable, *self._problems.values()]
+        return [problem.to_dict() for problem in found]
 
     # -- posting --------------------------------------------------------------
 
@@ -392,7 +467,10 @@ class AgentSystem:
             return agent.state.permissions
         if agent_id not in self._entries:
             raise AgentNotFound(agent_id)
-        state = await asyncio.to_thread(self.store.read_state, agent_id)
+        try:
+            state = await asyncio.to_thread(self.store.read_state, agent_id)
+        except AgentStoreError:
+            state = None  # unreadable grants grant nothing
         return state.permissions if state is not None else Permissions()
 
     async def start_subagent(
@@ -634,6 +712,9 @@ class AgentSystem:
             raise  # shutdown: the item stays pending in the log and resumes next boot
         except EngineStopping:
             return  # its result could not be posted: pending, finished again next boot
+        except OSError as exc:
+            self._suspend(agent, item, exc)
+            return
         except Exception:
             # A bug must not wedge the inbox behind a message that always fails.
             log.exception(
@@ -644,13 +725,66 @@ class AgentSystem:
         if item.processed is not None and not item.processed.done():
             item.processed.set_result(None)
 
+    def _suspend(self, agent: Agent, item: InboxItem, error: OSError) -> None:
+        """A write failed in the middle of ``item``: stop this agent and try again later.
+
+        The item was durably accepted, so it is not lost and must not be marked done.
+        The agent leaves memory (what it holds may include records the disk refused)
+        and is loaded again like after a crash: its history says how far the turn
+        got, so a reply already written is delivered rather than generated twice.
+        """
+        log.error(
+            "agent %s stopped: a write failed (%s); it resumes once the disk takes writes",
+            agent.id,
+            error.strerror or error,
+            extra={"action": "agent.storage_failed", "agentId": agent.id, "errno": error.errno},
+        )
+        waiting = [item]
+        while (queued := agent.inbox.pop()) is not None:
+            waiting.append(queued)
+        agent.unloaded = True
+        if self._loaded.get(agent.id) is agent:
+            del self._loaded[agent.id]
+        self._restored.discard(agent.id)  # the next load repairs its history first
+        self._recovered[agent.id] = [*waiting, *self._recovered.get(agent.id, [])]
+        if agent.id not in self._suspended:
+            self._suspended[agent.id] = asyncio.create_task(
+                self._resume_later(agent.id), name=f"agent-resume-{agent.id}"
+            )
+        self.events.emit(
+            "agent.storage_failed", {"agentId": agent.id, "error": error.strerror or str(error)}
+        )
+
+    async def _resume_later(self, agent_id: str) -> None:
+        delay = RESUME_FIRST_S
+        while not self._stopping:
+            await asyncio.sleep(delay)
+            delay = min(RESUME_MAX_S, delay * 2)
+            try:
+                agent = await self._wake(agent_id)
+            except StorageFull:
+                continue  # still full: later
+            except Exception:
+                log.exception(
+                    "resuming an agent failed; trying again",
+                    extra={"action": "agent.resume_failed", "agentId": agent_id},
+                )
+                continue
+            self._schedule(agent)
+            return
+
     # -- idle agents ------------------------------------------------------------
 
     async def _sweep_idle(self) -> None:
         interval = max(0.5, min(self._idle_unload_s / 2, 30.0))
         while True:
             await asyncio.sleep(interval)
-            await self.unload_idle()
+            try:
+                await self.unload_idle()
+            except OSError as exc:  # their states could not be written: they stay loaded
+                log.error(
+                    "idle agents not unloaded: %s", exc, extra={"action": "agents.unload_failed"}
+                )
 
     async def unload_idle(self, *, older_than_s: float | None = None) -> int:
         threshold = self._idle_unload_s if older_than_s is None else older_than_s
@@ -747,6 +881,11 @@ class AgentSystem:
                     "updatedAt": self._updated_at(agent_id),
                     "lifecycle": "active" if agent is not None else "sleeping",
                     "pending": len(agent.inbox) if agent is not None else 0,
+                    **(
+                        {"problem": self._problems[agent_id].to_dict()}
+                        if agent_id in self._problems
+                        else {}
+                    ),
                 }
             )
         result.sort(key=lambda item: item["updatedAt"], reverse=True)
@@ -759,7 +898,10 @@ class AgentSystem:
             descriptor = entry.descriptor
             if not isinstance(descriptor, SubagentDescriptor):
                 continue
-            state = self.store.read_state(agent_id)
+            try:
+                state = self.store.read_state(agent_id)
+            except AgentStoreError:
+                state = None  # listed from its descriptor; the damage is in problems()
             result.append(
                 {
                     "agentId": agent_id,

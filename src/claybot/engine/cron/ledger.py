@@ -87,10 +87,11 @@ class RunLedger:
 
     async def _append(self, records: list[dict[str, Any]]) -> None:
         data = b"".join(encode_record(record) for record in records)
+        await self._writer.append(self.path, data)
+        # Only what is on disk counts: a record the disk refused changes nothing.
         for record in records:
             self._fold(record)
         self._appended += 1
-        await self._writer.append(self.path, data)
         if self._appended > COMPACT_AFTER and not self._compacting:
             await self.compact()
 

@@ -42,6 +42,7 @@ POSTING_WAIT_S = 5.0  # at most this long before the next instants are planned a
 WARM_AHEAD_MS = 15_000
 WARM_CONCURRENCY = 64
 RESCAN_FALLBACK_S = 5.0  # polling interval when file watching is unavailable
+LEDGER_RETRY_S = 1.0  # pause before trying again when the ledger cannot be written
 
 
 class CronHost(Protocol):
@@ -248,7 +249,12 @@ class CronScheduler:
                 for waiter in (sleeper, changed):
                     waiter.cancel()
             self._warm_due()
-            await self._fire_due()
+            try:
+                await self._fire_due()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # one bad moment must not stop every schedule for good
+                log.exception("firing cron runs failed", extra={"action": "cron.fire_failed"})
 
     def _warm_due(self) -> None:
         """Load (or create) the agents of runs due within WARM_AHEAD_MS, so firing is quick."""
@@ -309,7 +315,20 @@ class CronScheduler:
             r for task, times, reason in skips for r in skipped_records(task.id, times, reason)
         ]
         records += [started_record(key.task_id, key.at_ms, now_ms) for _, key in starts]
-        await self.ledger.record(records)
+        try:
+            await self.ledger.record(records)
+        except OSError as exc:
+            # Not recorded, so nothing of it happened: the same instants are owed still
+            # and fire once the disk takes writes (late ones then follow `misfire`).
+            log.error(
+                "cron runs wait: the run ledger could not be written (%s)",
+                exc.strerror or exc,
+                extra={"action": "cron.ledger_failed", "runs": len(due)},
+            )
+            for task_id, due_ms in due:
+                self._schedule_at(task_id, due_ms)
+            await asyncio.sleep(LEDGER_RETRY_S)
+            return
         if self.on_lateness is not None:
             recorded = to_ms(self.clock.now())
             for _, key in starts:

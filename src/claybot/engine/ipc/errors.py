@@ -13,6 +13,7 @@ from starlette.responses import JSONResponse
 
 from claybot.config.store import ConfigError
 from claybot.db.errors import StoreError
+from claybot.durable.group_commit import is_disk_full
 from claybot.engine.agents.system import AgentNotFound, EngineStopping, MessageTooLarge
 from claybot.engine.plugins import PluginError
 
@@ -103,8 +104,40 @@ async def _store_error(request: Request, exc: Exception) -> JSONResponse:
     return error_response(503, "database_unavailable", str(exc), headers={"Retry-After": "5"})
 
 
+async def _storage_error(request: Request, exc: Exception) -> JSONResponse:
+    """The disk refused a write: nothing was accepted, and the client is told what to do.
+
+    Answered here rather than as a 500 so the connection stays usable (an unhandled
+    error makes the server drop a keep-alive connection).
+    """
+    assert isinstance(exc, OSError)
+    engine = getattr(request.app.state, "engine", None)
+    home = str(engine.paths.home) if engine is not None else "the ClayBot home"
+    if is_disk_full(exc):
+        return error_response(
+            507,
+            "disk_full",
+            f"the disk holding {home} is full, so nothing was accepted; free some space "
+            f"there (see `df -h {home}`) and retry: the engine carries on by itself",
+            headers={"Retry-After": "5"},
+        )
+    log.error(
+        "an I/O operation failed: %s",
+        exc,
+        extra={"action": "api.io_error", "path": request.url.path},
+    )
+    return error_response(
+        503,
+        "io_error",
+        f"an I/O operation failed ({exc.strerror or type(exc).__name__}), so the request did "
+        "not complete; see the engine log, then retry",
+        headers={"Retry-After": "5"},
+    )
+
+
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(Exception, _unexpected)
+    app.add_exception_handler(OSError, _storage_error)
     app.add_exception_handler(StoreError, _store_error)
     app.add_exception_handler(PluginError, _plugin_error)
     app.add_exception_handler(RequestValidationError, _validation_error)

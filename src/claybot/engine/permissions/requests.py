@@ -14,13 +14,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from claybot.connectors.base import PermissionAlreadyDecided, PermissionOutcome, PermissionPrompt
+from claybot.durable.atomic import append_durably
 from claybot.durable.jsonl import encode_record, read_jsonl
 from claybot.engine.events import EventBus
 from claybot.ids import new_id
@@ -149,12 +149,7 @@ class RequestLog:
 
     def _append_sync(self, line: bytes) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            os.write(fd, line)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        append_durably(self.path, line)
 
 
 class PermissionBroker:
