@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from claybot.engine.ipc.ratelimit import WINDOW_S, Decision, SlidingWindowLimiter
+from claybot.engine.ipc.ratelimit import WINDOW_S, Decision, FailureLimiter, SlidingWindowLimiter
 
 
 class Clock:
@@ -88,3 +88,30 @@ def test_no_minute_ever_holds_more_than_the_limit(limit: int, gaps: list[float])
             # Waiting as told is enough.
             later = [t for t in allowed if clock.now + decision.retry_after_s - t < WINDOW_S]
             assert len(later) < limit
+
+
+def test_failures_limit_a_client_until_the_oldest_leaves_the_window() -> None:
+    clock = Clock()
+    limiter = FailureLimiter(2, clock)
+    assert limiter.retry_after("a") == 0
+    assert limiter.record_failure("a") is False
+    clock.now += 15
+    assert limiter.retry_after("a") == 0
+    assert limiter.record_failure("a") is True  # the one that reaches the limit
+    assert limiter.retry_after("a") == 45
+    assert limiter.retry_after("b") == 0
+    clock.now += 44.5
+    assert limiter.retry_after("a") == 1  # never early
+    clock.now += 0.5
+    assert limiter.retry_after("a") == 0
+
+
+def test_the_failure_limiter_forgets_quiet_clients_and_stays_bounded() -> None:
+    clock = Clock()
+    limiter = FailureLimiter(1, clock, max_clients=3)
+    for client in ("a", "b", "c", "d"):  # "a" failed least recently: it is dropped
+        limiter.record_failure(client)
+    assert [limiter.retry_after(client) for client in "abcd"] == [0, 60, 60, 60]
+    clock.now += WINDOW_S
+    assert [limiter.retry_after(client) for client in "abcd"] == [0, 0, 0, 0]
+    assert limiter.record_failure("a") is True  # counted afresh

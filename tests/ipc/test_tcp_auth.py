@@ -15,7 +15,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from claybot.db.errors import StoreError
 from claybot.db.keys import ApiKeyRecord, MemoryApiKeyStore
-from claybot.engine.ipc.ratelimit import SlidingWindowLimiter
+from claybot.engine.ipc.ratelimit import FailureLimiter, SlidingWindowLimiter
 from claybot.engine.ipc.tcp_auth import ApiKeyMiddleware, required_scope
 
 
@@ -237,6 +237,85 @@ async def test_a_streaming_response_passes_through_intact(setup: Setup) -> None:
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/event-stream")
     assert response.text == "id: 0\ndata: 0\n\nid: 1\ndata: 1\n\nid: 2\ndata: 2\n\n"
+
+
+class CountingStore(MemoryApiKeyStore):
+    """Counts the lookups a request costs (a database query on the real store)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.verified = 0
+
+    async def verify(self, plaintext: str) -> ApiKeyRecord | None:
+        self.verified += 1
+        return await super().verify(plaintext)
+
+
+class Guessing:
+    """Clients at two addresses in front of a middleware that allows 3 unknown keys a minute."""
+
+    def __init__(self) -> None:
+        self.store = CountingStore()
+        self.clock = Clock()
+        self.middleware = ApiKeyMiddleware(
+            APP,
+            self.store,
+            SlidingWindowLimiter(self.clock),
+            failures=FailureLimiter(3, self.clock),
+        )
+
+    def client(self, address: str) -> httpx.AsyncClient:
+        transport = httpx.ASGITransport(app=self.middleware, client=(address, 50000))
+        return httpx.AsyncClient(transport=transport, base_url="http://tcp")
+
+
+async def test_a_client_guessing_keys_gets_429_without_a_lookup() -> None:
+    guessing = Guessing()
+    _, valid = await guessing.store.create("owner", ["admin"])
+    async with guessing.client("10.0.0.1") as guesser, guessing.client("10.0.0.2") as other:
+        for n in range(3):
+            response = await guesser.get("/v1/engine/status", headers=bearer(f"cb_guess{n}"))
+            assert_error(response, 401, "unauthorized")
+            guessing.clock.now += 10
+        assert guessing.store.verified == 3
+        # The fourth try, any number of tries, and even a valid key from that address:
+        # refused before the store is asked.
+        for key in ["cb_guess3", *(f"cb_more{n}" for n in range(100)), valid]:
+            limited = await guesser.get("/v1/engine/status", headers=bearer(key))
+            assert "unknown API keys" in assert_error(limited, 429, "rate_limited")
+            assert limited.headers["Retry-After"] == "30"  # the first guess was 30 s ago
+            assert key not in limited.text
+        assert guessing.store.verified == 3
+        # Another address is not affected: its valid key works, its wrong key is a 401.
+        assert (await other.get("/v1/engine/status", headers=bearer(valid))).status_code == 200
+        wrong = await other.get("/v1/engine/status", headers=bearer("cb_typo"))
+        assert_error(wrong, 401, "unauthorized")
+        assert guessing.store.verified == 5
+        # The window slides: once the first guess is a minute old, one more try is let in.
+        guessing.clock.now += 30
+        again = await guesser.get("/v1/engine/status", headers=bearer("cb_guess4"))
+        assert_error(again, 401, "unauthorized")
+        assert guessing.store.verified == 6
+        limited = await guesser.get("/v1/engine/status", headers=bearer(valid))
+        assert limited.status_code == 429 and limited.headers["Retry-After"] == "10"
+
+
+async def test_successes_neither_count_nor_reset_the_failures() -> None:
+    guessing = Guessing()
+    _, valid = await guessing.store.create("owner", ["admin"])
+    async with guessing.client("10.0.0.1") as client:
+
+        async def status(key: str | None) -> int:
+            headers = bearer(key) if key else {}
+            return (await client.get("/v1/engine/status", headers=headers)).status_code
+
+        assert [await status(valid) for _ in range(50)] == [200] * 50
+        # Requests without a key cost no lookup and are not counted.
+        assert [await status(None) for _ in range(10)] == [401] * 10
+        # A valid key between failures buys no extra tries.
+        statuses = [await status(key) for key in ("cb_a", valid, "cb_b", valid, "cb_c", valid)]
+        assert statuses == [401, 200, 401, 200, 401, 429]
+    assert guessing.store.verified == 50 + 5
 
 
 def http_scope(path: str, key: str | None, scope_type: str = "http") -> Scope:

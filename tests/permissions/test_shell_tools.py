@@ -62,3 +62,43 @@ async def test_read_write_edit_stay_inside_the_granted_folders(paths: HomePaths)
     assert "was not found" in results[7]["text"]
     assert (paths.workspace / "notes.txt").read_text() == "hello there"
     assert not (outside / "new.txt").exists()
+
+
+async def test_links_that_resolve_inside_the_grants_still_work(paths: HomePaths) -> None:
+    workspace = paths.workspace.resolve()
+    via_link = f"{workspace}/alias/new/x.txt"  # alias -> data; new does not exist yet
+    script = [
+        call("write", path=via_link, content="one"),
+        call("edit", path=via_link, edits=[{"search": "one", "replace": "two"}]),
+        call("read", path=via_link),
+        call("read", path=f"{workspace}/pipe"),
+        "done",
+    ]
+    write_settings(
+        paths,
+        {
+            "providers": [
+                {"id": "s", "type": "scripted", "model": "script", "options": {"responses": script}}
+            ],
+            "plugins": [{"instanceId": "shell", "pluginId": "shell"}],
+        },
+    )
+    engine = Engine(paths, EngineOptions(port=0))
+    events: list[Event] = []
+    engine.events.add_listener(events.append)
+    await engine.start()
+    (workspace / "data").mkdir()
+    os.symlink(workspace / "data", workspace / "alias")
+    os.mkfifo(workspace / "pipe")  # opening it for reading would wait for a writer
+    try:
+        posted = await engine.agents.post_message(InboundMessage("local", "u", "c", "go"))
+        await next_event(events, "agent.outgoing")
+        page = await engine.agents.history(posted.agent_id, after=None, before=None, limit=100)
+        results = [r["output"] for r in page.records if r["type"] == "tool_result"]
+    finally:
+        await engine.stop()
+    assert [r["isError"] for r in results] == [False, False, False, True]
+    assert results[0]["text"] == f"wrote 3 bytes to {workspace}/data/new/x.txt"
+    assert results[2]["text"] == "two"
+    assert "not a regular file" in results[3]["text"]
+    assert (workspace / "data" / "new" / "x.txt").read_text() == "two"

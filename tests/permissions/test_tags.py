@@ -11,6 +11,7 @@ from claybot.engine.permissions.tags import (
     PermissionTagError,
     apply_grant,
     check_path,
+    granting_folder,
     grants,
     is_within,
     parse_tag,
@@ -82,3 +83,21 @@ def test_symlinks_and_dotdot_cannot_escape_a_grant(tmp_path: Path) -> None:
         check_path(permissions, f"{allowed}/../secret/key.txt", "read")
     with pytest.raises(PermissionError):
         check_path(permissions, str(allowed / "notes.txt"), "write")
+
+
+def test_the_deepest_granted_folder_holds_a_path() -> None:
+    permissions = Permissions(readDirs=["/data", "/data/ro/deep"], writeDirs=["/ws", "/ws/a"])
+    assert granting_folder(permissions, "/ws/a/b/f.txt", "write") == "/ws/a"
+    assert granting_folder(permissions, "/ws/ab/f.txt", "write") == "/ws"
+    assert granting_folder(permissions, "/data/ro/deep/f", "read") == "/data/ro/deep"
+    assert granting_folder(permissions, "/data/ro/deep/f", "write") is None
+    assert granting_folder(permissions, "/etc/passwd", "read") is None
+
+
+def test_a_path_that_changes_while_it_is_resolved_is_a_clear_error() -> None:
+    def swapped_under_realpath(path: str) -> str:
+        raise OSError(22, "Invalid argument", path)  # readlink on what is no longer a link
+
+    permissions = Permissions(writeDirs=["/ws"])
+    with pytest.raises(PermissionTagError, match="changed while it was resolved"):
+        check_path(permissions, "/ws/race/f.txt", "write", resolve=swapped_under_realpath)

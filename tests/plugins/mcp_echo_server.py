@@ -34,6 +34,12 @@ def explode(reason: str = "kaboom") -> str:
 
 
 @server.tool()
+def getenv(name: str) -> str:
+    """A variable of this server's environment ("" if unset)."""
+    return os.environ.get(name, "")
+
+
+@server.tool()
 def pid() -> int:
     """This server's process id."""
     return os.getpid()

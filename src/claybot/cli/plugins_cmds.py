@@ -43,11 +43,13 @@ def list_plugins(home: HomeOption = None, as_json: JsonOption = False) -> None:
     def offline(store: ConfigStore) -> dict[str, Any]:
         from claybot.engine.plugins import PluginCatalog
 
+        catalog = PluginCatalog.discover()
+        configured = [catalog.public_entry(entry) for entry in store.read_settings().plugins]
         return {
             "loaded": [],
-            "configured": [entry.to_json_dict() for entry in store.read_settings().plugins],
+            "configured": configured,
             "failures": [],
-            "catalog": PluginCatalog.discover().describe(),
+            "catalog": catalog.describe(),
         }
 
     listing, running = mutate(home, None, online=online, offline=offline)

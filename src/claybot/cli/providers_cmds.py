@@ -63,7 +63,7 @@ def list_providers(home: HomeOption = None, as_json: JsonOption = False) -> None
         return providers
 
     def offline(store: ConfigStore) -> list[dict[str, Any]]:
-        return [p.to_json_dict() for p in store.read_settings().providers]
+        return [p.to_public_dict() for p in store.read_settings().providers]
 
     providers, _ = mutate(home, None, online=online, offline=offline)
     _show(providers, as_json)
@@ -74,7 +74,7 @@ def _offline_edit(store: ConfigStore, edit: Any) -> list[dict[str, Any]]:
     providers: list[ProviderSettings] = edit(list(current.providers))
     updated: Settings = current.model_copy(update={"providers": providers})
     store.write_settings(updated)
-    return [p.to_json_dict() for p in providers]
+    return [p.to_public_dict() for p in providers]
 
 
 @app.command("add")

@@ -7,6 +7,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
+from claybot.config.redaction import redact_named
+
 DEFAULT_PORT = 7331
 
 
@@ -49,6 +51,12 @@ class ProviderSettings(CamelModel):
     @property
     def provider_type(self) -> str:
         return self.type or self.id
+
+    def to_public_dict(self) -> dict[str, Any]:
+        """What may be shown: options whose names say secret (``apiKey``...) redacted."""
+        data = self.to_json_dict()
+        data["options"] = redact_named(self.options)
+        return data
 
 
 class PluginInstanceSettings(CamelModel):

@@ -163,7 +163,7 @@ async def list_providers(request: Request) -> dict[str, Any]:
     engine = engine_of(request)
     return {
         "ok": True,
-        "providers": [p.to_json_dict() for p in engine.settings.providers],
+        "providers": [p.to_public_dict() for p in engine.settings.providers],
         "types": [
             {"type": t.type, "label": t.label, "description": t.description}
             for t in engine.provider_registry.types()
@@ -189,7 +189,7 @@ async def upsert_provider(request: Request, body: UpsertProvider) -> dict[str, A
     position = len(others) if body.position is None else min(body.position, len(others))
     settings.providers = [*others[:position], provider, *others[position:]]
     await engine.update_settings(settings)
-    return {"ok": True, "providers": [p.to_json_dict() for p in settings.providers]}
+    return {"ok": True, "providers": [p.to_public_dict() for p in settings.providers]}
 
 
 @router.delete("/providers/{providerId}", summary="Remove a provider")
@@ -203,7 +203,7 @@ async def remove_provider(request: Request, providerId: str) -> dict[str, Any]:
         )
     settings.providers = remaining
     await engine.update_settings(settings)
-    return {"ok": True, "providers": [p.to_json_dict() for p in remaining]}
+    return {"ok": True, "providers": [p.to_public_dict() for p in remaining]}
 
 
 @router.post("/providers/{providerId}/default", summary="Make a provider the first choice")
@@ -217,7 +217,7 @@ async def default_provider(request: Request, providerId: str) -> dict[str, Any]:
         )
     settings.providers = chosen + [p for p in settings.providers if p.id != providerId]
     await engine.update_settings(settings)
-    return {"ok": True, "providers": [p.to_json_dict() for p in settings.providers]}
+    return {"ok": True, "providers": [p.to_public_dict() for p in settings.providers]}
 
 
 # -- API keys ---------------------------------------------------------------------------

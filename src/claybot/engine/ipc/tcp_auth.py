@@ -2,7 +2,8 @@
 
 The Unix socket serves the bare app (the owner's, trusted); TCP serves the app
 wrapped in ``ApiKeyMiddleware``: ``Authorization: Bearer cb_...``, the route's
-scope (``admin`` passes every check), and the key's rate limit.
+scope (``admin`` passes every check), and the key's rate limit. A client address
+that keeps presenting unknown keys is refused (429) before its keys are looked up.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from claybot.db.errors import StoreError
-from claybot.engine.ipc.ratelimit import RateLimiter, SlidingWindowLimiter
+from claybot.engine.ipc.ratelimit import FailureLimiter, RateLimiter, SlidingWindowLimiter
 
 if TYPE_CHECKING:
     from claybot.db.keys import ApiKeyStore
@@ -58,10 +59,12 @@ class ApiKeyMiddleware:
         store: ApiKeyStore,
         limiter: RateLimiter | None = None,
         required_scope: ScopeTable = required_scope,
+        failures: FailureLimiter | None = None,
     ) -> None:
         self.app = app
         self.store = store
         self.limiter = limiter or SlidingWindowLimiter()
+        self.failures = failures or FailureLimiter()
         self.required_scope = required_scope
         # Use is recorded off the request path; the set keeps the tasks alive.
         self._pending: set[asyncio.Task[None]] = set()
@@ -69,6 +72,15 @@ class ApiKeyMiddleware:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):  # lifespan
             await self.app(scope, receive, send)
+            return
+        client = _client_address(scope)
+        wait_s = self.failures.retry_after(client)
+        if wait_s:
+            await _deny(
+                scope, send, 429, "rate_limited",
+                f"too many unknown API keys from this address; retry in {wait_s} s",
+                retry_after=wait_s,
+            )  # fmt: skip
             return
         presented = _bearer(scope)
         if presented is None:
@@ -93,6 +105,14 @@ class ApiKeyMiddleware:
             )  # fmt: skip
             return
         if record is None:
+            if self.failures.record_failure(client):
+                log.warning(
+                    "%d unknown API keys in a minute from %s: its requests get 429 until the "
+                    "oldest is a minute old; if this is yours, check the key it sends",
+                    self.failures.limit,
+                    client,
+                    extra={"action": "keys.client_limited", "client": client},
+                )
             await _deny(scope, send, 401, "unauthorized", "the API key is unknown or revoked")
             return
         needed = self.required_scope(str(scope.get("method", "GET")), str(scope["path"]))
@@ -127,6 +147,16 @@ class ApiKeyMiddleware:
                 exc,
                 extra={"action": "keys.record_use_failed"},
             )
+
+
+def _client_address(scope: Scope) -> str:
+    """The peer's address (not its port, which changes with every connection).
+
+    Forwarding headers are not trusted: anyone can send them. Behind a reverse
+    proxy every client is the proxy's address and shares one failure count.
+    """
+    client = scope.get("client")
+    return str(client[0]) if client else "unknown"
 
 
 def _bearer(scope: Scope) -> str | None:

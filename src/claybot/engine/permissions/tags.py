@@ -43,7 +43,14 @@ def _clean_path(raw: str, resolve: Resolve) -> str:
         raise PermissionTagError("the path contains control characters")
     if not raw.startswith("/"):
         raise PermissionTagError(f"the path must be absolute, got {raw!r}")
-    return resolve(raw)
+    try:
+        return resolve(raw)
+    except OSError as exc:
+        # realpath only fails when a link it met changed under it (readlink on what is
+        # no longer a link): the path is being changed right now.
+        raise PermissionTagError(
+            f"the path {raw!r} changed while it was resolved ({exc.strerror}); retry"
+        ) from None
 
 
 def parse_tag(tag: str, resolve: Resolve = os.path.realpath) -> PermissionTag:
@@ -65,15 +72,30 @@ def is_within(path: str, directory: str) -> bool:
     return path == directory or path.startswith(directory.rstrip("/") + "/")
 
 
+def _folders(permissions: Permissions, access: Literal["read", "write"]) -> list[str]:
+    directories = list(permissions.writeDirs)
+    if access == "read":
+        directories += permissions.readDirs
+    return directories
+
+
 def grants(permissions: Permissions, tag: PermissionTag) -> bool:
     """Whether ``permissions`` already cover ``tag`` (write implies read)."""
     if tag.access == "network":
         return permissions.network
     assert tag.path is not None
-    directories = list(permissions.writeDirs)
-    if tag.access == "read":
-        directories += permissions.readDirs
-    return any(is_within(tag.path, directory) for directory in directories)
+    return any(is_within(tag.path, directory) for directory in _folders(permissions, tag.access))
+
+
+def granting_folder(
+    permissions: Permissions, resolved: str, access: Literal["read", "write"]
+) -> str | None:
+    """The deepest granted folder that holds the resolved path, if any.
+
+    The deepest, because the file tools create missing folders only below it.
+    """
+    holding = [folder for folder in _folders(permissions, access) if is_within(resolved, folder)]
+    return max(holding, key=len, default=None)
 
 
 def apply_grant(permissions: Permissions, tag: PermissionTag) -> Permissions:

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
+from claybot.config.redaction import redact_value
+from claybot.config.settings import PluginInstanceSettings
 from claybot.engine.plugins.definition import PluginDefinition
 
 log = logging.getLogger(__name__)
@@ -137,6 +139,17 @@ class PluginCatalog:
 
     def is_builtin(self, plugin_id: str) -> bool:
         return plugin_id in self._builtin_ids
+
+    def public_entry(self, entry: PluginInstanceSettings) -> dict[str, Any]:
+        """A settings.json entry as listings show it: its settings' secrets redacted."""
+        definition = self.get(entry.plugin_id)
+        # A plugin that is not installed has no model to say which values are secret.
+        settings = (
+            definition.public_settings(entry.settings)
+            if definition is not None
+            else redact_value(entry.settings)
+        )
+        return {**entry.to_json_dict(), "settings": settings}
 
     def describe(self) -> list[dict[str, Any]]:
         return [

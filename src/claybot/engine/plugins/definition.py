@@ -8,12 +8,13 @@ imported. The manager validates settings with ``settings_model``, calls
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
+from claybot.config.redaction import public_settings
 from claybot.engine.plugins.api import PluginApi, S
 
 PLUGIN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -65,6 +66,12 @@ class PluginDefinition(Generic[S]):
             return self.settings_model.model_json_schema(by_alias=True)
         except Exception:  # a third-party model without a JSON schema must not break listings
             return None
+
+    def public_settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
+        """Stored settings as they may be shown: the secrets its model marks, or whose
+        names say so, redacted (all values, if the model has no schema to say which)."""
+        view: dict[str, Any] = public_settings(self.settings_schema(), settings)
+        return view
 
     def describe(self) -> dict[str, Any]:
         return {

@@ -172,7 +172,8 @@ class PluginManager:
         return [failure.to_dict() for failure in self.failures.values()]
 
     def configured(self) -> list[dict[str, Any]]:
-        return [entry.to_json_dict() for entry in self._settings.entries()]
+        """The settings.json entries with their secrets redacted: what listings show."""
+        return [self.catalog.public_entry(entry) for entry in self._settings.entries()]
 
     # -- changes ---------------------------------------------------------------
 

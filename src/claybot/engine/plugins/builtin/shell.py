@@ -19,12 +19,14 @@ import contextlib
 import os
 import signal
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from claybot.config.settings import CamelModel
 from claybot.engine.agents.state import Permissions
-from claybot.engine.permissions.tags import PermissionTagError, check_path
+from claybot.engine.permissions.safe_open import open_beneath
+from claybot.engine.permissions.tags import PermissionTagError, check_path, granting_folder
 from claybot.engine.plugins.api import PluginApi
 from claybot.engine.plugins.definition import PluginDefinition
 from claybot.engine.plugins.errors import PluginSettingsInvalid
@@ -108,8 +110,20 @@ class ExecArguments(BaseModel):
     )
 
 
-def _open_no_follow(path: str, flags: int, mode: int = 0o644) -> int:
-    return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+def _open_no_follow(
+    permissions: Permissions, raw_path: str, access: Literal["read", "write"], flags: int
+) -> tuple[str, int]:
+    """The checked, resolved path and a descriptor of it, opened without following links.
+
+    The path the model gives may pass through links that resolve inside the grants:
+    ``check_path`` resolves it first. The resolved path is then opened component by
+    component (``open_beneath``), so a folder swapped for a link after the check is
+    refused instead of followed out of the grants.
+    """
+    path = check_path(permissions, raw_path, access)
+    root = granting_folder(permissions, path, access)
+    assert root is not None  # check_path just found it granted
+    return path, open_beneath(root, path, flags, make_folders=access == "write")
 
 
 def sandbox_config(settings: ShellSettings) -> SandboxConfig:
@@ -204,8 +218,7 @@ class ShellPlugin:
         return await asyncio.to_thread(self._read_file, arguments, context.permissions)
 
     def _read_file(self, arguments: ReadArguments, permissions: Permissions) -> ToolResult:
-        path = check_path(permissions, arguments.path, "read")
-        fd = _open_no_follow(path, os.O_RDONLY)
+        _, fd = _open_no_follow(permissions, arguments.path, "read", os.O_RDONLY)
         with os.fdopen(fd, "rb") as handle:
             data = handle.read(self._max_read + 1)
         text = data[: self._max_read].decode(errors="replace")
@@ -218,10 +231,10 @@ class ShellPlugin:
         return await asyncio.to_thread(self._write_file, arguments, context.permissions)
 
     def _write_file(self, arguments: WriteArguments, permissions: Permissions) -> ToolResult:
-        path = check_path(permissions, arguments.path, "write")
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
         mode = os.O_APPEND if arguments.append else os.O_TRUNC
-        fd = _open_no_follow(path, os.O_WRONLY | os.O_CREAT | mode)
+        path, fd = _open_no_follow(
+            permissions, arguments.path, "write", os.O_WRONLY | os.O_CREAT | mode
+        )
         with os.fdopen(fd, "wb") as handle:
             handle.write(arguments.content.encode())
         verb = "appended" if arguments.append else "wrote"
@@ -232,18 +245,19 @@ class ShellPlugin:
         return await asyncio.to_thread(self._edit_file, arguments, context.permissions)
 
     def _edit_file(self, arguments: EditArguments, permissions: Permissions) -> ToolResult:
-        path = check_path(permissions, arguments.path, "write")
-        fd = _open_no_follow(path, os.O_RDONLY)
-        with os.fdopen(fd, "rb") as handle:
+        # One descriptor for the read and the write: the file written is the file read,
+        # whatever happens to the path in between.
+        path, fd = _open_no_follow(permissions, arguments.path, "write", os.O_RDWR)
+        with os.fdopen(fd, "r+b") as handle:
             text = handle.read().decode()
-        for number, edit in enumerate(arguments.edits, start=1):
-            if edit.search not in text:
-                return ToolResult(
-                    f"edit {number}: {edit.search!r} was not found; nothing changed", True
-                )
-            text = text.replace(edit.search, edit.replace, -1 if edit.replaceAll else 1)
-        fd = _open_no_follow(path, os.O_WRONLY | os.O_TRUNC)
-        with os.fdopen(fd, "wb") as handle:
+            for number, edit in enumerate(arguments.edits, start=1):
+                if edit.search not in text:
+                    return ToolResult(
+                        f"edit {number}: {edit.search!r} was not found; nothing changed", True
+                    )
+                text = text.replace(edit.search, edit.replace, -1 if edit.replaceAll else 1)
+            handle.seek(0)
+            handle.truncate()
             handle.write(text.encode())
         return ToolResult(f"applied {len(arguments.edits)} edit(s) to {path}")
 

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from claybot.config.redaction import SECRET
 from claybot.config.settings import CamelModel
 
 SERVER_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$"
@@ -18,11 +19,12 @@ class McpServerSettings(CamelModel):
     # stdio: the command to start; it inherits only a safe part of the engine's environment.
     command: str | None = Field(default=None, min_length=1)
     args: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
+    # Secret: tokens travel here. Listings show the names, never the values.
+    env: dict[str, str] = Field(default_factory=dict, json_schema_extra=SECRET)
     cwd: str | None = None
     # http: a streamable HTTP endpoint, such as http://127.0.0.1:8000/mcp.
     url: str | None = None
-    headers: dict[str, str] = Field(default_factory=dict)
+    headers: dict[str, str] = Field(default_factory=dict, json_schema_extra=SECRET)
     # Bounds every tool call.
     timeout_s: float = Field(default=30.0, gt=0, le=3600)
     # Bounds starting: launch, connect and list the tools (a cold Python server needs seconds).
