@@ -102,3 +102,50 @@ async def test_links_that_resolve_inside_the_grants_still_work(paths: HomePaths)
     assert results[2]["text"] == "two"
     assert "not a regular file" in results[3]["text"]
     assert (workspace / "data" / "new" / "x.txt").read_text() == "two"
+
+
+async def test_the_engines_files_are_refused_even_to_an_agent_granted_the_whole_home(
+    paths: HomePaths,
+) -> None:
+    home = paths.home.resolve()
+    paths.home.mkdir(parents=True, exist_ok=True)
+    paths.auth.write_text('{"x": {"type": "apiKey", "apiKey": "cb_canary_key"}}')
+    script = [
+        call("read", path=str(home / "auth.json")),
+        call("write", path=str(home / "settings.json"), content="{}"),
+        call("read", path=str(home / "agents" / "index.jsonl")),
+        call("write", path=str(home / "permissions" / "requests.jsonl"), content="forged"),
+        call("write", path=str(home / "workspace" / "fine.txt"), content="ok"),
+        "done",
+    ]
+    write_settings(
+        paths,
+        {
+            "providers": [
+                {"id": "s", "type": "scripted", "model": "script", "options": {"responses": script}}
+            ],
+            "plugins": [{"instanceId": "shell", "pluginId": "shell"}],
+        },
+    )
+    engine = Engine(paths, EngineOptions(port=0))
+    events: list[Event] = []
+    engine.events.add_listener(events.append)
+    await engine.start()
+    try:
+        posted = await engine.agents.post_message(InboundMessage("local", "u", "c", "go"))
+        agent = engine.agents._loaded[posted.agent_id]
+        # A user who granted the home itself, on purpose or by mistake.
+        agent.state.permissions = agent.state.permissions.model_copy(
+            update={"readDirs": [str(home)], "writeDirs": [str(home)]}
+        )
+        await next_event(events, "agent.outgoing")
+        page = await engine.agents.history(posted.agent_id, after=None, before=None, limit=100)
+        results = [r["output"] for r in page.records if r["type"] == "tool_result"]
+    finally:
+        await engine.stop()
+    assert [r["isError"] for r in results] == [True, True, True, True, False]
+    for refused in results[:4]:
+        assert "belongs to the engine" in refused["text"]
+    assert "cb_canary_key" not in str(results)
+    assert "shell" in paths.settings.read_text()
+    assert (paths.workspace / "fine.txt").read_text() == "ok"

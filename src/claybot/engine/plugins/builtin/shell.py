@@ -1,9 +1,11 @@
 """The ``shell`` plugin: ``read``, ``write`` and ``edit`` within an agent's grants, and ``exec``.
 
 Every path is resolved (symlinks, ``..``) before it is checked against the agent's
-``readDirs``/``writeDirs``, and files are opened with ``O_NOFOLLOW`` so a link
-swapped in after the check is refused rather than followed. File work runs on a
-worker thread, never on the event loop.
+``readDirs``/``writeDirs``, then opened one component at a time without following
+links, so a folder swapped for a link after the check is refused rather than
+followed. The engine's own files (auth.json, settings, the socket, the database,
+every agent's folder ...) and the user's keys are refused whatever the grants, as
+exec hides them. File work runs on a worker thread, never on the event loop.
 
 ``exec`` runs ``/bin/sh -c <command>`` in the sandbox of ``claybot.engine.sandbox``:
 bubblewrap (read-only root, only ``writeDirs`` writable, the engine's files and
@@ -18,7 +20,6 @@ import asyncio
 import contextlib
 import os
 import signal
-from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -26,7 +27,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from claybot.config.settings import CamelModel
 from claybot.engine.agents.state import Permissions
 from claybot.engine.permissions.safe_open import open_beneath
-from claybot.engine.permissions.tags import PermissionTagError, check_path, granting_folder
+from claybot.engine.permissions.tags import (
+    PermissionTagError,
+    check_path,
+    granting_folder,
+    is_within,
+)
 from claybot.engine.plugins.api import PluginApi
 from claybot.engine.plugins.definition import PluginDefinition
 from claybot.engine.plugins.errors import PluginSettingsInvalid
@@ -38,6 +44,7 @@ from claybot.engine.sandbox import (
     SandboxConfig,
     SandboxMode,
     SandboxUnavailable,
+    secret_paths,
 )
 from claybot.tools.base import ToolContext, ToolDefinition, ToolResult
 
@@ -111,16 +118,25 @@ class ExecArguments(BaseModel):
 
 
 def _open_no_follow(
-    permissions: Permissions, raw_path: str, access: Literal["read", "write"], flags: int
+    permissions: Permissions,
+    raw_path: str,
+    access: Literal["read", "write"],
+    flags: int,
+    protected: tuple[str, ...] = (),
 ) -> tuple[str, int]:
     """The checked, resolved path and a descriptor of it, opened without following links.
 
     The path the model gives may pass through links that resolve inside the grants:
     ``check_path`` resolves it first. The resolved path is then opened component by
     component (``open_beneath``), so a folder swapped for a link after the check is
-    refused instead of followed out of the grants.
+    refused instead of followed out of the grants. Paths in ``protected`` are refused.
     """
     path = check_path(permissions, raw_path, access)
+    if any(is_within(path, secret) for secret in protected):
+        raise PermissionError(
+            f"{path} belongs to the engine (or holds keys): no agent may {access} it, "
+            "whatever its grants"
+        )
     root = granting_folder(permissions, path, access)
     assert root is not None  # check_path just found it granted
     return path, open_beneath(root, path, flags, make_folders=access == "write")
@@ -177,6 +193,11 @@ class ShellPlugin:
         self._api = api
         self._max_read = api.settings.max_read_bytes
         self._runner = api.sandbox.runner(api.instance_id, sandbox_config(api.settings))
+        sandbox = api.sandbox
+        self._protected = tuple(
+            os.path.realpath(path)
+            for path in secret_paths(sandbox.user_homes, sandbox.claybot_home)
+        )
 
     async def load(self) -> None:
         if self._api.settings.sandbox == "bwrap":
@@ -218,7 +239,7 @@ class ShellPlugin:
         return await asyncio.to_thread(self._read_file, arguments, context.permissions)
 
     def _read_file(self, arguments: ReadArguments, permissions: Permissions) -> ToolResult:
-        _, fd = _open_no_follow(permissions, arguments.path, "read", os.O_RDONLY)
+        _, fd = _open_no_follow(permissions, arguments.path, "read", os.O_RDONLY, self._protected)
         with os.fdopen(fd, "rb") as handle:
             data = handle.read(self._max_read + 1)
         text = data[: self._max_read].decode(errors="replace")
@@ -233,7 +254,7 @@ class ShellPlugin:
     def _write_file(self, arguments: WriteArguments, permissions: Permissions) -> ToolResult:
         mode = os.O_APPEND if arguments.append else os.O_TRUNC
         path, fd = _open_no_follow(
-            permissions, arguments.path, "write", os.O_WRONLY | os.O_CREAT | mode
+            permissions, arguments.path, "write", os.O_WRONLY | os.O_CREAT | mode, self._protected
         )
         with os.fdopen(fd, "wb") as handle:
             handle.write(arguments.content.encode())
@@ -247,7 +268,7 @@ class ShellPlugin:
     def _edit_file(self, arguments: EditArguments, permissions: Permissions) -> ToolResult:
         # One descriptor for the read and the write: the file written is the file read,
         # whatever happens to the path in between.
-        path, fd = _open_no_follow(permissions, arguments.path, "write", os.O_RDWR)
+        path, fd = _open_no_follow(permissions, arguments.path, "write", os.O_RDWR, self._protected)
         with os.fdopen(fd, "r+b") as handle:
             text = handle.read().decode()
             for number, edit in enumerate(arguments.edits, start=1):
