@@ -19,7 +19,7 @@ from claybot.cli.common import (
     paths_for,
     print_json,
 )
-from claybot.config.home import HomePaths
+from claybot.config.home import PRIVATE_UMASK, HomePaths
 from claybot.engine.instance import InstanceLock, process_alive, read_pid
 
 STOP_WAIT_S = 20.0
@@ -68,6 +68,7 @@ def start(
     from claybot.logging_setup import configure_logging
 
     paths = paths_for(home)
+    os.umask(PRIVATE_UMASK)  # every file the engine makes from here on is 0600
     paths.ensure()
     if force and _stop_running(paths):
         console.print("stopped the running engine")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -9,6 +10,10 @@ from pathlib import Path
 
 HOME_ENV = "CLAYBOT_HOME"
 DEFAULT_HOME = "~/.claybot"
+PRIVATE_FOLDER = 0o700
+PRIVATE_FILE = 0o600
+# What the engine creates is its owner's alone (the database, logs, histories).
+PRIVATE_UMASK = 0o077
 
 
 def resolve_home(cli_home: Path | str | None, env: Mapping[str, str] | None = None) -> Path:
@@ -63,8 +68,25 @@ class HomePaths:
         return self.home / "plugins"
 
     def ensure(self) -> None:
-        """Create the home (0700: the socket inside is the owner's) and its folders."""
+        """Create the home and its folders, the owner's alone: folders 0700, files 0600.
+
+        Homes made by earlier versions (0755 folders, 0644 logs and database) are
+        tightened here; what lies inside a 0700 folder is out of others' reach anyway.
+        """
         self.home.mkdir(parents=True, exist_ok=True)
-        os.chmod(self.home, 0o700)
+        os.chmod(self.home, PRIVATE_FOLDER)
         for folder in (self.agents, self.files, self.workspace, self.logs, self.plugins):
             folder.mkdir(exist_ok=True)
+            os.chmod(folder, PRIVATE_FOLDER)
+        for file in (
+            self.settings,  # a user may have written it by hand
+            self.auth,
+            self.database,
+            self.home / "claybot.db-wal",
+            self.home / "claybot.db-shm",
+            self.logs / "engine.log",
+            self.agents / "inbox.wal",
+            self.agents / "index.jsonl",
+        ):
+            with contextlib.suppress(FileNotFoundError):
+                os.chmod(file, PRIVATE_FILE)

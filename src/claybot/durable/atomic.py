@@ -53,7 +53,7 @@ def json_bytes(value: Any) -> bytes:
     return json.dumps(value, indent=2, ensure_ascii=False).encode() + b"\n"
 
 
-def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o644) -> None:
+def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o600) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
@@ -72,11 +72,11 @@ def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o644) -> None:
     fsync_directory(path.parent)
 
 
-def atomic_write_json(path: Path, value: Any, *, mode: int = 0o644) -> None:
+def atomic_write_json(path: Path, value: Any, *, mode: int = 0o600) -> None:
     atomic_write_bytes(path, json_bytes(value), mode=mode)
 
 
-def atomic_write_many(files: Mapping[Path, bytes], *, mode: int = 0o644) -> None:
+def atomic_write_many(files: Mapping[Path, bytes], *, mode: int = 0o600) -> None:
     """Replace many files atomically each, with two syncs in all instead of two per file.
 
     Every temp file is written, then one sync covers them all, then each is renamed

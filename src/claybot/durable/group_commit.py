@@ -73,7 +73,7 @@ class _FdCache:
             self.fds.move_to_end(path)
             return fd, False
         created = not path.exists()
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         self.fds[path] = fd
         return fd, created
 
@@ -401,7 +401,7 @@ def _replay_file(path: Path, entries: list[tuple[int, bytes]]) -> bool:
             )
             return False
         tail = b"".join(data for _, data in entries[index:])
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
         try:
             os.ftruncate(fd, offset)
             os.lseek(fd, offset, os.SEEK_SET)
