@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import pytest
 
 from claybot.config.home import HomePaths
 from claybot.engine.engine import Engine, EngineOptions
+from claybot.engine.events import Event
 from claybot.engine.ipc.app import create_app
 
 ECHO_SETTINGS: dict[str, Any] = {"providers": [{"id": "scripted", "model": "echo"}]}
@@ -43,6 +45,23 @@ async def engine(paths: HomePaths) -> AsyncIterator[Engine]:
     await engine.start()
     yield engine
     await engine.stop(drain_timeout_s=2)
+
+
+@asynccontextmanager
+async def running_engine(
+    paths: HomePaths,
+) -> AsyncIterator[tuple[Engine, httpx.AsyncClient, list[Event]]]:
+    """An engine on ``paths`` (settings already written), its API in-process, its events."""
+    engine = Engine(paths, EngineOptions(port=0))
+    events: list[Event] = []
+    engine.events.add_listener(events.append)
+    await engine.start()
+    try:
+        transport = httpx.ASGITransport(app=create_app(engine))
+        async with httpx.AsyncClient(transport=transport, base_url="http://claybot") as api:
+            yield engine, api, events
+    finally:
+        await engine.stop()
 
 
 @pytest.fixture

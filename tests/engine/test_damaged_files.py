@@ -10,24 +10,15 @@ from typing import Any
 import httpx
 
 from claybot.config.home import HomePaths
-from claybot.engine.engine import Engine, EngineOptions
 from claybot.engine.events import Event
-from claybot.engine.ipc.app import create_app
-from tests.conftest import ECHO_SETTINGS, write_settings
-from tests.engine.test_agents import next_event, record_events
+from tests.conftest import ECHO_SETTINGS, running_engine, write_settings
+from tests.engine.test_agents import next_event
 
 
 @asynccontextmanager
 async def running(paths: HomePaths) -> AsyncIterator[tuple[httpx.AsyncClient, list[Event]]]:
-    engine = Engine(paths, EngineOptions(port=0))
-    events = record_events(engine)
-    await engine.start()
-    try:
-        transport = httpx.ASGITransport(app=create_app(engine))
-        async with httpx.AsyncClient(transport=transport, base_url="http://claybot") as api:
-            yield api, events
-    finally:
-        await engine.stop()
+    async with running_engine(paths) as (_, api, events):
+        yield api, events
 
 
 async def talk(api: httpx.AsyncClient, events: list[Event], text: str, count: int) -> str:

@@ -43,9 +43,7 @@ def test_a_home_holds_nothing_others_may_read(engine_process: EngineProcess) -> 
         deadline = time.monotonic() + 30
         while not any(
             r["type"] == "assistant_message"
-            for r in client.get(f"/v1/engine/agents/{posted['agentId']}/history").json()[
-                "records"
-            ]
+            for r in client.get(f"/v1/engine/agents/{posted['agentId']}/history").json()["records"]
         ):
             assert time.monotonic() < deadline
             time.sleep(0.02)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from claybot.config.home import HomePaths
@@ -15,6 +16,43 @@ from tests.engine.test_agents import next_event
 
 def call(name: str, **arguments: Any) -> dict[str, Any]:
     return {"text": "", "toolCalls": [{"name": name, "arguments": arguments}]}
+
+
+def script_settings(script: list[Any]) -> dict[str, Any]:
+    return {
+        "providers": [
+            {"id": "s", "type": "scripted", "model": "script", "options": {"responses": script}}
+        ],
+        "plugins": [{"instanceId": "shell", "pluginId": "shell"}],
+    }
+
+
+async def run_script(
+    paths: HomePaths,
+    script: list[Any],
+    *,
+    prepare: Callable[[], None] = lambda: None,
+    after_post: Callable[[Engine, str], None] = lambda engine, agent_id: None,
+) -> list[dict[str, Any]]:
+    """One user message to a scripted model with the shell tools: the tool results.
+
+    ``prepare`` runs once the engine has started; ``after_post`` as soon as the
+    message is accepted, before the turn can call a tool.
+    """
+    write_settings(paths, script_settings(script))
+    engine = Engine(paths, EngineOptions(port=0))
+    events: list[Event] = []
+    engine.events.add_listener(events.append)
+    await engine.start()
+    prepare()
+    try:
+        posted = await engine.agents.post_message(InboundMessage("local", "u", "c", "go"))
+        after_post(engine, posted.agent_id)
+        await next_event(events, "agent.outgoing")
+        page = await engine.agents.history(posted.agent_id, after=None, before=None, limit=100)
+        return [r["output"] for r in page.records if r["type"] == "tool_result"]
+    finally:
+        await engine.stop()
 
 
 async def test_read_write_edit_stay_inside_the_granted_folders(paths: HomePaths) -> None:
@@ -34,27 +72,9 @@ async def test_read_write_edit_stay_inside_the_granted_folders(paths: HomePaths)
         call("edit", path=notes, edits=[{"search": "absent", "replace": "x"}]),
         "done",
     ]
-    write_settings(
-        paths,
-        {
-            "providers": [
-                {"id": "s", "type": "scripted", "model": "script", "options": {"responses": script}}
-            ],
-            "plugins": [{"instanceId": "shell", "pluginId": "shell"}],
-        },
+    results = await run_script(
+        paths, script, prepare=lambda: os.symlink(outside, paths.workspace / "link")
     )
-    engine = Engine(paths, EngineOptions(port=0))
-    events: list[Event] = []
-    engine.events.add_listener(events.append)
-    await engine.start()
-    os.symlink(outside, paths.workspace / "link")
-    try:
-        posted = await engine.agents.post_message(InboundMessage("local", "u", "c", "go"))
-        await next_event(events, "agent.outgoing")
-        page = await engine.agents.history(posted.agent_id, after=None, before=None, limit=100)
-        results = [r["output"] for r in page.records if r["type"] == "tool_result"]
-    finally:
-        await engine.stop()
     assert [r["isError"] for r in results] == [False, False, False, True, True, True, True, True]
     assert results[2]["text"] == "hello there"
     for refused in results[3:7]:
@@ -74,29 +94,13 @@ async def test_links_that_resolve_inside_the_grants_still_work(paths: HomePaths)
         call("read", path=f"{workspace}/pipe"),
         "done",
     ]
-    write_settings(
-        paths,
-        {
-            "providers": [
-                {"id": "s", "type": "scripted", "model": "script", "options": {"responses": script}}
-            ],
-            "plugins": [{"instanceId": "shell", "pluginId": "shell"}],
-        },
-    )
-    engine = Engine(paths, EngineOptions(port=0))
-    events: list[Event] = []
-    engine.events.add_listener(events.append)
-    await engine.start()
-    (workspace / "data").mkdir()
-    os.symlink(workspace / "data", workspace / "alias")
-    os.mkfifo(workspace / "pipe")  # opening it for reading would wait for a writer
-    try:
-        posted = await engine.agents.post_message(InboundMessage("local", "u", "c", "go"))
-        await next_event(events, "agent.outgoing")
-        page = await engine.agents.history(posted.agent_id, after=None, before=None, limit=100)
-        results = [r["output"] for r in page.records if r["type"] == "tool_result"]
-    finally:
-        await engine.stop()
+
+    def prepare() -> None:
+        (workspace / "data").mkdir()
+        os.symlink(workspace / "data", workspace / "alias")
+        os.mkfifo(workspace / "pipe")  # opening it for reading would wait for a writer
+
+    results = await run_script(paths, script, prepare=prepare)
     assert [r["isError"] for r in results] == [False, False, False, True]
     assert results[0]["text"] == f"wrote 3 bytes to {workspace}/data/new/x.txt"
     assert results[2]["text"] == "two"
@@ -118,31 +122,15 @@ async def test_the_engines_files_are_refused_even_to_an_agent_granted_the_whole_
         call("write", path=str(home / "workspace" / "fine.txt"), content="ok"),
         "done",
     ]
-    write_settings(
-        paths,
-        {
-            "providers": [
-                {"id": "s", "type": "scripted", "model": "script", "options": {"responses": script}}
-            ],
-            "plugins": [{"instanceId": "shell", "pluginId": "shell"}],
-        },
-    )
-    engine = Engine(paths, EngineOptions(port=0))
-    events: list[Event] = []
-    engine.events.add_listener(events.append)
-    await engine.start()
-    try:
-        posted = await engine.agents.post_message(InboundMessage("local", "u", "c", "go"))
-        agent = engine.agents._loaded[posted.agent_id]
+
+    def grant_the_home(engine: Engine, agent_id: str) -> None:
         # A user who granted the home itself, on purpose or by mistake.
+        agent = engine.agents._loaded[agent_id]
         agent.state.permissions = agent.state.permissions.model_copy(
             update={"readDirs": [str(home)], "writeDirs": [str(home)]}
         )
-        await next_event(events, "agent.outgoing")
-        page = await engine.agents.history(posted.agent_id, after=None, before=None, limit=100)
-        results = [r["output"] for r in page.records if r["type"] == "tool_result"]
-    finally:
-        await engine.stop()
+
+    results = await run_script(paths, script, after_post=grant_the_home)
     assert [r["isError"] for r in results] == [True, True, True, True, False]
     for refused in results[:4]:
         assert "belongs to the engine" in refused["text"]

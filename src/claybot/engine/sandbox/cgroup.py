@@ -25,6 +25,8 @@ from itertools import count
 from pathlib import Path
 from typing import Literal
 
+from claybot.engine.instance import process_alive
+
 log = logging.getLogger(__name__)
 
 MOUNTINFO = Path("/proc/self/mountinfo")
@@ -175,7 +177,7 @@ def _remove_dead_parents(base: Path) -> None:
             if not entry.name.startswith(PARENT_PREFIX) or not entry.is_dir():
                 continue
             owner = entry.name.removeprefix(PARENT_PREFIX)
-            if not owner.isdigit() or _alive(int(owner)):
+            if not owner.isdigit() or process_alive(int(owner)):
                 continue
             folder = Path(entry.path)
             with contextlib.suppress(OSError):
@@ -184,16 +186,6 @@ def _remove_dead_parents(base: Path) -> None:
                         CommandCgroup(child, 1).kill_all()
                         child.rmdir()
                 folder.rmdir()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def remove_parent(cgroups: PidsCgroups) -> None:
