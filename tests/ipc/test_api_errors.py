@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
+import pytest
 
 from claybot.engine.ipc.body_limit import DEFAULT_MAX_BODY_BYTES
 
@@ -54,3 +55,21 @@ async def test_a_declared_length_over_the_limit_gets_413(api: httpx.AsyncClient)
         headers={"content-type": "application/json"},
     )
     error_of(response, 413, "too_large")
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allow"),
+    [
+        ("DELETE", "/v1/engine/status", "GET"),
+        # Two routes share this path: both methods are listed, not just the first route's.
+        ("PUT", "/v1/engine/providers", "GET, POST"),
+        ("PATCH", "/api/agents/some-agent", "GET, PUT, DELETE"),
+        ("TRACE", "/v1/engine/cron/tasks", "GET, POST"),
+    ],
+)
+async def test_405_names_every_allowed_method(
+    api: httpx.AsyncClient, method: str, path: str, allow: str
+) -> None:
+    response = await api.request(method, path)
+    error_of(response, 405, "method_not_allowed")
+    assert response.headers["allow"] == allow
