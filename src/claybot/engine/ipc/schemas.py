@@ -1,4 +1,8 @@
-"""Request bodies of the engine API. Unknown fields are rejected, so typos are caught."""
+"""Request bodies of the engine API.
+
+Unknown fields are rejected, so typos are caught, and JSON types are strict: ``0`` is
+not ``false`` and ``"5"`` is not ``5``, which is what the OpenAPI document promises.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ NAME = Field(min_length=1, max_length=256, pattern=NAME_PATTERN)
 
 
 class Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class PostMessage(Body):
@@ -53,6 +57,8 @@ class CreateKey(Body):
 
 
 class UpsertProvider(ProviderSettings):
+    model_config = ConfigDict(strict=True)  # merged with the settings file's camelCase config
+
     position: int | None = Field(default=None, ge=0)  # where to put a new provider; None: last
 
 

@@ -1,0 +1,37 @@
+"""What request bodies and query strings accept, in-process against a started engine."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+
+def invalid(response: httpx.Response) -> dict[str, Any]:
+    assert response.status_code == 422, response.text
+    error: dict[str, Any] = response.json()["error"]
+    assert error["code"] == "invalid_request"
+    return error
+
+
+HEARTBEAT = {"title": "Inbox", "prompt": "check the inbox"}
+CRON = {"name": "daily", "schedule": "0 9 * * *", "prompt": "report"}
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("/v1/engine/heartbeat/tasks", {**HEARTBEAT, "overwrite": 0}, "body.overwrite"),
+        ("/v1/engine/heartbeat/tasks", {**HEARTBEAT, "overwrite": "true"}, "body.overwrite"),
+        ("/v1/engine/cron/tasks", {**CRON, "enabled": 1}, "body.enabled"),
+        ("/v1/engine/cron/tasks", {**CRON, "deleteAfterRun": "no"}, "body.deleteAfterRun"),
+        ("/v1/engine/providers", {"id": "scripted", "enabled": 0}, "body.enabled"),
+        ("/v1/engine/keys", {"name": "k", "scopes": ["admin"], "rateLimitRpm": "5"}, None),
+    ],
+)
+async def test_bodies_take_json_types_strictly(
+    api: httpx.AsyncClient, path: str, body: dict[str, Any], field: str | None
+) -> None:
+    error = invalid(await api.post(path, json=body))
+    assert error["field"] == (field or "body.rateLimitRpm")
