@@ -7,6 +7,8 @@ from typing import Any
 import httpx
 import pytest
 
+from claybot.engine.engine import Engine
+
 
 def invalid(response: httpx.Response) -> dict[str, Any]:
     assert response.status_code == 422, response.text
@@ -26,6 +28,11 @@ CRON = {"name": "daily", "schedule": "0 9 * * *", "prompt": "report"}
         ("/v1/engine/heartbeat/tasks", {**HEARTBEAT, "overwrite": "true"}, "body.overwrite"),
         ("/v1/engine/cron/tasks", {**CRON, "enabled": 1}, "body.enabled"),
         ("/v1/engine/cron/tasks", {**CRON, "deleteAfterRun": "no"}, "body.deleteAfterRun"),
+        (
+            "/v1/engine/cron/tasks",
+            {**CRON, "gate": {"command": "true", "timeoutMs": "500"}},
+            "body.gate.timeoutMs",
+        ),
         ("/v1/engine/providers", {"id": "scripted", "enabled": 0}, "body.enabled"),
         ("/v1/engine/keys", {"name": "k", "scopes": ["admin"], "rateLimitRpm": "5"}, None),
     ],
@@ -35,3 +42,21 @@ async def test_bodies_take_json_types_strictly(
 ) -> None:
     error = invalid(await api.post(path, json=body))
     assert error["field"] == (field or "body.rateLimitRpm")
+
+
+async def test_a_bad_heartbeat_gate_names_the_field(engine: Engine, api: httpx.AsyncClient) -> None:
+    response = await api.post(
+        "/v1/engine/heartbeat/tasks", json={**HEARTBEAT, "gate": {"timeoutMs": 500}}
+    )
+    error = invalid(response)
+    assert error["field"] == "body.gate.command"
+    # One line naming the field, not pydantic's multi-line report with its links.
+    assert error["message"] == "body.gate.command: Field required"
+    assert (await engine.heartbeat.listing())["tasks"] == []
+
+
+async def test_a_heartbeat_gate_is_kept(api: httpx.AsyncClient) -> None:
+    gate = {"command": "test -e /", "timeoutMs": 1000}
+    response = await api.post("/v1/engine/heartbeat/tasks", json={**HEARTBEAT, "gate": gate})
+    assert response.status_code == 201, response.text
+    assert response.json()["task"]["gate"] == gate

@@ -6,9 +6,7 @@ import asyncio
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Request
-from pydantic import ValidationError
 
-from claybot.engine.cron.task import Gate
 from claybot.engine.heartbeat.store import HeartbeatTaskError
 from claybot.engine.ipc.errors import ApiError
 from claybot.engine.ipc.routes import engine_of
@@ -26,16 +24,12 @@ async def list_tasks(request: Request) -> dict[str, Any]:
 async def add_task(request: Request, body: AddHeartbeatTask) -> dict[str, Any]:
     heartbeat = engine_of(request).heartbeat
     try:
-        gate = Gate.model_validate(body.gate) if body.gate is not None else None
-    except ValidationError as exc:
-        raise ApiError(422, "invalid_request", str(exc), "body.gate") from exc
-    try:
         task = await asyncio.to_thread(
             heartbeat.store.add,
             body.title,
             body.prompt,
             task_id=body.id,
-            gate=gate,
+            gate=body.gate,
             overwrite=body.overwrite,
         )
     except HeartbeatTaskError as exc:

@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from claybot.config.settings import ProviderSettings
+from claybot.engine.cron import task
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 NAME_PATTERN = r"^[^\x00-\x1f/]+$"
@@ -19,6 +20,17 @@ NAME = Field(min_length=1, max_length=256, pattern=NAME_PATTERN)
 
 class Body(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class Gate(task.Gate):
+    """The gate of a cron or heartbeat task: the task file's own model, with strict JSON types.
+
+    A model's strictness does not reach the models inside it, so the file's model
+    (lenient, as YAML wants) is narrowed here rather than validated from a dict in
+    the route, which reported its errors as raw pydantic text.
+    """
+
+    model_config = ConfigDict(strict=True)
 
 
 class PostMessage(Body):
@@ -83,7 +95,7 @@ class AddCronTask(Body):
     agentId: str | None = Field(default=None, min_length=1, max_length=64)
     enabled: bool = True
     deleteAfterRun: bool = False
-    gate: dict[str, Any] | None = None
+    gate: Gate | None = None
     misfire: Literal["skip", "run-once"] = "run-once"
     overlap: Literal["skip", "queue"] = "skip"
 
@@ -92,7 +104,7 @@ class AddHeartbeatTask(Body):
     title: str = Field(min_length=1, max_length=200)
     prompt: str = Field(min_length=1, max_length=32_000)
     id: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9-]{0,63}$")
-    gate: dict[str, Any] | None = None
+    gate: Gate | None = None
     overwrite: bool = False
 
 
