@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
 
 import httpx
 import pytest
 
+from claybot.db.keys import SCOPES
 from claybot.engine.engine import Engine
+from claybot.engine.ipc.schemas import ApiScope
 
 
 def invalid(response: httpx.Response) -> dict[str, Any]:
@@ -60,3 +62,16 @@ async def test_a_heartbeat_gate_is_kept(api: httpx.AsyncClient) -> None:
     response = await api.post("/v1/engine/heartbeat/tasks", json={**HEARTBEAT, "gate": gate})
     assert response.status_code == 201, response.text
     assert response.json()["task"]["gate"] == gate
+
+
+def test_the_document_lists_the_api_key_scopes() -> None:
+    assert set(get_args(ApiScope)) == SCOPES
+
+
+async def test_an_unknown_scope_is_refused_with_the_scopes_listed(api: httpx.AsyncClient) -> None:
+    error = invalid(await api.post("/v1/engine/keys", json={"name": "k", "scopes": ["root"]}))
+    assert error["field"] == "body.scopes.0"
+    assert "'jobs:read'" in error["message"] and "'admin'" in error["message"]
+    spec = (await api.get("/openapi.json")).json()
+    scopes = spec["components"]["schemas"]["CreateKey"]["properties"]["scopes"]
+    assert set(scopes["items"]["enum"]) == SCOPES

@@ -22,6 +22,11 @@ class Body(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
+# The scopes of claybot.db.keys.SCOPES, spelled out so the document lists them
+# (a test keeps the two equal).
+ApiScope = Literal["jobs:read", "jobs:write", "jobs:delete", "agents:read", "agents:write", "admin"]
+
+
 class Gate(task.Gate):
     """The gate of a cron or heartbeat task: the task file's own model, with strict JSON types.
 
@@ -64,7 +69,7 @@ class SetAuth(Body):
 
 class CreateKey(Body):
     name: str = Field(min_length=1, max_length=128)
-    scopes: list[str] = Field(min_length=1)
+    scopes: list[ApiScope] = Field(min_length=1)
     rateLimitRpm: int = Field(default=60, ge=1, le=1_000_000)
 
 
