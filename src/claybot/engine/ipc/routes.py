@@ -70,7 +70,16 @@ async def background_agents(request: Request) -> dict[str, Any]:
     return {"ok": True, "agents": engine_of(request).agents.background_agents()}
 
 
-@router.get("/agents/{agentId}/history", summary="An agent's history, paged by record number")
+@router.get(
+    "/agents/{agentId}/history",
+    summary="An agent's history, paged by record number",
+    description=(
+        "Records are numbered from 0 (`seq`) and come oldest first. Without `after`, the "
+        "page is the newest `limit` records (below `before`, if given); with `after`, the "
+        "oldest `limit` records above it (and below `before`, if given): with both, the "
+        "records with after < seq < before."
+    ),
+)
 async def agent_history(
     request: Request,
     agentId: str,
@@ -79,8 +88,13 @@ async def agent_history(
     after: Annotated[int | None, Query(ge=-1, description="records numbered above this")] = None,
 ) -> dict[str, Any]:
     engine = engine_of(request)
-    if before is not None and after is not None:
-        raise ApiError(400, "invalid_request", "use either 'before' or 'after', not both", "after")
+    if after is not None and before is not None:
+        # Paging forward from ``after``; the records from ``before`` on are left out.
+        page = await engine.agents.history(
+            _agent_id(engine, agentId), after=after, before=None, limit=limit
+        )
+        records = [record for record in page.records if record["seq"] < before]
+        return {"ok": True, "agentId": agentId, "total": page.total, "records": records}
     page = await engine.agents.history(
         _agent_id(engine, agentId), after=after, before=before, limit=limit
     )
