@@ -9,6 +9,7 @@ from fastapi import APIRouter, Body, Request
 
 from claybot.engine.heartbeat.store import HeartbeatTaskError
 from claybot.engine.ipc.errors import ApiError
+from claybot.engine.ipc.responses import BODY_ERRORS, errors
 from claybot.engine.ipc.routes import engine_of
 from claybot.engine.ipc.schemas import AddHeartbeatTask, RunHeartbeat
 
@@ -20,7 +21,12 @@ async def list_tasks(request: Request) -> dict[str, Any]:
     return {"ok": True, **(await engine_of(request).heartbeat.listing())}
 
 
-@router.post("/tasks", status_code=201, summary="Add (or, with overwrite, replace) a task")
+@router.post(
+    "/tasks",
+    status_code=201,
+    summary="Add (or, with overwrite, replace) a task",
+    responses=errors(*BODY_ERRORS, 409),
+)
 async def add_task(request: Request, body: AddHeartbeatTask) -> dict[str, Any]:
     heartbeat = engine_of(request).heartbeat
     try:
@@ -37,7 +43,7 @@ async def add_task(request: Request, body: AddHeartbeatTask) -> dict[str, Any]:
     return {"ok": True, "task": task.to_dict()}
 
 
-@router.delete("/tasks/{taskId}", summary="Remove a heartbeat task")
+@router.delete("/tasks/{taskId}", summary="Remove a heartbeat task", responses=errors(404))
 async def remove_task(request: Request, taskId: str) -> dict[str, Any]:
     heartbeat = engine_of(request).heartbeat
     try:
@@ -47,7 +53,12 @@ async def remove_task(request: Request, taskId: str) -> dict[str, Any]:
     return {"ok": True, "taskId": taskId}
 
 
-@router.post("/run", status_code=202, summary="Run the heartbeat now (all or some tasks)")
+@router.post(
+    "/run",
+    status_code=202,
+    summary="Run the heartbeat now (all or some tasks)",
+    responses=errors(*BODY_ERRORS),
+)
 async def run(
     request: Request, body: Annotated[RunHeartbeat | None, Body()] = None
 ) -> dict[str, Any]:

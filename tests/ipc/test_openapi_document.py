@@ -1,0 +1,80 @@
+"""What the OpenAPI document says, read from a started engine's app in-process.
+
+The conformance test checks the document against the API's answers; these pin the
+promises a client reads from it directly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+Document = dict[str, Any]
+ERROR_REF = {"$ref": "#/components/schemas/ErrorBody"}
+
+
+@pytest.fixture
+async def document(api: httpx.AsyncClient) -> Document:
+    response = await api.get("/openapi.json")
+    assert response.status_code == 200
+    spec: Document = response.json()
+    return spec
+
+
+def responses(document: Document, method: str, path: str) -> dict[str, Any]:
+    operation: dict[str, Any] = document["paths"][path][method]
+    answers: dict[str, Any] = operation["responses"]
+    return answers
+
+
+def test_the_error_body_is_a_component(document: Document) -> None:
+    schemas = document["components"]["schemas"]
+    assert schemas["ErrorBody"]["required"] == ["ok", "error"]
+    ok = schemas["ErrorBody"]["properties"]["ok"]
+    assert (ok["type"], ok["const"]) == ("boolean", False)
+    detail = schemas["ErrorDetail"]
+    assert detail["required"] == ["code", "message"]
+    assert detail["properties"]["field"]["type"] == "string"  # left out, never null
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "statuses"),
+    [
+        ("get", "/v1/engine/agents/{agentId}/history", {"404", "422"}),
+        ("post", "/v1/engine/messages", {"400", "413", "422", "503"}),
+        ("post", "/v1/engine/plugins/load", {"400", "404", "409", "413", "422", "502"}),
+        ("delete", "/v1/engine/providers/{providerId}", {"404"}),
+        ("post", "/v1/engine/keys", {"400", "413", "422", "503"}),
+        ("post", "/v1/engine/permissions/{requestId}", {"404", "409", "422"}),
+        ("post", "/v1/engine/heartbeat/tasks", {"409", "413", "422"}),
+        ("delete", "/v1/engine/cron/tasks/{taskId}", {"404"}),
+        ("post", "/api/agents", {"409", "413", "422", "503"}),
+        ("post", "/api/agents/{agentId}/execute", {"404", "409"}),
+    ],
+)
+def test_routes_list_the_errors_they_answer(
+    document: Document, method: str, path: str, statuses: set[str]
+) -> None:
+    answers = responses(document, method, path)
+    assert statuses <= set(answers), sorted(answers)
+    for status in statuses | {"500"}:
+        assert answers[status]["content"]["application/json"]["schema"] == ERROR_REF
+
+
+def test_a_text_route_answers_its_errors_in_json(document: Document) -> None:
+    answers = responses(document, "get", "/api/agents/{agentId}/logs")
+    assert set(answers["200"]["content"]) == {"text/plain"}
+    assert answers["404"]["content"] == {"application/json": {"schema": ERROR_REF}}
+
+
+def test_unavailable_answers_say_when_to_retry(document: Document) -> None:
+    answer = responses(document, "post", "/v1/engine/messages")["503"]
+    assert answer["headers"]["Retry-After"]["schema"]["type"] == "integer"
+
+
+def test_no_route_claims_fastapis_validation_error_shape(document: Document) -> None:
+    assert "HTTPValidationError" not in document["components"]["schemas"]
+    # A route that cannot refuse its input does not claim a 422.
+    assert "422" not in responses(document, "get", "/api/agents/{agentId}")
