@@ -8,8 +8,9 @@ import httpx
 import pytest
 
 from claybot.db.keys import SCOPES
+from claybot.engine.cron import task
 from claybot.engine.engine import Engine
-from claybot.engine.ipc.schemas import ApiScope
+from claybot.engine.ipc.schemas import ApiScope, Gate
 
 
 def invalid(response: httpx.Response) -> dict[str, Any]:
@@ -75,3 +76,27 @@ async def test_an_unknown_scope_is_refused_with_the_scopes_listed(api: httpx.Asy
     spec = (await api.get("/openapi.json")).json()
     scopes = spec["components"]["schemas"]["CreateKey"]["properties"]["scopes"]
     assert set(scopes["items"]["enum"]) == SCOPES
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status"),
+    [
+        ("/v1/engine/keys", {"name": "k", "scopes": ["admin"], "rateLimitRpm": 120.0}, 201),
+        ("/v1/engine/providers", {"id": "scripted", "position": 0.0}, 200),
+        (
+            "/v1/engine/heartbeat/tasks",
+            {**HEARTBEAT, "gate": {"command": "true", "timeoutMs": 5e3}},
+            201,
+        ),
+    ],
+)
+async def test_integers_may_be_written_as_json_numbers_with_no_fraction(
+    api: httpx.AsyncClient, path: str, body: dict[str, Any], status: int
+) -> None:
+    # 5000.0 is the integer 5000 to JSON Schema (and what Python's json writes for a float).
+    response = await api.post(path, json=body)
+    assert response.status_code == status, response.text
+
+
+def test_the_api_gate_is_the_task_files_gate() -> None:
+    assert Gate.model_json_schema()["properties"] == task.Gate.model_json_schema()["properties"]

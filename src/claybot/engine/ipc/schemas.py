@@ -6,9 +6,10 @@ not ``false`` and ``"5"`` is not ``5``, which is what the OpenAPI document promi
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler
+from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 
 from claybot.config.settings import ProviderSettings
 from claybot.engine.cron import task
@@ -16,6 +17,33 @@ from claybot.engine.cron import task
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 NAME_PATTERN = r"^[^\x00-\x1f/]+$"
 NAME = Field(min_length=1, max_length=256, pattern=NAME_PATTERN)
+
+
+def _json_integer(value: Any) -> Any:
+    if isinstance(value, bool | str):
+        raise PydanticCustomError("int_type", "Input should be a valid integer")
+    return value
+
+
+class JsonInteger:
+    """An integer as JSON has it: ``5`` or ``5.0``, not ``"5"`` or ``true``.
+
+    Strict mode refuses ``5.0``, which JSON Schema counts as an integer (and Python's
+    json module writes for a float); lax mode takes ``"5"`` and ``true``. Put it after
+    the field's bounds in ``Annotated``, so the bounds stay ``minimum``/``maximum`` in
+    the document.
+    """
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> CoreSchema:
+        inner = handler(source)
+        if inner["type"] == "int":
+            inner = {**inner, "strict": False}
+        return core_schema.no_info_before_validator_function(_json_integer, inner)
+
+
+JSON_INTEGER = JsonInteger()
 
 
 class Body(BaseModel):
@@ -36,6 +64,9 @@ class Gate(task.Gate):
     """
 
     model_config = ConfigDict(strict=True)
+
+    # task.Gate's bounds (a test keeps them equal), taking 5000.0 as JSON does.
+    timeoutMs: Annotated[int, Field(ge=100, le=300_000), JSON_INTEGER] = 30_000
 
 
 class PostMessage(Body):
@@ -70,13 +101,14 @@ class SetAuth(Body):
 class CreateKey(Body):
     name: str = Field(min_length=1, max_length=128)
     scopes: list[ApiScope] = Field(min_length=1)
-    rateLimitRpm: int = Field(default=60, ge=1, le=1_000_000)
+    rateLimitRpm: Annotated[int, Field(ge=1, le=1_000_000), JSON_INTEGER] = 60
 
 
 class UpsertProvider(ProviderSettings):
     model_config = ConfigDict(strict=True)  # merged with the settings file's camelCase config
 
-    position: int | None = Field(default=None, ge=0)  # where to put a new provider; None: last
+    # Where to put a new provider; None: last.
+    position: Annotated[int, Field(ge=0), JSON_INTEGER] | None = None
 
 
 class WebchatMessage(Body):
