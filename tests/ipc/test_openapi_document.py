@@ -78,3 +78,16 @@ def test_no_route_claims_fastapis_validation_error_shape(document: Document) -> 
     assert "HTTPValidationError" not in document["components"]["schemas"]
     # A route that cannot refuse its input does not claim a 422.
     assert "422" not in responses(document, "get", "/api/agents/{agentId}")
+
+
+def test_schedules_and_zones_are_shared_components(document: Document) -> None:
+    schemas = document["components"]["schemas"]
+    cron = schemas["CronExpression"]
+    assert cron["type"] == "string" and cron["pattern"].startswith("^")
+    assert "not" in cron  # a day of month that none of the months has
+    assert "Europe/Paris" in schemas["TimeZone"]["enum"]
+    schedule = {"$ref": "#/components/schemas/CronExpression"}
+    zone = {"$ref": "#/components/schemas/TimeZone"}
+    cron_task = schemas["AddCronTask"]["properties"]
+    assert cron_task["schedule"] == schedule
+    assert cron_task["timezone"]["anyOf"][0] == zone

@@ -6,17 +6,70 @@ not ``false`` and ``"5"`` is not ``5``, which is what the OpenAPI document promi
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Annotated, Any, Literal
+from zoneinfo import available_timezones
 
-from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler
+from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, GetJsonSchemaHandler
+from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError, core_schema
+from typing_extensions import TypeAliasType
 
 from claybot.config.settings import ProviderSettings
 from claybot.engine.cron import task
+from claybot.engine.ipc.cron_pattern import CRON_DESCRIPTION, cron_pattern, impossible_day_pattern
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 NAME_PATTERN = r"^[^\x00-\x1f/]+$"
 NAME = Field(min_length=1, max_length=256, pattern=NAME_PATTERN)
+
+
+# The two schemas below are built when the document is generated, not at import (the
+# pattern is 9 kB of text; the zone list reads ~600 files), off the engine's start path.
+
+
+class _CronExpressionSchema:
+    def __get_pydantic_json_schema__(
+        self, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 256,
+            "pattern": cron_pattern(),
+            "not": {"pattern": impossible_day_pattern()},
+            "description": CRON_DESCRIPTION,
+            "examples": ["0 9 * * MON-FRI", "*/15 * * * *", "0 0 L * *"],
+        }
+
+
+@cache
+def zone_names() -> list[str]:
+    return sorted(available_timezones())
+
+
+class _TimeZoneSchema:
+    def __get_pydantic_json_schema__(
+        self, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return {
+            "type": "string",
+            "enum": zone_names(),
+            "description": "An IANA time zone of the engine's zone database, e.g. "
+            "`Europe/Paris`; by default the engine's (settings: engine.timezone)",
+        }
+
+
+# Named aliases: each is one component of the document, however many bodies use it.
+# Validation stays with the engine (CronSchedule.parse, parse_zone), which the
+# schemas describe; the length limits are checked here too.
+CronExpression = TypeAliasType(
+    "CronExpression",
+    Annotated[str, Field(min_length=1, max_length=256), _CronExpressionSchema()],
+)
+TimeZone = TypeAliasType(
+    "TimeZone", Annotated[str, Field(min_length=1, max_length=64), _TimeZoneSchema()]
+)
 
 
 def _json_integer(value: Any) -> Any:
@@ -125,9 +178,9 @@ class DecidePermission(Body):
 
 class AddCronTask(Body):
     name: str = Field(min_length=1, max_length=200)
-    schedule: str = Field(min_length=1, max_length=256)
+    schedule: CronExpression
     prompt: str = Field(min_length=1, max_length=32_000)
-    timezone: str | None = Field(default=None, max_length=64)
+    timezone: TimeZone | None = None
     description: str = Field(default="", max_length=2000)
     agentId: str | None = Field(default=None, min_length=1, max_length=64)
     enabled: bool = True
