@@ -11,6 +11,10 @@ from typing import Any
 import httpx
 import pytest
 
+from claybot.engine.engine import Engine
+from claybot.providers.registry import ProviderType
+from claybot.providers.scripted import create as create_scripted
+
 Document = dict[str, Any]
 ERROR_REF = {"$ref": "#/components/schemas/ErrorBody"}
 
@@ -91,3 +95,25 @@ def test_schedules_and_zones_are_shared_components(document: Document) -> None:
     cron_task = schemas["AddCronTask"]["properties"]
     assert cron_task["schedule"] == schedule
     assert cron_task["timezone"]["anyOf"][0] == zone
+
+
+def provider_types(document: Document) -> list[list[str]]:
+    """The types the two ways of naming one allow: ``type``, or ``id`` without a type."""
+    rule = document["components"]["schemas"]["UpsertProvider"]["anyOf"]
+    return [rule[0]["properties"]["type"]["enum"], rule[1]["properties"]["id"]["enum"]]
+
+
+def test_a_provider_names_a_registered_type(document: Document) -> None:
+    builtin = ["anthropic", "local", "openai", "scripted"]
+    assert provider_types(document) == [builtin, builtin]
+
+
+async def test_a_type_a_plugin_registers_is_in_the_next_document(
+    engine: Engine, api: httpx.AsyncClient, document: Document
+) -> None:
+    assert "echo-plugin" not in provider_types(document)[0]
+    engine.provider_registry.register(ProviderType("echo-plugin", "Echo", create_scripted))
+    again = (await api.get("/openapi.json")).json()
+    assert "echo-plugin" in provider_types(again)[0]
+    engine.provider_registry.unregister("echo-plugin")
+    assert "echo-plugin" not in provider_types((await api.get("/openapi.json")).json())[0]

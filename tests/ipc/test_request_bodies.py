@@ -78,6 +78,18 @@ async def test_an_unknown_scope_is_refused_with_the_scopes_listed(api: httpx.Asy
     assert set(scopes["items"]["enum"]) == SCOPES
 
 
+async def test_a_provider_without_a_type_is_named_by_its_id(api: httpx.AsyncClient) -> None:
+    added = await api.post("/v1/engine/providers", json={"id": "local"})
+    assert added.status_code == 200, added.text
+    assert {"id": "local", "enabled": True, "options": {}} in added.json()["providers"]
+    # An id that is no type, with no type: refused with the types named, as documented.
+    refused = await api.post("/v1/engine/providers", json={"id": "my-llm"})
+    assert refused.status_code == 400, refused.text
+    error = refused.json()["error"]
+    assert (error["code"], error["field"]) == ("unknown_provider_type", "type")
+    assert "openai" in error["message"]
+
+
 @pytest.mark.parametrize(
     ("path", "body", "status"),
     [

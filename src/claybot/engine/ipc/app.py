@@ -40,5 +40,5 @@ def create_app(engine: Engine, request_shutdown: Callable[[], None] = lambda: No
     app.include_router(heartbeat_router)
     app.include_router(webchat_router)
     app.include_router(proactive_router)
-    openapi.install(app)
+    openapi.install(app, lambda: (t.type for t in engine.provider_registry.types()))
     return BodyLimitMiddleware(app)

@@ -1,5 +1,8 @@
 """What the OpenAPI document cannot learn from the route signatures alone.
 
+- Provider types are a registry that plugins add to while the engine runs, so the
+  ``type`` a provider may name (or its ``id``, which ``type`` defaults to) is listed
+  when the document is asked for, not when the module is imported.
 - FastAPI adds a 422 answer shaped ``{"detail": [...]}`` to any route with a
   parameter; this API never answers that (its 422 is the error body, declared by the
   routes that can answer it), so those are removed.
@@ -8,6 +11,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from fastapi import FastAPI
@@ -15,6 +19,18 @@ from fastapi import FastAPI
 Document = dict[str, Any]
 
 SCHEMAS_REF = "#/components/schemas/"
+
+
+def _provider_types(schemas: dict[str, Any], types: list[str]) -> None:
+    provider = schemas["UpsertProvider"]
+    provider["properties"]["type"]["description"] = (
+        "The provider implementation, one of `types` in GET /v1/engine/providers; "
+        "without it, the id names the type"
+    )
+    provider["anyOf"] = [
+        {"required": ["type"], "properties": {"type": {"enum": types}}},
+        {"properties": {"id": {"enum": types}, "type": {"type": "null"}}},
+    ]
 
 
 def _without_fastapi_422(document: Document) -> None:
@@ -30,21 +46,25 @@ def _without_fastapi_422(document: Document) -> None:
     schemas.pop("ValidationError", None)
 
 
-def refine(document: Document) -> Document:
-    """The generated document, corrected."""
+def refine(document: Document, provider_types: Iterable[str]) -> Document:
+    """The generated document with what only the running engine knows."""
     refined = copy.deepcopy(document)
+    schemas = refined["components"]["schemas"]
+    _provider_types(schemas, sorted(provider_types))
     _without_fastapi_422(refined)
     return refined
 
 
-def install(app: FastAPI) -> None:
-    """Serve the refined document."""
-    generate = app.openapi  # FastAPI's, which caches what it generates
-    built: list[Document] = []
+def install(app: FastAPI, provider_types: Callable[[], Iterable[str]]) -> None:
+    """Serve the refined document; it is built again when the provider types change."""
+    generate = app.openapi  # FastAPI's, which caches the generated part
+    built: dict[tuple[str, ...], Document] = {}
 
     def openapi() -> Document:
-        if not built:
-            built.append(refine(generate()))
-        return built[0]
+        types = tuple(sorted(provider_types()))
+        if types not in built:
+            built.clear()
+            built[types] = refine(generate(), types)
+        return built[types]
 
     app.openapi = openapi  # type: ignore[method-assign]
