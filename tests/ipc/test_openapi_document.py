@@ -95,6 +95,9 @@ def test_schedules_and_zones_are_shared_components(document: Document) -> None:
     cron_task = schemas["AddCronTask"]["properties"]
     assert cron_task["schedule"] == schedule
     assert cron_task["timezone"]["anyOf"][0] == zone
+    create = schemas["CreateAgentInput"]["properties"]
+    assert create["schedule"] == schedule
+    assert create["timezone"]["anyOf"][0] == zone
 
 
 def provider_types(document: Document) -> list[list[str]]:
@@ -117,3 +120,18 @@ async def test_a_type_a_plugin_registers_is_in_the_next_document(
     assert "echo-plugin" in provider_types(again)[0]
     engine.provider_registry.unregister("echo-plugin")
     assert "echo-plugin" not in provider_types((await api.get("/openapi.json")).json())[0]
+
+
+def test_a_proactive_edit_documents_no_null(document: Document) -> None:
+    edit = document["components"]["schemas"]["UpdateAgentInput"]
+    for name, field in edit["properties"].items():
+        nullable = {"type": "null"} in field.get("anyOf", [])
+        assert nullable == (name == "model"), name  # null means the default model
+    assert edit["properties"]["timeoutMs"]["type"] == "integer"
+
+
+def test_a_claude_objective_may_not_start_with_a_dash(document: Document) -> None:
+    create = document["components"]["schemas"]["CreateAgentInput"]
+    engine_runner, claude = create["anyOf"]
+    assert engine_runner == {"required": ["runner"], "properties": {"runner": {"const": "engine"}}}
+    assert "-]" in claude["properties"]["objective"]["pattern"]

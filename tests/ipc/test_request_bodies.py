@@ -90,6 +90,9 @@ async def test_a_provider_without_a_type_is_named_by_its_id(api: httpx.AsyncClie
     assert "openai" in error["message"]
 
 
+AGENT = {"name": "digest", "objective": "summarise", "schedule": "0 0 1 1 *", "runner": "engine"}
+
+
 @pytest.mark.parametrize(
     ("path", "body", "status"),
     [
@@ -100,6 +103,7 @@ async def test_a_provider_without_a_type_is_named_by_its_id(api: httpx.AsyncClie
             {**HEARTBEAT, "gate": {"command": "true", "timeoutMs": 5e3}},
             201,
         ),
+        ("/api/agents", {**AGENT, "timeoutMs": 60000.0, "maxRetries": 2.0}, 201),
     ],
 )
 async def test_integers_may_be_written_as_json_numbers_with_no_fraction(
@@ -108,6 +112,33 @@ async def test_integers_may_be_written_as_json_numbers_with_no_fraction(
     # 5000.0 is the integer 5000 to JSON Schema (and what Python's json writes for a float).
     response = await api.post(path, json=body)
     assert response.status_code == status, response.text
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({**AGENT, "timeoutMs": 60000.5}, "body.timeoutMs"),
+        ({**AGENT, "timeoutMs": "60000"}, "body.timeoutMs"),
+        ({**AGENT, "maxRetries": True}, "body.maxRetries"),
+        ({**AGENT, "schedule": "0 0 30 2 *"}, "body.schedule"),
+        ({**AGENT, "name": " \t"}, "body.name"),
+    ],
+)
+async def test_a_proactive_agent_body_is_checked(
+    api: httpx.AsyncClient, body: dict[str, Any], field: str
+) -> None:
+    assert invalid(await api.post("/api/agents", json=body))["field"] == field
+
+
+async def test_a_proactive_edit_refuses_null(api: httpx.AsyncClient) -> None:
+    created = await api.post("/api/agents", json=AGENT)
+    assert created.status_code == 201, created.text
+    agent_id = created.json()["agent"]["id"]
+    error = invalid(await api.put(f"/api/agents/{agent_id}", json={"name": None}))
+    assert error["field"] == "body.name"
+    renamed = await api.put(f"/api/agents/{agent_id}", json={"name": "weekly", "model": None})
+    assert renamed.status_code == 200, renamed.text
+    assert renamed.json()["agent"]["name"] == "weekly"
 
 
 def test_the_api_gate_is_the_task_files_gate() -> None:

@@ -16,9 +16,9 @@ from fastapi.responses import FileResponse, PlainTextResponse
 
 from claybot.engine.engine import Engine
 from claybot.engine.ipc.errors import ApiError
+from claybot.engine.ipc.proactive_bodies import CreateAgentInput, UpdateAgentInput
 from claybot.engine.ipc.responses import BODY_ERRORS, errors
 from claybot.proactive.errors import ProactiveError
-from claybot.proactive.inputs import CreateAgentInput, UpdateAgentInput
 from claybot.proactive.service import ProactiveService
 
 router = APIRouter(prefix="/api/agents", tags=["proactive agents"])
