@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, get_args
+from typing import Any
 
 import httpx
 import pytest
@@ -10,7 +10,7 @@ import pytest
 from claybot.db.keys import SCOPES
 from claybot.engine.cron import task
 from claybot.engine.engine import Engine
-from claybot.engine.ipc.schemas import ApiScope, Gate
+from claybot.engine.ipc.schemas import Gate
 
 
 def invalid(response: httpx.Response) -> dict[str, Any]:
@@ -65,14 +65,10 @@ async def test_a_heartbeat_gate_is_kept(api: httpx.AsyncClient) -> None:
     assert response.json()["task"]["gate"] == gate
 
 
-def test_the_document_lists_the_api_key_scopes() -> None:
-    assert set(get_args(ApiScope)) == SCOPES
-
-
 async def test_an_unknown_scope_is_refused_with_the_scopes_listed(api: httpx.AsyncClient) -> None:
     error = invalid(await api.post("/v1/engine/keys", json={"name": "k", "scopes": ["root"]}))
-    assert error["field"] == "body.scopes.0"
-    assert "'jobs:read'" in error["message"] and "'admin'" in error["message"]
+    assert error["field"] == "scopes"
+    assert "jobs:read" in error["message"] and "admin" in error["message"]
     spec = (await api.get("/openapi.json")).json()
     scopes = spec["components"]["schemas"]["CreateKey"]["properties"]["scopes"]
     assert set(scopes["items"]["enum"]) == SCOPES

@@ -10,12 +10,20 @@ from functools import cache
 from typing import Annotated, Any, Literal
 from zoneinfo import available_timezones
 
-from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, GetJsonSchemaHandler
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+    JsonValue,
+)
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 from typing_extensions import TypeAliasType
 
 from claybot.config.settings import ProviderSettings
+from claybot.db.keys import SCOPES
 from claybot.engine.cron import task
 from claybot.engine.ipc.cron_pattern import CRON_DESCRIPTION, cron_pattern, impossible_day_pattern
 
@@ -99,13 +107,11 @@ class JsonInteger:
 JSON_INTEGER = JsonInteger()
 
 
+SCOPE_NAMES: list[JsonValue] = [*sorted(SCOPES)]
+
+
 class Body(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
-
-
-# The scopes of claybot.db.keys.SCOPES, spelled out so the document lists them
-# (a test keeps the two equal).
-ApiScope = Literal["jobs:read", "jobs:write", "jobs:delete", "agents:read", "agents:write", "admin"]
 
 
 class Gate(task.Gate):
@@ -153,7 +159,11 @@ class SetAuth(Body):
 
 class CreateKey(Body):
     name: str = Field(min_length=1, max_length=128)
-    scopes: list[ApiScope] = Field(min_length=1)
+    # The key store checks the scopes (its 422 names the field "scopes", as clients
+    # know it); the document lists them.
+    scopes: list[str] = Field(
+        min_length=1, json_schema_extra={"items": {"type": "string", "enum": SCOPE_NAMES}}
+    )
     rateLimitRpm: Annotated[int, Field(ge=1, le=1_000_000), JSON_INTEGER] = 60
 
 
