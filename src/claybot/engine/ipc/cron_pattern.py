@@ -32,7 +32,6 @@ DAY_NAMES = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
 # The longest each month gets (February 29), as cronsim checks it.
 DAYS_IN_MONTH = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 
-
 SPACE = r"[ \t]+"  # between fields
 START = r"^[ \t]*"
 END = r"[ \t]*$"
@@ -71,7 +70,7 @@ class CronField:
     names_from: int = 0
 
     def value(self, low: int | None = None) -> str:
-        """One value of this field, at least ``low``: a number (leading zeros allowed) or a name."""
+        """One value of this field, at least ``low``: a number (one leading zero) or a name."""
         start = self.low if low is None else low
         parts = [f"0?{number_range(start, self.high)}"]
         parts += [
@@ -127,12 +126,11 @@ def number_pairs(low: int, high: int) -> list[str]:
     return parts
 
 
-def _step() -> str:
-    return r"/0?[1-9][0-9]{0,2}"  # a positive number; zero is refused
+STEP = r"(?:/0?[1-9][0-9]{0,2})?"  # optional; a positive number, as zero is refused
 
 
 def _field(field: CronField, extra_terms: Sequence[str] = ()) -> str:
-    stepped = _alternatives([r"\*", field.ranges(), field.value()]) + f"(?:{_step()})?"
+    stepped = _alternatives([r"\*", field.ranges(), field.value()]) + STEP
     term = _alternatives([stepped, *extra_terms])
     return f"{term}(?:,{term})*"
 
@@ -144,7 +142,7 @@ MONTH = CronField(1, 12, MONTH_NAMES, names_from=1)
 WEEKDAY = CronField(0, 7, DAY_NAMES, names_from=0)
 
 # Day of month: the last day (L) and the last weekday (LW), each with an optional step.
-_DAY_EXTRA = (_alternatives([_any_case("LW"), _any_case("L")]) + f"(?:{_step()})?",)
+_DAY_EXTRA = (_alternatives([_any_case("LW"), _any_case("L")]) + STEP,)
 # Day of week: the last given weekday of the month (5L, digits only) and the nth (MON#2).
 _WEEKDAY_EXTRA = (
     f"0?[0-7]{_any_case('L')}",

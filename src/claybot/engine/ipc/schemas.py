@@ -33,7 +33,7 @@ NAME = Field(min_length=1, max_length=256, pattern=NAME_PATTERN)
 
 
 # The two schemas below are built when the document is generated, not at import (the
-# pattern is 9 kB of text; the zone list reads ~600 files), off the engine's start path.
+# pattern is 10 kB of text; the zone list reads ~600 files), off the engine's start path.
 
 
 class _CronExpressionSchema:
