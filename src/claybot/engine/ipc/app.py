@@ -9,12 +9,14 @@ from starlette.types import ASGIApp
 
 from claybot import __version__
 from claybot.engine.engine import Engine
+from claybot.engine.ipc import openapi
 from claybot.engine.ipc.body_limit import BodyLimitMiddleware
 from claybot.engine.ipc.cron_routes import router as cron_router
 from claybot.engine.ipc.errors import install_error_handlers
 from claybot.engine.ipc.heartbeat_routes import router as heartbeat_router
 from claybot.engine.ipc.permission_routes import router as permission_router
 from claybot.engine.ipc.proactive_routes import router as proactive_router
+from claybot.engine.ipc.responses import errors
 from claybot.engine.ipc.routes import router
 from claybot.engine.ipc.webchat_routes import router as webchat_router
 
@@ -27,6 +29,7 @@ def create_app(engine: Engine, request_shutdown: Callable[[], None] = lambda: No
             "Control API of a ClayBot engine. On the Unix socket it is trusted; on TCP every "
             "request needs `Authorization: Bearer cb_...` with the route's scope."
         ),
+        responses=errors(500),  # any route, for a bug; the details stay in the engine log
     )
     app.state.engine = engine
     app.state.request_shutdown = request_shutdown
@@ -37,4 +40,5 @@ def create_app(engine: Engine, request_shutdown: Callable[[], None] = lambda: No
     app.include_router(heartbeat_router)
     app.include_router(webchat_router)
     app.include_router(proactive_router)
+    openapi.install(app, lambda: (t.type for t in engine.provider_registry.types()))
     return BodyLimitMiddleware(app)

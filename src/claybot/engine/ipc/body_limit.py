@@ -1,4 +1,11 @@
-"""Refuse request bodies over a size limit before they are read into memory."""
+"""Refuse request bodies over a size limit with 413, whether or not they declare a length.
+
+A declared ``Content-Length`` over the limit is refused before anything is read. A
+chunked body is read here, up to the limit, before the app runs: FastAPI reads the
+body inside the route and turns any exception raised while it reads into a 400, so
+counting bytes as the app reads them could never answer 413. Holding at most
+``max_bytes`` (1 MiB) per request is what FastAPI would have held anyway.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +14,6 @@ import json
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
-
-
-class BodyTooLarge(Exception):
-    pass
 
 
 class BodyLimitMiddleware:
@@ -22,38 +25,54 @@ class BodyLimitMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        if self._declared_too_large(scope):
+            await self._reject(send)
+            return
+        buffered = await self._read_body(receive)
+        if buffered is None:
+            await self._reject(send)
+            return
+        replayed = False
+
+        async def replay_receive() -> Message:
+            # The body once, as one message; then whatever the client sends next (a
+            # disconnect), which streaming responses such as SSE wait for.
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return buffered
+            return await receive()
+
+        await self.app(scope, replay_receive, send)
+
+    def _declared_too_large(self, scope: Scope) -> bool:
         for name, value in scope.get("headers", []):
             if name == b"content-length":
                 try:
-                    too_big = int(value) > self.max_bytes
+                    return int(value) > self.max_bytes
                 except ValueError:
-                    too_big = False
-                if too_big:
-                    await self._reject(send)
-                    return
-        received = 0
-        response_started = False
+                    return False  # the server refuses a malformed length itself
+        return False
 
-        async def limited_receive() -> Message:
-            nonlocal received
+    async def _read_body(self, receive: Receive) -> Message | None:
+        """The whole body as one ``http.request`` message; None if it is over the limit.
+
+        A disconnect before the body ends is handed to the app as it is, so the
+        app sees the same disconnect it would have seen reading the body itself.
+        """
+        chunks: list[bytes] = []
+        size = 0
+        while True:
             message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.max_bytes:
-                    raise BodyTooLarge()
-            return message
-
-        async def tracking_send(message: Message) -> None:
-            nonlocal response_started
-            if message["type"] == "http.response.start":
-                response_started = True
-            await send(message)
-
-        try:
-            await self.app(scope, limited_receive, tracking_send)
-        except BodyTooLarge:
-            if not response_started:
-                await self._reject(send)
+            if message["type"] != "http.request":
+                return message
+            chunk: bytes = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                return None
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
 
     async def _reject(self, send: Send) -> None:
         body = json.dumps(

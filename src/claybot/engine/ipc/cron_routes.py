@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from claybot.engine.cron.schedule import ScheduleError
 from claybot.engine.cron.task import CronTaskSpec
 from claybot.engine.ipc.errors import ApiError
+from claybot.engine.ipc.responses import BODY_ERRORS, errors
 from claybot.engine.ipc.routes import engine_of
 from claybot.engine.ipc.schemas import AddCronTask
 from claybot.ids import new_id
@@ -31,7 +32,12 @@ async def list_tasks(request: Request) -> dict[str, Any]:
     }
 
 
-@router.post("/tasks", status_code=201, summary="Create a cron task (written as TASK.md)")
+@router.post(
+    "/tasks",
+    status_code=201,
+    summary="Create a cron task (written as TASK.md)",
+    responses=errors(*BODY_ERRORS),
+)
 async def add_task(request: Request, body: AddCronTask) -> dict[str, Any]:
     engine = engine_of(request)
     fields = body.model_dump(exclude={"prompt"}, exclude_none=True)
@@ -49,7 +55,9 @@ async def add_task(request: Request, body: AddCronTask) -> dict[str, Any]:
     return {"ok": True, "task": task.to_dict()}
 
 
-@router.delete("/tasks/{taskId}", summary="Delete a cron task and its folder")
+@router.delete(
+    "/tasks/{taskId}", summary="Delete a cron task and its folder", responses=errors(404)
+)
 async def remove_task(request: Request, taskId: str) -> dict[str, Any]:
     try:
         task = await engine_of(request).cron.remove(taskId)
@@ -58,7 +66,12 @@ async def remove_task(request: Request, taskId: str) -> dict[str, Any]:
     return {"ok": True, "taskId": task.id}
 
 
-@router.post("/tasks/{taskId}/run", status_code=202, summary="Run a cron task now")
+@router.post(
+    "/tasks/{taskId}/run",
+    status_code=202,
+    summary="Run a cron task now",
+    responses=errors(404, 503),
+)
 async def run_task(request: Request, taskId: str) -> dict[str, Any]:
     try:
         key = await engine_of(request).cron.run_now(taskId)
@@ -75,11 +88,15 @@ async def _set_enabled(request: Request, task_id: str, enabled: bool) -> dict[st
     return {"ok": True, "task": task.to_dict()}
 
 
-@router.post("/tasks/{taskId}/enable", summary="Enable a cron task")
+@router.post("/tasks/{taskId}/enable", summary="Enable a cron task", responses=errors(404))
 async def enable_task(request: Request, taskId: str) -> dict[str, Any]:
     return await _set_enabled(request, taskId, True)
 
 
-@router.post("/tasks/{taskId}/disable", summary="Disable a cron task (it stays on disk)")
+@router.post(
+    "/tasks/{taskId}/disable",
+    summary="Disable a cron task (it stays on disk)",
+    responses=errors(404),
+)
 async def disable_task(request: Request, taskId: str) -> dict[str, Any]:
     return await _set_enabled(request, taskId, False)

@@ -1,4 +1,4 @@
-"""One error shape for every endpoint: ``{"error": {"code", "message", "field"?}}``."""
+"""One error shape for every endpoint: ``{"ok": false, "error": {"code", "message", "field"?}}``."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse
+from starlette.routing import Match
 
 from claybot.config.store import ConfigError
 from claybot.db.errors import StoreError
@@ -59,11 +60,40 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     return error_response(422, "invalid_request", message, field or None)
 
 
+# Methods an ``Allow`` header can list; TRACE and CONNECT are never served.
+HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route serves at this request's path.
+
+    Starlette's 405 names only the methods of the first route matching the path, and
+    FastAPI declares one route per method, so ``/v1/engine/providers`` would answer a
+    PUT with ``Allow: GET`` although POST works too (RFC 9110 wants them all). Asking
+    each route whether it would fully match the same request with another method
+    also sees the routes of included routers.
+    """
+    routes = request.app.router.routes
+    return [
+        method
+        for method in HTTP_METHODS
+        if any(
+            route.matches({**request.scope, "method": method})[0] is Match.FULL for route in routes
+        )
+    ]
+
+
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     codes = {404: "not_found", 405: "method_not_allowed", 400: "bad_request"}
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        headers["Allow"] = ", ".join(allowed_methods(request)) or headers.get("Allow", "")
     return error_response(
-        exc.status_code, codes.get(exc.status_code, "http_error"), str(exc.detail)
+        exc.status_code,
+        codes.get(exc.status_code, "http_error"),
+        str(exc.detail),
+        headers=headers or None,
     )
 
 

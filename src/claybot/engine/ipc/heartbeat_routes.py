@@ -6,11 +6,10 @@ import asyncio
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Request
-from pydantic import ValidationError
 
-from claybot.engine.cron.task import Gate
 from claybot.engine.heartbeat.store import HeartbeatTaskError
 from claybot.engine.ipc.errors import ApiError
+from claybot.engine.ipc.responses import BODY_ERRORS, errors
 from claybot.engine.ipc.routes import engine_of
 from claybot.engine.ipc.schemas import AddHeartbeatTask, RunHeartbeat
 
@@ -22,20 +21,21 @@ async def list_tasks(request: Request) -> dict[str, Any]:
     return {"ok": True, **(await engine_of(request).heartbeat.listing())}
 
 
-@router.post("/tasks", status_code=201, summary="Add (or, with overwrite, replace) a task")
+@router.post(
+    "/tasks",
+    status_code=201,
+    summary="Add (or, with overwrite, replace) a task",
+    responses=errors(*BODY_ERRORS, 409),
+)
 async def add_task(request: Request, body: AddHeartbeatTask) -> dict[str, Any]:
     heartbeat = engine_of(request).heartbeat
-    try:
-        gate = Gate.model_validate(body.gate) if body.gate is not None else None
-    except ValidationError as exc:
-        raise ApiError(422, "invalid_request", str(exc), "body.gate") from exc
     try:
         task = await asyncio.to_thread(
             heartbeat.store.add,
             body.title,
             body.prompt,
             task_id=body.id,
-            gate=gate,
+            gate=body.gate,
             overwrite=body.overwrite,
         )
     except HeartbeatTaskError as exc:
@@ -43,7 +43,7 @@ async def add_task(request: Request, body: AddHeartbeatTask) -> dict[str, Any]:
     return {"ok": True, "task": task.to_dict()}
 
 
-@router.delete("/tasks/{taskId}", summary="Remove a heartbeat task")
+@router.delete("/tasks/{taskId}", summary="Remove a heartbeat task", responses=errors(404))
 async def remove_task(request: Request, taskId: str) -> dict[str, Any]:
     heartbeat = engine_of(request).heartbeat
     try:
@@ -53,7 +53,12 @@ async def remove_task(request: Request, taskId: str) -> dict[str, Any]:
     return {"ok": True, "taskId": taskId}
 
 
-@router.post("/run", status_code=202, summary="Run the heartbeat now (all or some tasks)")
+@router.post(
+    "/run",
+    status_code=202,
+    summary="Run the heartbeat now (all or some tasks)",
+    responses=errors(*BODY_ERRORS),
+)
 async def run(
     request: Request, body: Annotated[RunHeartbeat | None, Body()] = None
 ) -> dict[str, Any]:

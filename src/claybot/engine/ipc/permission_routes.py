@@ -8,13 +8,18 @@ from fastapi import APIRouter, Query, Request
 
 from claybot.connectors.base import PermissionAlreadyDecided
 from claybot.engine.ipc.errors import ApiError
+from claybot.engine.ipc.responses import BODY_ERRORS, errors
 from claybot.engine.ipc.routes import engine_of
 from claybot.engine.ipc.schemas import DecidePermission
 
 router = APIRouter(prefix="/v1/engine")
 
 
-@router.get("/permissions", summary="Permission requests: pending ones and past decisions")
+@router.get(
+    "/permissions",
+    summary="Permission requests: pending ones and past decisions",
+    responses=errors(422),
+)
 async def list_permissions(
     request: Request,
     status: Annotated[Literal["pending", "granted", "denied"] | None, Query()] = None,
@@ -23,7 +28,11 @@ async def list_permissions(
     return {"ok": True, "requests": [item.to_dict() for item in requests]}
 
 
-@router.post("/permissions/{requestId}", summary="Allow or deny a pending permission request")
+@router.post(
+    "/permissions/{requestId}",
+    summary="Allow or deny a pending permission request",
+    responses=errors(*BODY_ERRORS, 404, 409),
+)
 async def decide_permission(
     request: Request, requestId: str, body: DecidePermission
 ) -> dict[str, Any]:

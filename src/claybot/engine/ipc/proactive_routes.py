@@ -16,8 +16,9 @@ from fastapi.responses import FileResponse, PlainTextResponse
 
 from claybot.engine.engine import Engine
 from claybot.engine.ipc.errors import ApiError
+from claybot.engine.ipc.proactive_bodies import CreateAgentInput, UpdateAgentInput
+from claybot.engine.ipc.responses import BODY_ERRORS, errors
 from claybot.proactive.errors import ProactiveError
-from claybot.proactive.inputs import CreateAgentInput, UpdateAgentInput
 from claybot.proactive.service import ProactiveService
 
 router = APIRouter(prefix="/api/agents", tags=["proactive agents"])
@@ -44,7 +45,12 @@ def _answers() -> Iterator[None]:
         raise ApiError(exc.status, exc.code, exc.message, exc.field) from exc
 
 
-@router.post("", status_code=201, summary="Create a proactive agent")
+@router.post(
+    "",
+    status_code=201,
+    summary="Create a proactive agent",
+    responses=errors(*BODY_ERRORS, 409, 503),
+)
 async def create_agent(request: Request, body: CreateAgentInput) -> dict[str, Any]:
     with _answers():
         agent = await service_of(request).create(body)
@@ -56,39 +62,56 @@ async def list_agents(request: Request) -> dict[str, Any]:
     return {"ok": True, "agents": service_of(request).summaries()}
 
 
-@router.get("/{agentId}", summary="A proactive agent's detail")
+@router.get("/{agentId}", summary="A proactive agent's detail", responses=errors(404))
 async def get_agent(request: Request, agentId: str) -> dict[str, Any]:
     with _answers():
         return {"ok": True, "agent": service_of(request).detail(agentId)}
 
 
-@router.put("/{agentId}", summary="Change an agent's configuration (only the fields given)")
+@router.put(
+    "/{agentId}",
+    summary="Change an agent's configuration (only the fields given)",
+    responses=errors(*BODY_ERRORS, 404, 503),
+)
 async def update_agent(request: Request, agentId: str, body: UpdateAgentInput) -> dict[str, Any]:
     with _answers():
         agent = await service_of(request).update(agentId, body)
     return {"ok": True, "agent": agent}
 
 
-@router.post("/{agentId}/pause", summary="Pause an agent (its schedule stops)")
+@router.post(
+    "/{agentId}/pause",
+    summary="Pause an agent (its schedule stops)",
+    responses=errors(404, 503),
+)
 async def pause_agent(request: Request, agentId: str) -> dict[str, Any]:
     with _answers():
         return {"ok": True, "agent": await service_of(request).pause(agentId)}
 
 
-@router.post("/{agentId}/resume", summary="Resume an agent (failures reset, schedule restarts)")
+@router.post(
+    "/{agentId}/resume",
+    summary="Resume an agent (failures reset, schedule restarts)",
+    responses=errors(404, 503),
+)
 async def resume_agent(request: Request, agentId: str) -> dict[str, Any]:
     with _answers():
         return {"ok": True, "agent": await service_of(request).resume(agentId)}
 
 
-@router.post("/{agentId}/execute", status_code=202, summary="Run an agent now (queued)")
+@router.post(
+    "/{agentId}/execute",
+    status_code=202,
+    summary="Run an agent now (queued)",
+    responses=errors(404, 409, 503),
+)
 async def execute_agent(request: Request, agentId: str) -> dict[str, Any]:
     with _answers():
         queued = await service_of(request).trigger(agentId)
     return {"ok": True, "agentId": agentId, **queued}
 
 
-@router.delete("/{agentId}", summary="Delete an agent and its files")
+@router.delete("/{agentId}", summary="Delete an agent and its files", responses=errors(404, 503))
 async def delete_agent(request: Request, agentId: str) -> dict[str, Any]:
     with _answers():
         await service_of(request).delete(agentId)
@@ -99,6 +122,7 @@ async def delete_agent(request: Request, agentId: str) -> dict[str, Any]:
     "/{agentId}/logs",
     summary="An execution's clean log (text/plain): the newest, or ?executionId=",
     response_class=PlainTextResponse,
+    responses=errors(404, 422, text_route=True),
 )
 async def agent_logs(
     request: Request,
@@ -110,7 +134,11 @@ async def agent_logs(
     return FileResponse(path, media_type="text/plain; charset=utf-8")
 
 
-@router.get("/{agentId}/executions", summary="Execution history, newest first")
+@router.get(
+    "/{agentId}/executions",
+    summary="Execution history, newest first",
+    responses=errors(404, 422),
+)
 async def agent_executions(
     request: Request,
     agentId: str,
@@ -125,6 +153,7 @@ async def agent_executions(
     "/{agentId}/output",
     summary="The running (or last) execution's output so far (text/plain)",
     response_class=PlainTextResponse,
+    responses=errors(404, text_route=True),
 )
 async def agent_output(request: Request, agentId: str) -> PlainTextResponse:
     with _answers():

@@ -16,6 +16,7 @@ from claybot.connectors.base import InboundMessage
 from claybot.engine.engine import Engine
 from claybot.engine.events import Event
 from claybot.engine.ipc.errors import ApiError
+from claybot.engine.ipc.responses import BODY_ERRORS, errors
 from claybot.engine.ipc.schemas import (
     CreateKey,
     LoadPlugin,
@@ -70,7 +71,17 @@ async def background_agents(request: Request) -> dict[str, Any]:
     return {"ok": True, "agents": engine_of(request).agents.background_agents()}
 
 
-@router.get("/agents/{agentId}/history", summary="An agent's history, paged by record number")
+@router.get(
+    "/agents/{agentId}/history",
+    summary="An agent's history, paged by record number",
+    responses=errors(404, 422),
+    description=(
+        "Records are numbered from 0 (`seq`) and come oldest first. Without `after`, the "
+        "page is the newest `limit` records (below `before`, if given); with `after`, the "
+        "oldest `limit` records above it (and below `before`, if given): with both, the "
+        "records with after < seq < before."
+    ),
+)
 async def agent_history(
     request: Request,
     agentId: str,
@@ -79,15 +90,24 @@ async def agent_history(
     after: Annotated[int | None, Query(ge=-1, description="records numbered above this")] = None,
 ) -> dict[str, Any]:
     engine = engine_of(request)
-    if before is not None and after is not None:
-        raise ApiError(400, "invalid_request", "use either 'before' or 'after', not both", "after")
+    if after is not None and before is not None:
+        # Paging forward from ``after``; the records from ``before`` on are left out.
+        page = await engine.agents.history(
+            _agent_id(engine, agentId), after=after, before=None, limit=limit
+        )
+        records = [record for record in page.records if record["seq"] < before]
+        return {"ok": True, "agentId": agentId, "total": page.total, "records": records}
     page = await engine.agents.history(
         _agent_id(engine, agentId), after=after, before=before, limit=limit
     )
     return {"ok": True, "agentId": agentId, "total": page.total, "records": page.records}
 
 
-@router.post("/agents/{agentId}/reset", summary="Clear an agent's context, keeping its id")
+@router.post(
+    "/agents/{agentId}/reset",
+    summary="Clear an agent's context, keeping its id",
+    responses=errors(*BODY_ERRORS, 404, 503),
+)
 async def reset_agent(
     request: Request,
     agentId: str,
@@ -109,7 +129,12 @@ async def reset_agent(
 # -- messages -----------------------------------------------------------------------
 
 
-@router.post("/messages", status_code=202, summary="Post a message from the local connector")
+@router.post(
+    "/messages",
+    status_code=202,
+    summary="Post a message from the local connector",
+    responses=errors(*BODY_ERRORS, 503),
+)
 async def post_message(request: Request, body: PostMessage) -> dict[str, Any]:
     engine = engine_of(request)
     posted = await engine.agents.post_message(
@@ -137,13 +162,21 @@ async def list_plugins(request: Request) -> dict[str, Any]:
     return {"ok": True, **engine_of(request).plugin_listing()}
 
 
-@router.post("/plugins/load", summary="Load a plugin instance (validated, then persisted)")
+@router.post(
+    "/plugins/load",
+    summary="Load a plugin instance (validated, then persisted)",
+    responses=errors(*BODY_ERRORS, 404, 409, 502, 503),
+)
 async def load_plugin(request: Request, body: LoadPlugin) -> dict[str, Any]:
     loaded = await engine_of(request).load_plugin(body.pluginId, body.instanceId, body.settings)
     return {"ok": True, "plugin": loaded}
 
 
-@router.post("/plugins/unload", summary="Unload a plugin instance (persisted as disabled)")
+@router.post(
+    "/plugins/unload",
+    summary="Unload a plugin instance (persisted as disabled)",
+    responses=errors(*BODY_ERRORS, 404, 409),
+)
 async def unload_plugin(request: Request, body: UnloadPlugin) -> dict[str, Any]:
     await engine_of(request).unload_plugin(body.instanceId)
     return {"ok": True, "instanceId": body.instanceId}
@@ -152,7 +185,9 @@ async def unload_plugin(request: Request, body: UnloadPlugin) -> dict[str, Any]:
 # -- auth and providers ---------------------------------------------------------------
 
 
-@router.post("/auth", summary="Set one credential field in auth.json")
+@router.post(
+    "/auth", summary="Set one credential field in auth.json", responses=errors(*BODY_ERRORS)
+)
 async def set_auth(request: Request, body: SetAuth) -> dict[str, Any]:
     await engine_of(request).set_auth_field(body.id, body.key, body.value)
     return {"ok": True, "id": body.id, "key": body.key}
@@ -172,7 +207,7 @@ async def list_providers(request: Request) -> dict[str, Any]:
     }
 
 
-@router.post("/providers", summary="Add or replace a provider")
+@router.post("/providers", summary="Add or replace a provider", responses=errors(*BODY_ERRORS))
 async def upsert_provider(request: Request, body: UpsertProvider) -> dict[str, Any]:
     engine = engine_of(request)
     provider = ProviderSettings.model_validate(body.model_dump(exclude={"position"}))
@@ -192,7 +227,7 @@ async def upsert_provider(request: Request, body: UpsertProvider) -> dict[str, A
     return {"ok": True, "providers": [p.to_public_dict() for p in settings.providers]}
 
 
-@router.delete("/providers/{providerId}", summary="Remove a provider")
+@router.delete("/providers/{providerId}", summary="Remove a provider", responses=errors(404))
 async def remove_provider(request: Request, providerId: str) -> dict[str, Any]:
     engine = engine_of(request)
     settings = engine.settings.model_copy(deep=True)
@@ -206,7 +241,11 @@ async def remove_provider(request: Request, providerId: str) -> dict[str, Any]:
     return {"ok": True, "providers": [p.to_public_dict() for p in remaining]}
 
 
-@router.post("/providers/{providerId}/default", summary="Make a provider the first choice")
+@router.post(
+    "/providers/{providerId}/default",
+    summary="Make a provider the first choice",
+    responses=errors(404),
+)
 async def default_provider(request: Request, providerId: str) -> dict[str, Any]:
     engine = engine_of(request)
     settings = engine.settings.model_copy(deep=True)
@@ -223,13 +262,18 @@ async def default_provider(request: Request, providerId: str) -> dict[str, Any]:
 # -- API keys ---------------------------------------------------------------------------
 
 
-@router.get("/keys", summary="API keys (never the keys themselves)")
+@router.get("/keys", summary="API keys (never the keys themselves)", responses=errors(503))
 async def list_keys(request: Request) -> dict[str, Any]:
     records = await engine_of(request).keys.list()
     return {"ok": True, "keys": [key_to_dict(record) for record in records]}
 
 
-@router.post("/keys", status_code=201, summary="Create an API key; the key is returned once")
+@router.post(
+    "/keys",
+    status_code=201,
+    summary="Create an API key; the key is returned once",
+    responses=errors(*BODY_ERRORS, 503),
+)
 async def create_key(request: Request, body: CreateKey) -> dict[str, Any]:
     engine = engine_of(request)
     try:
@@ -239,7 +283,11 @@ async def create_key(request: Request, body: CreateKey) -> dict[str, Any]:
     return {"ok": True, "key": plaintext, "record": key_to_dict(record)}
 
 
-@router.post("/keys/{keyId}/revoke", summary="Revoke an API key by id or prefix")
+@router.post(
+    "/keys/{keyId}/revoke",
+    summary="Revoke an API key by id or prefix",
+    responses=errors(404, 503),
+)
 async def revoke_key(request: Request, keyId: str) -> dict[str, Any]:
     record = await engine_of(request).keys.revoke(keyId)
     if record is None:
@@ -281,7 +329,11 @@ def resume_after(last_event_id: str | None, since: int | None = None) -> int | N
         ) from exc
 
 
-@router.get("/events", summary="Server-sent events: an init frame, then replay, then live events")
+@router.get(
+    "/events",
+    summary="Server-sent events: an init frame, then replay, then live events",
+    responses=errors(400, 422),
+)
 async def events(
     request: Request,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,

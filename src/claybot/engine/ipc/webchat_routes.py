@@ -11,13 +11,19 @@ from sse_starlette.sse import EventSourceResponse
 
 from claybot.connectors.base import InboundMessage
 from claybot.connectors.webchat import WEBCHAT_CONNECTOR, conversation_event
+from claybot.engine.ipc.responses import BODY_ERRORS, errors
 from claybot.engine.ipc.routes import SSE_PING_S, engine_of, resume_after
 from claybot.engine.ipc.schemas import NAME_PATTERN, WebchatMessage
 
 router = APIRouter(prefix="/v1/engine/webchat")
 
 
-@router.post("/messages", status_code=202, summary="Post a webchat message (durable on return)")
+@router.post(
+    "/messages",
+    status_code=202,
+    summary="Post a webchat message (durable on return)",
+    responses=errors(*BODY_ERRORS, 503),
+)
 async def post_message(request: Request, body: WebchatMessage) -> dict[str, Any]:
     engine = engine_of(request)
     message = InboundMessage(
@@ -32,7 +38,11 @@ async def post_message(request: Request, body: WebchatMessage) -> dict[str, Any]
     }
 
 
-@router.get("/events", summary="SSE: this conversation's replies and permission prompts")
+@router.get(
+    "/events",
+    summary="SSE: this conversation's replies and permission prompts",
+    responses=errors(400, 422),
+)
 async def events(
     request: Request,
     user_id: Annotated[str, Query(alias="userId", pattern=NAME_PATTERN, max_length=256)],

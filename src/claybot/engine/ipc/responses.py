@@ -1,0 +1,74 @@
+"""The error body as a model, and the ``responses=`` table each route declares with it.
+
+Every error the API answers (see ``errors.py``) is ``{"ok": false, "error": {...}}``;
+declaring it per status makes the OpenAPI document list what a route really answers,
+so a client generated from it knows the shape of a 404 as well as of a 200.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+from pydantic.json_schema import SkipJsonSchema
+
+
+class ErrorDetail(BaseModel):
+    code: str = Field(description="What went wrong, for programs: `agent_not_found`, …")
+    message: str = Field(description="What went wrong, for people")
+    # Left out, never null, when no single input is to blame.
+    field: str | SkipJsonSchema[None] = Field(
+        default=None,
+        description="The input to blame: `body.<name>`, `query.<name>`, or a path parameter",
+    )
+
+
+class ErrorBody(BaseModel):
+    ok: Literal[False]
+    error: ErrorDetail
+
+
+DESCRIPTIONS: dict[int, str] = {
+    400: "Bad request: the body is not JSON (`malformed_json`), or the engine refuses it "
+    "as asked (the code says why)",
+    404: "Not found: nothing has the id in the path (or the query)",
+    409: "Conflict with the current state (the code says which)",
+    413: "Too large: the body is over 1 MiB, or the message text over the engine's limit "
+    "(`too_large`)",
+    422: "Invalid input (`invalid_request`); `field` names it",
+    500: "Internal error; the engine log has the details, the answer does not",
+    502: "A plugin failed to load (`plugin_load_failed`)",
+    503: "Unavailable for now: the engine is stopping, or its database cannot be reached; "
+    "retry after `Retry-After` seconds",
+}
+
+RETRY_AFTER: dict[str, Any] = {
+    "Retry-After": {
+        "description": "Seconds to wait before retrying",
+        "schema": {"type": "integer", "minimum": 0},
+    }
+}
+
+# What every route with a JSON body can answer before the route itself runs.
+BODY_ERRORS = (400, 413, 422)
+
+
+def errors(*statuses: int, text_route: bool = False) -> dict[int | str, dict[str, Any]]:
+    """``responses=`` for a route: each status with the error body and what it means.
+
+    ``text_route``: the route answers text/plain, and FastAPI files a ``model`` under
+    the route's media type; its errors are still JSON, so their content is spelled out
+    (the component exists: the JSON routes register it).
+    """
+    table: dict[int | str, dict[str, Any]] = {}
+    for status in sorted(set(statuses)):
+        response: dict[str, Any] = {"description": DESCRIPTIONS[status]}
+        if text_route:
+            schema = {"$ref": "#/components/schemas/ErrorBody"}
+            response["content"] = {"application/json": {"schema": schema}}
+        else:
+            response["model"] = ErrorBody
+        if status == 503:
+            response["headers"] = RETRY_AFTER
+        table[status] = response
+    return table

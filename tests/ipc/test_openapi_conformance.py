@@ -1,0 +1,139 @@
+"""The engine API against its own OpenAPI document: every operation, every schemathesis check.
+
+Schemathesis reads ``/openapi.json`` from the app in-process, generates requests
+from it (valid ones, and invalid ones that must be refused), sends them to the same
+app over ASGI, and checks each answer against the document: its status is listed,
+its body and headers match, a valid request is not refused, an invalid one is not
+accepted, an undeclared method gets 405 with ``Allow``, no answer is a 5xx.
+
+The engine is real and started, on a temporary home, with the echo provider.
+Schemathesis calls the app on an event loop of its own (one thread for the whole
+run) and runs the app's lifespan there before each operation's test, ending it
+after: so the app given to it starts a fresh ``Engine`` in its lifespan, on that
+loop, which the engine's tasks and locks need. Each engine opens the same home, so
+what one operation created (agents, tasks, keys) is there for the next, as after
+a restart.
+
+Every operation of the document is run but the two event streams (see below). The
+proactive agents' WebSocket is not an operation of the document (OpenAPI has no
+WebSocket), and POST /v1/engine/shutdown is run: ``create_app`` is given no
+``request_shutdown`` here, so it answers without stopping anything.
+
+Generation is deterministic (``derandomize``, no example database), so a failure
+is reproduced by running the test again.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, settings
+from starlette.testclient import TestClient
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from claybot.config.home import HomePaths
+from claybot.engine.engine import Engine, EngineOptions
+from claybot.engine.ipc.app import create_app
+from tests.conftest import ECHO_SETTINGS, write_settings
+
+pytestmark = pytest.mark.timeout(180)
+
+# Per operation, for the fuzzing phase; the examples and coverage phases add their own
+# cases (each boundary and each kind of invalid input once).
+MAX_EXAMPLES = 25
+
+CONFIG = schemathesis.Config.from_str(
+    """
+[checks]
+enabled = true
+
+[generation]
+deterministic = true
+database = "none"
+"""
+)
+
+# Created by the first engine's start, removed after the module's last test.
+HOME = HomePaths(Path(tempfile.gettempdir()) / f"cb-openapi-{os.getpid()}")
+# No fsync: this is about what the API answers, and thousands of requests write files.
+OPTIONS = EngineOptions(port=0, durable=False)
+
+
+class EngineUnderTest:
+    """The engine API as an ASGI app whose lifespan starts a fresh ``Engine`` on ``HOME``."""
+
+    def __init__(self) -> None:
+        self.engine = Engine(HOME, OPTIONS)
+        self.app: ASGIApp = create_app(self.engine)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "lifespan":
+            await self.app(scope, receive, send)
+            return
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                # Providers and plugins an operation added are left behind: a provider
+                # made first could send the next operation's turns to the local model.
+                write_settings(HOME, ECHO_SETTINGS)
+                # An engine starts once; the next operation's lifespan gets a new one.
+                self.engine = Engine(HOME, OPTIONS)
+                self.app = create_app(self.engine)
+                await self.engine.start()
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.engine.stop(drain_timeout_s=2)
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+
+APP = EngineUnderTest()
+# The document the app serves, read in-process without its lifespan (from_asgi would
+# run it, starting an engine while tests are only being collected); the document
+# needs no started engine.
+schema = schemathesis.openapi.from_dict(
+    TestClient(APP).get("/openapi.json").json(), config=CONFIG
+).exclude(
+    # Server-sent event streams never end, so a generated request could only be cut
+    # off by a timeout; tests/engine/test_socket_api.py and the SSE tests cover them.
+    path=["/v1/engine/events", "/v1/engine/webchat/events"],
+)
+schema.app = APP  # requests go to the app in-process, as with from_asgi
+
+
+PROACTIVE_BODIES = {"/api/agents", "/api/agents/{agentId}"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _remove_home() -> Iterator[None]:
+    yield
+    shutil.rmtree(HOME.home, ignore_errors=True)
+
+
+@schema.parametrize()
+@settings(
+    max_examples=MAX_EXAMPLES,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+def test_every_operation_conforms_to_the_document(case: Any) -> None:
+    if (
+        case.operation.path in PROACTIVE_BODIES
+        and case.meta.generation.mode.is_positive
+        and isinstance(case.body, dict)
+        and "cwd" in case.body
+    ):
+        # A proactive agent's cwd must be an existing directory inside the workspace:
+        # state no schema can describe (the document says it in words). A valid body
+        # gets the workspace itself, so the rest of it is what is tested.
+        case.body["cwd"] = "."
+    case.call_and_validate()
