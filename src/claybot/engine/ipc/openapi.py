@@ -6,6 +6,9 @@
 - FastAPI adds a 422 answer shaped ``{"detail": [...]}`` to any route with a
   parameter; this API never answers that (its 422 is the error body, declared by the
   routes that can answer it), so those are removed.
+- Any route that writes (POST, PUT, DELETE) can meet a full disk (507) or a failed
+  write (503): the error handlers answer those for every route, so they are added to
+  every such operation here rather than to each route by hand.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from fastapi import FastAPI
+
+from claybot.engine.ipc.responses import DESCRIPTIONS, RETRY_AFTER, WRITE_ERRORS
 
 Document = dict[str, Any]
 
@@ -46,12 +51,27 @@ def _without_fastapi_422(document: Document) -> None:
     schemas.pop("ValidationError", None)
 
 
+def _write_errors(document: Document) -> None:
+    body = {"application/json": {"schema": {"$ref": SCHEMAS_REF + "ErrorBody"}}}
+    for path in document.get("paths", {}).values():
+        for method, operation in path.items():
+            if method not in ("post", "put", "delete"):
+                continue
+            responses = operation.setdefault("responses", {})
+            for status in WRITE_ERRORS:
+                responses.setdefault(
+                    str(status),
+                    {"description": DESCRIPTIONS[status], "headers": RETRY_AFTER, "content": body},
+                )
+
+
 def refine(document: Document, provider_types: Iterable[str]) -> Document:
     """The generated document with what only the running engine knows."""
     refined = copy.deepcopy(document)
     schemas = refined["components"]["schemas"]
     _provider_types(schemas, sorted(provider_types))
     _without_fastapi_422(refined)
+    _write_errors(refined)
     return refined
 
 

@@ -38,9 +38,14 @@ DESCRIPTIONS: dict[int, str] = {
     422: "Invalid input (`invalid_request`); `field` names it",
     500: "Internal error; the engine log has the details, the answer does not",
     502: "A plugin failed to load (`plugin_load_failed`)",
-    503: "Unavailable for now: the engine is stopping, or its database cannot be reached; "
-    "retry after `Retry-After` seconds",
+    503: "Unavailable for now: the engine is stopping, its database cannot be reached, or an "
+    "I/O operation failed (`io_error`); retry after `Retry-After` seconds",
+    507: "The disk holding the engine's home is full (`disk_full`): nothing was accepted or "
+    "changed; free space there and retry after `Retry-After` seconds",
 }
+# What a route that writes to the home can answer whatever it does: a full disk, or a
+# failed write (the error handlers map OSError to these).
+WRITE_ERRORS = (503, 507)
 
 RETRY_AFTER: dict[str, Any] = {
     "Retry-After": {
@@ -68,7 +73,7 @@ def errors(*statuses: int, text_route: bool = False) -> dict[int | str, dict[str
             response["content"] = {"application/json": {"schema": schema}}
         else:
             response["model"] = ErrorBody
-        if status == 503:
+        if status in (503, 507):
             response["headers"] = RETRY_AFTER
         table[status] = response
     return table
