@@ -55,6 +55,7 @@ class Row:
     reply_p50_ms: float
     reply_p99_ms: float
     saturated_reply_p50_ms: float
+    engine_cpu_ms: float | None = None  # engine CPU per message, saturated (socket only)
 
 
 async def _light_load(
@@ -208,10 +209,40 @@ def start_engine(paths: HomePaths) -> tuple[subprocess.Popen[bytes], float]:
         time.sleep(0.002)
 
 
-async def bench_socket(agents: int, messages: int) -> Row:
+class EventReader(asyncio.Protocol):
+    """An SSE subscriber that reads everything and counts the event frames it got.
+
+    A protocol rather than a stream reader: 200 of them must keep up with the engine
+    from the other core without becoming what the benchmark measures.
+    """
+
+    def __init__(self) -> None:
+        self.frames = 0
+        self._tail = b""
+
+    def data_received(self, data: bytes) -> None:
+        # Every event frame starts with "id: " after a line break (init and pings do
+        # not); the tail catches a marker split between two reads.
+        chunk = self._tail + data
+        self.frames += chunk.count(b"\nid: ")
+        self._tail = chunk[-4:]
+
+
+async def open_readers(socket_path: Path, count: int) -> list[asyncio.Transport]:
+    loop = asyncio.get_running_loop()
+    transports: list[asyncio.Transport] = []
+    for _ in range(count):
+        transport, _ = await loop.create_unix_connection(EventReader, str(socket_path))
+        transport.write(b"GET /v1/engine/events HTTP/1.1\r\nHost: claybot\r\n\r\n")
+        transports.append(transport)
+    return transports
+
+
+async def bench_socket(agents: int, messages: int, readers: int = 0) -> Row:
     paths = fresh_home()
     process, _ = start_engine(paths)
     replies: dict[str, float] = {}
+    subscribers = await open_readers(paths.socket, readers)
 
     async def follow() -> None:
         reader, writer = await asyncio.open_unix_connection(str(paths.socket), limit=2**20)
@@ -246,14 +277,27 @@ async def bench_socket(agents: int, messages: int) -> Row:
     while len(replies) < agents:
         await asyncio.sleep(0.001)
     replies.clear()
+    engine = psutil.Process(process.pid)
+    cpu_before = sum(engine.cpu_times()[:2])
     _, saturated, elapsed = await _drive(post, agents, messages, concurrency, replies)
+    engine_cpu_s = sum(engine.cpu_times()[:2]) - cpu_before
     accept, reply = await _light_load(post, agents, replies)
     follower.cancel()
+    counted = [transport.get_protocol() for transport in subscribers]
+    for transport in subscribers:
+        transport.close()
+    missing = [
+        reader.frames
+        for reader in counted
+        if isinstance(reader, EventReader) and reader.frames < messages + LATENCY_MESSAGES
+    ]
+    if missing:
+        raise RuntimeError(f"{len(missing)} SSE readers missed events: {missing[:5]}")
     process.terminate()
     process.wait(30)
     shutil.rmtree(paths.home, ignore_errors=True)
     return Row(
-        "socket",
+        f"socket + {readers} SSE readers" if readers else "socket",
         agents,
         messages,
         messages / elapsed,
@@ -262,6 +306,7 @@ async def bench_socket(agents: int, messages: int) -> Row:
         pct(reply, 0.5),
         pct(reply, 0.99),
         pct(saturated, 0.5),
+        engine_cpu_s / messages * 1000,
     )
 
 
