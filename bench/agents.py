@@ -163,15 +163,22 @@ class RawClient:
         self.writer: asyncio.StreamWriter | None = None
 
     async def post(self, path: str, body: bytes) -> tuple[int, bytes]:
-        if self.writer is None:
-            self.reader, self.writer = await asyncio.open_unix_connection(str(self.socket_path))
-        assert self.reader is not None
         head = (
             f"POST {path} HTTP/1.1\r\nHost: claybot\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(body)}\r\n\r\n"
         ).encode()
-        self.writer.write(head + body)
-        status_line = await self.reader.readline()
+        for _ in range(2):
+            if self.writer is None:
+                self.reader, self.writer = await asyncio.open_unix_connection(str(self.socket_path))
+            assert self.reader is not None
+            self.writer.write(head + body)
+            status_line = await self.reader.readline()
+            if status_line:
+                break
+            # The server closed this keep-alive connection (idle for 5 s in a slow
+            # phase) before reading the request: send it again on a new one.
+            self.writer.close()
+            self.writer = None
         length = 0
         while True:
             line = await self.reader.readline()
