@@ -108,6 +108,10 @@ class Subscription:
     overflowed: bool = False  # fell a whole buffer behind: the events it missed are gone
     _wakeup: asyncio.Future[None] | None = None
 
+    @property
+    def bus(self) -> EventBus:
+        return self._bus
+
     def take(self, limit: int) -> list[Event]:
         """The next events (``limit`` at most), or none; closes on overflow."""
         if self.closed:
