@@ -26,8 +26,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -80,14 +82,19 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
-def fresh_home() -> HomePaths:
+def fresh_home(settings: dict[str, object] | None = None) -> HomePaths:
     home = Path(tempfile.mkdtemp(prefix="cb-bench-", dir="/tmp"))
-    (home / "settings.json").write_text(json.dumps(SETTINGS))
+    (home / "settings.json").write_text(json.dumps(settings or SETTINGS))
     return HomePaths(home)
 
 
 async def _drive(
-    post: object, agents: int, messages: int, concurrency: int, replies: dict[str, float]
+    post: object,
+    agents: int,
+    messages: int,
+    concurrency: int,
+    replies: dict[str, float],
+    prefix: str = "m",
 ) -> tuple[list[float], list[float], float]:
     """Send ``messages`` spread over ``agents`` from ``concurrency`` senders."""
     accept: list[float] = []
@@ -100,7 +107,7 @@ async def _drive(
     async def sender() -> None:
         while not queue.empty():
             n = queue.get_nowait()
-            message_id = f"m{n}"
+            message_id = f"{prefix}{n}"
             t0 = time.perf_counter()
             started_at[message_id] = t0
             await post(f"user{n % agents}", message_id)  # type: ignore[operator]
@@ -172,7 +179,10 @@ class RawClient:
                 self.reader, self.writer = await asyncio.open_unix_connection(str(self.socket_path))
             assert self.reader is not None
             self.writer.write(head + body)
-            status_line = await self.reader.readline()
+            try:
+                status_line = await self.reader.readline()
+            except ConnectionError:
+                status_line = b""
             if status_line:
                 break
             # The server closed this keep-alive connection (idle for 5 s in a slow
@@ -245,64 +255,99 @@ async def open_readers(socket_path: Path, count: int) -> list[asyncio.Transport]
     return transports
 
 
-async def bench_socket(agents: int, messages: int, readers: int = 0) -> Row:
-    paths = fresh_home()
-    process, _ = start_engine(paths)
-    replies: dict[str, float] = {}
-    subscribers = await open_readers(paths.socket, readers)
+class SocketLoad:
+    """An engine subprocess and the load generator that talks to it over its socket.
 
-    async def follow() -> None:
-        reader, writer = await asyncio.open_unix_connection(str(paths.socket), limit=2**20)
+    ``replies`` maps a message id to when its ``agent.outgoing`` event reached the
+    follower (one SSE reader of its own); ``post`` sends through a pool of
+    keep-alive connections.
+    """
+
+    def __init__(self, settings: dict[str, object] | None = None) -> None:
+        self.paths = fresh_home(settings)
+        self.process, _ = start_engine(self.paths)
+        self.replies: dict[str, float] = {}
+        self._free: asyncio.Queue[RawClient] = asyncio.Queue()
+        self._follower: asyncio.Task[None] | None = None
+        self._subscribed = asyncio.Event()
+
+    async def start(self, concurrency: int) -> None:
+        self._follower = asyncio.create_task(self._follow())
+        for _ in range(concurrency):
+            self._free.put_nowait(RawClient(self.paths.socket))
+        await self._subscribed.wait()  # its init frame: no reply can be missed from here on
+
+    async def _follow(self) -> None:
+        reader, writer = await asyncio.open_unix_connection(str(self.paths.socket), limit=2**20)
         writer.write(b"GET /v1/engine/events HTTP/1.1\r\nHost: claybot\r\n\r\n")
         while True:
             line = await reader.readline()
             if not line:
                 return
+            if line.startswith(b"data:"):
+                self._subscribed.set()
             if line.startswith(b"data:") and b'"agent.outgoing"' in line:
                 event = json.loads(line[5:])
-                replies[event["payload"]["message"]["inReplyTo"]] = time.perf_counter()
+                self.replies[event["payload"]["message"]["inReplyTo"]] = time.perf_counter()
 
-    follower = asyncio.create_task(follow())
-    await asyncio.sleep(0.2)
-    concurrency = min(agents * 2, 64)
-    clients = [RawClient(paths.socket) for _ in range(concurrency)]
-    free: asyncio.Queue[RawClient] = asyncio.Queue()
-    for client in clients:
-        free.put_nowait(client)
-
-    async def post(user: str, message_id: str) -> None:
-        client = await free.get()
+    async def post(self, user: str, message_id: str) -> None:
+        client = await self._free.get()
         body = json.dumps(
             {"userId": user, "channelId": "bench", "text": "hi", "messageId": message_id}
         ).encode()
         status, payload = await client.post("/v1/engine/messages", body)
-        free.put_nowait(client)
+        self._free.put_nowait(client)
         if status != 202:
             raise RuntimeError(f"POST failed: {status} {payload!r}")
 
-    await asyncio.gather(*(post(f"user{i}", f"warm{i}") for i in range(agents)))
-    while len(replies) < agents:
-        await asyncio.sleep(0.001)
-    replies.clear()
-    engine = psutil.Process(process.pid)
-    cpu_before = sum(engine.cpu_times()[:2])
-    _, saturated, elapsed = await _drive(post, agents, messages, concurrency, replies)
-    engine_cpu_s = sum(engine.cpu_times()[:2]) - cpu_before
-    accept, reply = await _light_load(post, agents, replies)
-    follower.cancel()
+    async def wait_replies(self, count: int) -> None:
+        while len(self.replies) < count:
+            await asyncio.sleep(0.001)
+
+    def rss_mb(self) -> float:
+        return float(psutil.Process(self.process.pid).memory_info().rss / 2**20)
+
+    def cpu_s(self) -> float:
+        return float(sum(psutil.Process(self.process.pid).cpu_times()[:2]))
+
+    def stop(self) -> None:
+        if self._follower is not None:
+            self._follower.cancel()
+        self.process.terminate()
+        self.process.wait(30)
+        shutil.rmtree(self.paths.home, ignore_errors=True)
+
+
+def check_readers(subscribers: list[asyncio.Transport], events: int) -> None:
+    """Close the readers; every one must have read at least ``events`` event frames."""
     counted = [transport.get_protocol() for transport in subscribers]
     for transport in subscribers:
         transport.close()
     missing = [
         reader.frames
         for reader in counted
-        if isinstance(reader, EventReader) and reader.frames < messages + LATENCY_MESSAGES
+        if isinstance(reader, EventReader) and reader.frames < events
     ]
     if missing:
         raise RuntimeError(f"{len(missing)} SSE readers missed events: {missing[:5]}")
-    process.terminate()
-    process.wait(30)
-    shutil.rmtree(paths.home, ignore_errors=True)
+
+
+async def bench_socket(agents: int, messages: int, readers: int = 0) -> Row:
+    load = SocketLoad()
+    try:
+        subscribers = await open_readers(load.paths.socket, readers)
+        concurrency = min(agents * 2, 64)
+        await load.start(concurrency)
+        await asyncio.gather(*(load.post(f"user{i}", f"warm{i}") for i in range(agents)))
+        await load.wait_replies(agents)
+        load.replies.clear()
+        cpu_before = load.cpu_s()
+        _, saturated, elapsed = await _drive(load.post, agents, messages, concurrency, load.replies)
+        engine_cpu_s = load.cpu_s() - cpu_before
+        accept, reply = await _light_load(load.post, agents, load.replies)
+        check_readers(subscribers, messages + LATENCY_MESSAGES)
+    finally:
+        load.stop()
     return Row(
         f"socket + {readers} SSE readers" if readers else "socket",
         agents,
@@ -315,6 +360,54 @@ async def bench_socket(agents: int, messages: int, readers: int = 0) -> Row:
         pct(saturated, 0.5),
         engine_cpu_s / messages * 1000,
     )
+
+
+MEMORY_SETTINGS = {**SETTINGS, "agents": {"maxConcurrent": 1024, "idleUnloadS": 2}}
+
+
+async def engine_status(load: SocketLoad) -> dict[str, Any]:
+    import httpx
+
+    transport = httpx.AsyncHTTPTransport(uds=str(load.paths.socket))
+    async with httpx.AsyncClient(transport=transport, base_url="http://claybot") as client:
+        status: dict[str, Any] = (await client.get("/v1/engine/status")).json()
+        return status
+
+
+async def until_status(load: SocketLoad, done: Callable[[dict[str, Any]], bool]) -> None:
+    deadline = time.monotonic() + 120
+    while not done(await engine_status(load)):
+        if time.monotonic() > deadline:
+            raise RuntimeError("the engine did not get there within 120 s")
+        await asyncio.sleep(0.1)
+
+
+async def bench_memory(
+    agents: int, messages: int, readers: int, sse_messages: int
+) -> list[tuple[str, float]]:
+    """Resident memory at boot, after load, and after the engine unloaded every idle agent."""
+    load = SocketLoad(MEMORY_SETTINGS)
+    measured: list[tuple[str, float]] = []
+    try:
+        await load.start(64)
+        await until_status(load, lambda status: bool(status["database"]["ready"]))
+        measured.append(("after boot (database open)", load.rss_mb()))
+        await _drive(load.post, agents, messages, 64, load.replies)
+        measured.append((f"after {messages:,} messages to {agents:,} agents", load.rss_mb()))
+        await until_status(load, lambda status: status["agents"]["loaded"] == 0)
+        measured.append(("after every agent was unloaded (idle)", load.rss_mb()))
+        subscribers = await open_readers(load.paths.socket, readers)
+        load.replies.clear()
+        await _drive(load.post, agents, sse_messages, 64, load.replies, prefix="sse")
+        measured.append(
+            (f"with {readers} SSE readers, after {sse_messages:,} more messages", load.rss_mb())
+        )
+        check_readers(subscribers, sse_messages)
+        await until_status(load, lambda status: status["agents"]["loaded"] == 0)
+        measured.append(("after the readers left and every agent was unloaded", load.rss_mb()))
+    finally:
+        load.stop()
+    return measured
 
 
 def populate(paths: HomePaths, agents: int, records_per_agent: int) -> None:
@@ -392,7 +485,22 @@ async def main() -> None:
     parser.add_argument(
         "--boot-runs", type=int, default=5, help="engine starts to take the median of"
     )
+    parser.add_argument(
+        "--memory",
+        action="store_true",
+        help="only the memory run: resident memory at boot, after load, after idle unload",
+    )
     args = parser.parse_args()
+    if args.memory:
+        print("running the memory benchmark...", file=sys.stderr, flush=True)
+        measured = await bench_memory(1000, 50_000, 200, 10_000)
+        boot_mb = measured[0][1]
+        print("\nClayBot memory benchmark (socket, echo provider, idle unload after 2 s)\n")
+        print("| engine resident memory (RSS) | MB | vs boot |")
+        print("|---|---:|---:|")
+        for label, mb in measured:
+            print(f"| {label} | {mb:.0f} | {(mb / boot_mb - 1) * 100:+.0f} % |")
+        return
     rows = []
     for path, bench in (("in-process", bench_in_process), ("socket", bench_socket)):
         for agents in (1, 100, 1000):
