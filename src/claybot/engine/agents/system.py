@@ -41,7 +41,7 @@ from claybot.ids import IdFactory, new_id
 log = logging.getLogger(__name__)
 
 RUN_BATCH = 32  # items an agent processes before letting other agents run
-OUTCOMES_KEPT = 10_000  # recent turn outcomes, for callers that wait for an item
+OUTCOMES_KEPT = 10_000  # recent outcomes of items with an origin, for callers that wait
 STATE_FLUSH_INTERVAL_S = 5.0
 CHECKPOINT_INTERVAL_S = 60.0  # bounds how much journal a boot replays
 
@@ -435,9 +435,13 @@ class AgentSystem:
         The notice's message id is derived from the subagent's item, so a restart
         that resumes this turn posts it again and the parent's inbox drops it.
         """
-        self._outcomes[(agent.id, item.id)] = outcome
-        if len(self._outcomes) > OUTCOMES_KEPT:
-            self._outcomes.popitem(last=False)
+        # Only items posted with an origin (cron, heartbeat, subagent results) are ever
+        # waited on; a connector's message gets its reply delivered, and keeping its
+        # outcome only held memory (10,000 of them after any busy hour).
+        if "origin" in item.context:
+            self._outcomes[(agent.id, item.id)] = outcome
+            if len(self._outcomes) > OUTCOMES_KEPT:
+                self._outcomes.popitem(last=False)
         descriptor = agent.descriptor
         if not isinstance(descriptor, SubagentDescriptor):
             return
@@ -462,7 +466,8 @@ class AgentSystem:
         )
 
     async def wait_processed(self, agent_id: str, item_id: str) -> TurnOutcome | None:
-        """Until the item is processed (at once if it already was); its outcome if known."""
+        """Until the item is processed (at once if it already was); its outcome if known
+        (kept for the last ``OUTCOMES_KEPT`` items posted with an origin)."""
         item = self.inbox_log.pending_item(agent_id, item_id)
         if item is not None:
             if item.processed is None:  # recovered at boot: nobody was waiting yet
@@ -678,6 +683,9 @@ class AgentSystem:
             self._updated[agent.id] = agent.state.updatedAt
             self.events.emit("agent.sleep", {"agentId": agent.id, "reason": "idle"})
             count += 1
+        self._unloads_unreleased += count
+        if self._unloads_unreleased >= RELEASE_MEMORY_EVERY:
+                release_freed_memory()
         return count
 
     async def _save_state(self, agent: Agent) -> None:
