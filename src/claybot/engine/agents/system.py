@@ -36,12 +36,14 @@ from claybot.engine.agents.history import Record, start_record, turn_progress
 from claybot.engine.agents.inbox import InboxItem
 from claybot.engine.agents.state import AgentState, Permissions
 from claybot.engine.agents.store import IndexEntry
+from claybot.engine.memory import release_freed_memory
 from claybot.ids import IdFactory, new_id
 
 log = logging.getLogger(__name__)
 
 RUN_BATCH = 32  # items an agent processes before letting other agents run
 OUTCOMES_KEPT = 10_000  # recent outcomes of items with an origin, for callers that wait
+RELEASE_MEMORY_EVERY = 100  # unloads between two returns of freed memory to the system
 STATE_FLUSH_INTERVAL_S = 5.0
 CHECKPOINT_INTERVAL_S = 60.0  # bounds how much journal a boot replays
 
@@ -114,6 +116,7 @@ class AgentSystem:
         self._background: list[asyncio.Task[None]] = []
         self._stopping = False
         self._outcomes: OrderedDict[tuple[str, str], TurnOutcome] = OrderedDict()
+        self._unloads_unreleased = 0
 
     # -- lifecycle ------------------------------------------------------------
 
@@ -685,7 +688,8 @@ class AgentSystem:
             count += 1
         self._unloads_unreleased += count
         if self._unloads_unreleased >= RELEASE_MEMORY_EVERY:
-                release_freed_memory()
+            self._unloads_unreleased = 0
+            release_freed_memory()
         return count
 
     async def _save_state(self, agent: Agent) -> None:
