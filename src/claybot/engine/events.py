@@ -21,20 +21,20 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import cached_property
 from typing import Any
 
 DEFAULT_BUFFER_SIZE = 10_000
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: the ring holds 10,000 of them
 class Event:
     id: int
     type: str
     payload: dict[str, Any]
     timestamp: str
+    _frame: bytes | None = field(default=None, init=False, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -44,16 +44,21 @@ class Event:
             "timestamp": self.timestamp,
         }
 
-    @cached_property
+    @property
     def sse_frame(self) -> bytes:
         """This event as one SSE frame, encoded once however many streams send it.
 
         Byte for byte what sse-starlette makes of ``{"id": str(id), "event":
         "message", "data": json.dumps(event)}`` (the seed API's wire format):
         ``json.dumps`` escapes every line break, so the data is a single line.
+        Encoded on first use: with no stream open, no event is ever encoded.
         """
-        data = json.dumps(self.to_dict()).encode()
-        return b"id: %d\r\nevent: message\r\ndata: %b\r\n\r\n" % (self.id, data)
+        frame = self._frame
+        if frame is None:
+            data = json.dumps(self.to_dict()).encode()
+            frame = b"id: %d\r\nevent: message\r\ndata: %b\r\n\r\n" % (self.id, data)
+            object.__setattr__(self, "_frame", frame)  # a cache: the event itself is frozen
+        return frame
 
 
 class EventRing:
