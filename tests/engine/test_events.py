@@ -120,6 +120,19 @@ async def test_a_cancelled_reader_does_not_disturb_the_others() -> None:
     assert [e.id for e in stays.take(10)] == [1]
 
 
+async def test_readers_that_leave_an_idle_bus_are_not_kept_waiting() -> None:
+    bus = EventBus(first_id=1)
+    for _ in range(100):
+        subscription = bus.subscribe()
+        waiting = asyncio.create_task(subscription.wait())
+        await asyncio.sleep(0)  # one turn of the loop: it is waiting now
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        subscription.close()
+    assert bus._waiting == [] and bus.subscriber_count == 0
+
+
 def test_recent_keeps_its_meaning() -> None:
     bus = EventBus(buffer_size=3, first_id=1)
     assert bus.recent() == []

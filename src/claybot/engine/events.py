@@ -18,6 +18,7 @@ slow reader costs no memory meanwhile.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import AsyncIterator, Callable
@@ -137,12 +138,17 @@ class Subscription:
             return
         # A future of its own, not one shared by every reader: a reader that goes
         # away cancels only its own wait.
-        self._wakeup = asyncio.get_running_loop().create_future()
+        self._wakeup = wakeup = asyncio.get_running_loop().create_future()
         self._bus._waiting.append(self)
         try:
-            await self._wakeup
+            await wakeup
         finally:
             self._wakeup = None
+            if wakeup.cancelled() or self.closed:
+                # Not woken by an emit, which takes every waiter off the list: a reader
+                # that leaves an idle bus must not stay listed until the next event.
+                with contextlib.suppress(ValueError):
+                    self._bus._waiting.remove(self)
 
     def _wake(self) -> None:
         if self._wakeup is not None and not self._wakeup.done():
