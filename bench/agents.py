@@ -396,6 +396,11 @@ async def bench_memory(
         measured.append((f"after {messages:,} messages to {agents:,} agents", load.rss_mb()))
         await until_status(load, lambda status: status["agents"]["loaded"] == 0)
         measured.append(("after every agent was unloaded (idle)", load.rss_mb()))
+        # The same load again: freed memory is reused, so this shows whether anything grows.
+        load.replies.clear()
+        await _drive(load.post, agents, messages, 64, load.replies, prefix="again")
+        await until_status(load, lambda status: status["agents"]["loaded"] == 0)
+        measured.append((f"after {messages:,} more messages and idle unload", load.rss_mb()))
         subscribers = await open_readers(load.paths.socket, readers)
         load.replies.clear()
         await _drive(load.post, agents, sse_messages, 64, load.replies, prefix="sse")
