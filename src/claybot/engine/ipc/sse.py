@@ -32,7 +32,11 @@ log = logging.getLogger(__name__)
 # some hundreds of KB, are full): at 2,000 events/s it is dropped about 4,000
 # events after it stalled, and reconnects with Last-Event-ID.
 SEND_TIMEOUT_S = 2.0
-FRAMES_PER_WRITE = 256  # bounds one write for a reader far behind (a replay)
+# Bounds one write (a replay, a reader far behind, large events). A paced stream of a
+# busy bus writes some 100 KB (2,700 events/s, 200 readers: 270 frames), so a full
+# write means a reader behind, which then writes without resting until it caught up.
+WRITE_BYTES = 256 * 1024
+TAKE_EVENTS = 32  # events taken at a time while a write is filled
 # What all streams together may write per second while the bus is busy. A write costs
 # the engine 30-50 us whatever its size (the ASGI layers and the syscall), so this
 # keeps the fan-out under a tenth of a core however many readers there are.
@@ -72,21 +76,19 @@ async def event_frames(
     again: one reader waits 0.5 ms, each of 200 readers 100 ms, and gets
     everything that came meanwhile in its next write. A stream that has been
     quiet that long writes an event as soon as it comes; one catching up (a full
-    batch) does not rest.
+    write) does not rest.
     """
     try:
         yield {"event": "message", "data": json.dumps(init)}
         while True:
             await subscription.wait()
-            batch = subscription.take(FRAMES_PER_WRITE)
-            if not batch and subscription.closed:
+            frames, behind = _next_write(subscription, keep)
+            if frames:
+                yield b"".join(frames)
+                if not behind:
+                    await asyncio.sleep(subscription.bus.subscriber_count / WRITES_PER_S)
+            elif subscription.closed:
                 break
-            frames = [event.sse_frame for event in batch if keep is None or keep(event)]
-            if not frames:
-                continue
-            yield b"".join(frames)
-            if len(batch) < FRAMES_PER_WRITE:
-                await asyncio.sleep(subscription.bus.subscriber_count / WRITES_PER_S)
         if subscription.overflowed:
             log.warning(
                 "an event stream fell a whole buffer behind and was ended; it may reconnect",
@@ -94,3 +96,19 @@ async def event_frames(
             )
     finally:
         subscription.close()
+
+
+def _next_write(
+    subscription: Subscription, keep: Callable[[Event], bool] | None
+) -> tuple[list[bytes], bool]:
+    """The frames of one write, and whether the reader is still behind after it."""
+    frames: list[bytes] = []
+    size = 0
+    while size < WRITE_BYTES:
+        batch = subscription.take(TAKE_EVENTS)
+        chunk = [event.sse_frame for event in batch if keep is None or keep(event)]
+        frames += chunk
+        size += sum(map(len, chunk))
+        if len(batch) < TAKE_EVENTS:
+            return frames, False
+    return frames, True
