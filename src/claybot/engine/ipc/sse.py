@@ -38,9 +38,10 @@ SEND_TIMEOUT_S = 2.0
 WRITE_BYTES = 256 * 1024
 TAKE_EVENTS = 32  # events taken at a time while a write is filled
 # What all streams together may write per second while the bus is busy. A write costs
-# the engine 30-50 us whatever its size (the ASGI layers and the syscall), so this
-# keeps the fan-out under a tenth of a core however many readers there are.
-WRITES_PER_S = 2_000
+# the engine 50-100 us whatever its size (sse-starlette's send timeout, the ASGI
+# layers, uvicorn, the syscall), so this keeps the fan-out near a tenth of a core
+# however many readers there are; the price is latency: 200 ms with 200 readers.
+WRITES_PER_S = 1_000
 
 
 class EventStream(EventSourceResponse):
@@ -73,7 +74,7 @@ async def event_frames(
     """The init frame, then the subscription's events (those ``keep`` accepts) as SSE.
 
     After each write a stream rests ``readers / WRITES_PER_S`` before it looks
-    again: one reader waits 0.5 ms, each of 200 readers 100 ms, and gets
+    again: one reader waits 1 ms, each of 200 readers 200 ms, and gets
     everything that came meanwhile in its next write. A stream that has been
     quiet that long writes an event as soon as it comes; one catching up (a full
     write) does not rest.
