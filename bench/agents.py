@@ -7,8 +7,15 @@ Prints one table:
   until the reply event) p50/p99 at light load: one message in flight at a time,
   spread over the agents. Under saturation latency is only queueing (queue length
   divided by throughput), so the saturated reply p50 is printed beside it;
+- the socket run at 1,000 agents again with 200 SSE readers on GET /v1/engine/events
+  that read every event (each reader's frames are counted), and the engine's CPU
+  per message with and without them;
 - boot time (process start to a socket that answers) and resident memory with
   10,000 agents of 100 history records each.
+
+``--memory`` prints instead the engine's resident memory at boot, after 50,000
+messages to 1,000 agents, after the engine unloaded them all as idle, after the
+same load again, and with 200 SSE readers.
 
 Durability stays on (real fsync, group commit) in every run. Not part of the
 test suite: run it with ``make bench`` or ``.venv/bin/python bench/agents.py``.
@@ -44,6 +51,7 @@ SETTINGS = {"providers": [{"id": "scripted", "model": "echo"}], "agents": {"maxC
 
 
 LATENCY_MESSAGES = 1000
+SSE_READERS = 200  # dashboards reading every event, in the fan-out row
 
 
 @dataclass
@@ -516,6 +524,12 @@ async def main() -> None:
                 flush=True,
             )
             rows.append(await bench(agents, messages))
+    print(
+        f"running socket with 1000 agents, {args.messages} messages, {SSE_READERS} SSE readers...",
+        file=sys.stderr,
+        flush=True,
+    )
+    rows.append(await bench_socket(1000, args.messages, readers=SSE_READERS))
     print("running boot with 10,000 agents x 100 records...", file=sys.stderr, flush=True)
     boot_s, rss_mb = bench_boot(10_000, 100, args.boot_runs)
 
@@ -534,6 +548,13 @@ async def main() -> None:
         )
     print(
         f"\nLatency columns: one message in flight, {LATENCY_MESSAGES:,} messages over the agents."
+    )
+    plain, fanned = rows[-2], rows[-1]
+    assert plain.engine_cpu_ms is not None and fanned.engine_cpu_ms is not None
+    print(
+        f"{SSE_READERS} SSE readers at 1,000 agents: {fanned.rate / plain.rate:.0%} of the "
+        f"throughput without them; engine CPU per message {plain.engine_cpu_ms:.2f} ms -> "
+        f"{fanned.engine_cpu_ms:.2f} ms."
     )
     print(f"\n| boot with 10,000 agents x 100 records | median of {args.boot_runs} |")
     print("|---|---:|")
