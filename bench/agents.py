@@ -326,16 +326,20 @@ class SocketLoad:
         shutil.rmtree(self.paths.home, ignore_errors=True)
 
 
-def check_readers(subscribers: list[asyncio.Transport], events: int) -> None:
-    """Close the readers; every one must have read at least ``events`` event frames."""
+async def check_readers(subscribers: list[asyncio.Transport], events: int) -> None:
+    """Close the readers once each has read ``events`` event frames (10 s at most).
+
+    Streams are paced (each of 200 readers gets a write every 200 ms), so a reader
+    may still be that far behind the follower that saw the last reply.
+    """
     counted = [transport.get_protocol() for transport in subscribers]
+    readers = [reader for reader in counted if isinstance(reader, EventReader)]
+    deadline = time.monotonic() + 10
+    while any(reader.frames < events for reader in readers) and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
     for transport in subscribers:
         transport.close()
-    missing = [
-        reader.frames
-        for reader in counted
-        if isinstance(reader, EventReader) and reader.frames < events
-    ]
+    missing = [reader.frames for reader in readers if reader.frames < events]
     if missing:
         raise RuntimeError(f"{len(missing)} SSE readers missed events: {missing[:5]}")
 
@@ -353,7 +357,7 @@ async def bench_socket(agents: int, messages: int, readers: int = 0) -> Row:
         _, saturated, elapsed = await _drive(load.post, agents, messages, concurrency, load.replies)
         engine_cpu_s = load.cpu_s() - cpu_before
         accept, reply = await _light_load(load.post, agents, load.replies)
-        check_readers(subscribers, messages + LATENCY_MESSAGES)
+        await check_readers(subscribers, messages + LATENCY_MESSAGES)
     finally:
         load.stop()
     return Row(
@@ -415,7 +419,7 @@ async def bench_memory(
         measured.append(
             (f"with {readers} SSE readers, after {sse_messages:,} more messages", load.rss_mb())
         )
-        check_readers(subscribers, sse_messages)
+        await check_readers(subscribers, sse_messages)
         await until_status(load, lambda status: status["agents"]["loaded"] == 0)
         measured.append(("after the readers left and every agent was unloaded", load.rss_mb()))
     finally:
