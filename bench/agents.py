@@ -244,8 +244,10 @@ class EventReader(asyncio.Protocol):
     def __init__(self) -> None:
         self.frames = 0
         self._tail = b""
+        self.subscribed = asyncio.Event()  # the engine answered: its subscription exists
 
     def data_received(self, data: bytes) -> None:
+        self.subscribed.set()
         # Every event frame starts with "id: " after a line break (init and pings do
         # not); the tail catches a marker split between two reads.
         chunk = self._tail + data
@@ -260,6 +262,10 @@ async def open_readers(socket_path: Path, count: int) -> list[asyncio.Transport]
         transport, _ = await loop.create_unix_connection(EventReader, str(socket_path))
         transport.write(b"GET /v1/engine/events HTTP/1.1\r\nHost: claybot\r\n\r\n")
         transports.append(transport)
+    for transport in transports:
+        reader = transport.get_protocol()
+        assert isinstance(reader, EventReader)
+        await reader.subscribed.wait()
     return transports
 
 
