@@ -32,9 +32,10 @@ log = logging.getLogger(__name__)
 # some hundreds of KB, are full): at 2,000 events/s it is dropped about 4,000
 # events after it stalled, and reconnects with Last-Event-ID.
 SEND_TIMEOUT_S = 2.0
-# Bounds one write (a replay, a reader far behind, large events). A paced stream of a
-# busy bus writes some 100 KB (2,700 events/s, 200 readers: 270 frames), so a full
-# write means a reader behind, which then writes without resting until it caught up.
+# Bounds one write (a replay, a reader far behind, large events): the server may have
+# to buffer a whole write for a slow reader. A paced stream writes what came while it
+# rested (200 readers, 1,000 events/s: about 80 KB); a full write means it is behind,
+# and it then writes without resting until it has caught up.
 WRITE_BYTES = 256 * 1024
 TAKE_EVENTS = 32  # events taken at a time while a write is filled
 # What all streams together may write per second while the bus is busy. A write costs
