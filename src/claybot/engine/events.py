@@ -171,11 +171,6 @@ class Subscription:
                 return
             await self.wait()
 
-    async def __aiter__(self) -> AsyncIterator[Event]:
-        async for batch in self.batches(256):
-            for event in batch:
-                yield event
-
 
 class EventBus:
     def __init__(
