@@ -5,14 +5,14 @@ restarts and a client's ``Last-Event-ID`` from an earlier engine is simply older
 than everything buffered now; within one engine they are consecutive.
 
 Recent events sit in one bounded ring buffer, and that ring is also every
-stream's queue: a subscriber is only a position in it. Emitting an event costs
-the same with 200 subscribers as with none (the streams waiting for news are
-woken, nothing is copied per subscriber), and a stream takes everything after
-its position at once, so a busy bus is written to each socket in few large
-writes. Each event is encoded for SSE once, by the first stream that sends it.
-A subscriber that falls a whole ring behind has missed events it can no longer
-get: its stream ends (it reconnects with Last-Event-ID and sees the gap), and a
-slow reader costs no memory meanwhile.
+stream's queue: a subscriber is only a position in it. Emitting an event copies
+nothing per subscriber (it wakes the streams waiting for news, once however many
+events follow), and a stream takes everything after its position at once, so a
+busy bus is written to each socket in few large writes. Each event is encoded
+for SSE once, by the first stream that sends it. A subscriber that falls a whole
+ring behind has missed events it can no longer get: its stream ends (it
+reconnects with Last-Event-ID and sees the gap), and a slow reader costs no
+memory meanwhile.
 """
 
 from __future__ import annotations
