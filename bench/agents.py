@@ -7,8 +7,15 @@ Prints one table:
   until the reply event) p50/p99 at light load: one message in flight at a time,
   spread over the agents. Under saturation latency is only queueing (queue length
   divided by throughput), so the saturated reply p50 is printed beside it;
+- the socket run at 1,000 agents again with 200 SSE readers on GET /v1/engine/events
+  that read every event (each reader's frames are counted), and the engine's CPU
+  per message with and without them;
 - boot time (process start to a socket that answers) and resident memory with
   10,000 agents of 100 history records each.
+
+``--memory`` prints instead the engine's resident memory at boot, after 50,000
+messages to 1,000 agents, after the engine unloaded them all as idle, after the
+same load again, and with 200 SSE readers.
 
 Durability stays on (real fsync, group commit) in every run. Not part of the
 test suite: run it with ``make bench`` or ``.venv/bin/python bench/agents.py``.
@@ -26,8 +33,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -42,6 +51,7 @@ SETTINGS = {"providers": [{"id": "scripted", "model": "echo"}], "agents": {"maxC
 
 
 LATENCY_MESSAGES = 1000
+SSE_READERS = 200  # dashboards reading every event, in the fan-out row
 
 
 @dataclass
@@ -55,15 +65,16 @@ class Row:
     reply_p50_ms: float
     reply_p99_ms: float
     saturated_reply_p50_ms: float
+    engine_cpu_ms: float | None = None  # engine CPU per message, saturated (socket only)
 
 
 async def _light_load(
-    post: object, agents: int, replies: dict[str, float]
+    post: object, agents: int, replies: dict[str, float], count: int = LATENCY_MESSAGES
 ) -> tuple[list[float], list[float]]:
     """One message in flight at a time: latency without queueing."""
     accept: list[float] = []
     reply: list[float] = []
-    for n in range(LATENCY_MESSAGES):
+    for n in range(count):
         message_id = f"lat{n}"
         t0 = time.perf_counter()
         await post(f"user{n % agents}", message_id)  # type: ignore[operator]
@@ -79,14 +90,19 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
-def fresh_home() -> HomePaths:
+def fresh_home(settings: dict[str, object] | None = None) -> HomePaths:
     home = Path(tempfile.mkdtemp(prefix="cb-bench-", dir="/tmp"))
-    (home / "settings.json").write_text(json.dumps(SETTINGS))
+    (home / "settings.json").write_text(json.dumps(settings or SETTINGS))
     return HomePaths(home)
 
 
 async def _drive(
-    post: object, agents: int, messages: int, concurrency: int, replies: dict[str, float]
+    post: object,
+    agents: int,
+    messages: int,
+    concurrency: int,
+    replies: dict[str, float],
+    prefix: str = "m",
 ) -> tuple[list[float], list[float], float]:
     """Send ``messages`` spread over ``agents`` from ``concurrency`` senders."""
     accept: list[float] = []
@@ -99,7 +115,7 @@ async def _drive(
     async def sender() -> None:
         while not queue.empty():
             n = queue.get_nowait()
-            message_id = f"m{n}"
+            message_id = f"{prefix}{n}"
             t0 = time.perf_counter()
             started_at[message_id] = t0
             await post(f"user{n % agents}", message_id)  # type: ignore[operator]
@@ -162,15 +178,25 @@ class RawClient:
         self.writer: asyncio.StreamWriter | None = None
 
     async def post(self, path: str, body: bytes) -> tuple[int, bytes]:
-        if self.writer is None:
-            self.reader, self.writer = await asyncio.open_unix_connection(str(self.socket_path))
-        assert self.reader is not None
         head = (
             f"POST {path} HTTP/1.1\r\nHost: claybot\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(body)}\r\n\r\n"
         ).encode()
-        self.writer.write(head + body)
-        status_line = await self.reader.readline()
+        for _ in range(2):
+            if self.writer is None:
+                self.reader, self.writer = await asyncio.open_unix_connection(str(self.socket_path))
+            assert self.reader is not None
+            self.writer.write(head + body)
+            try:
+                status_line = await self.reader.readline()
+            except ConnectionError:
+                status_line = b""
+            if status_line:
+                break
+            # The server closed this keep-alive connection (idle for 5 s in a slow
+            # phase) before reading the request: send it again on a new one.
+            self.writer.close()
+            self.writer = None
         length = 0
         while True:
             line = await self.reader.readline()
@@ -208,52 +234,143 @@ def start_engine(paths: HomePaths) -> tuple[subprocess.Popen[bytes], float]:
         time.sleep(0.002)
 
 
-async def bench_socket(agents: int, messages: int) -> Row:
-    paths = fresh_home()
-    process, _ = start_engine(paths)
-    replies: dict[str, float] = {}
+class EventReader(asyncio.Protocol):
+    """An SSE subscriber that reads everything and counts the event frames it got.
 
-    async def follow() -> None:
-        reader, writer = await asyncio.open_unix_connection(str(paths.socket), limit=2**20)
+    A protocol rather than a stream reader: 200 of them must keep up with the engine
+    from the other core without becoming what the benchmark measures.
+    """
+
+    def __init__(self) -> None:
+        self.frames = 0
+        self._tail = b""
+        self.subscribed = asyncio.Event()  # the engine answered: its subscription exists
+
+    def data_received(self, data: bytes) -> None:
+        self.subscribed.set()
+        # Every event frame starts with "id: " after a line break (init and pings do
+        # not); the tail catches a marker split between two reads.
+        chunk = self._tail + data
+        self.frames += chunk.count(b"\nid: ")
+        self._tail = chunk[-4:]
+
+
+async def open_readers(socket_path: Path, count: int) -> list[asyncio.Transport]:
+    loop = asyncio.get_running_loop()
+    transports: list[asyncio.Transport] = []
+    for _ in range(count):
+        transport, _ = await loop.create_unix_connection(EventReader, str(socket_path))
+        transport.write(b"GET /v1/engine/events HTTP/1.1\r\nHost: claybot\r\n\r\n")
+        transports.append(transport)
+    for transport in transports:
+        reader = transport.get_protocol()
+        assert isinstance(reader, EventReader)
+        await reader.subscribed.wait()
+    return transports
+
+
+class SocketLoad:
+    """An engine subprocess and the load generator that talks to it over its socket.
+
+    ``replies`` maps a message id to when its ``agent.outgoing`` event reached the
+    follower (one SSE reader of its own); ``post`` sends through a pool of
+    keep-alive connections.
+    """
+
+    def __init__(self, settings: dict[str, object] | None = None) -> None:
+        self.paths = fresh_home(settings)
+        self.process, _ = start_engine(self.paths)
+        self.replies: dict[str, float] = {}
+        self._free: asyncio.Queue[RawClient] = asyncio.Queue()
+        self._follower: asyncio.Task[None] | None = None
+        self._subscribed = asyncio.Event()
+
+    async def start(self, concurrency: int) -> None:
+        self._follower = asyncio.create_task(self._follow())
+        for _ in range(concurrency):
+            self._free.put_nowait(RawClient(self.paths.socket))
+        await self._subscribed.wait()  # its init frame: no reply can be missed from here on
+
+    async def _follow(self) -> None:
+        reader, writer = await asyncio.open_unix_connection(str(self.paths.socket), limit=2**20)
         writer.write(b"GET /v1/engine/events HTTP/1.1\r\nHost: claybot\r\n\r\n")
         while True:
             line = await reader.readline()
             if not line:
                 return
+            if line.startswith(b"data:"):
+                self._subscribed.set()
             if line.startswith(b"data:") and b'"agent.outgoing"' in line:
                 event = json.loads(line[5:])
-                replies[event["payload"]["message"]["inReplyTo"]] = time.perf_counter()
+                self.replies[event["payload"]["message"]["inReplyTo"]] = time.perf_counter()
 
-    follower = asyncio.create_task(follow())
-    await asyncio.sleep(0.2)
-    concurrency = min(agents * 2, 64)
-    clients = [RawClient(paths.socket) for _ in range(concurrency)]
-    free: asyncio.Queue[RawClient] = asyncio.Queue()
-    for client in clients:
-        free.put_nowait(client)
-
-    async def post(user: str, message_id: str) -> None:
-        client = await free.get()
+    async def post(self, user: str, message_id: str) -> None:
+        client = await self._free.get()
         body = json.dumps(
             {"userId": user, "channelId": "bench", "text": "hi", "messageId": message_id}
         ).encode()
         status, payload = await client.post("/v1/engine/messages", body)
-        free.put_nowait(client)
+        self._free.put_nowait(client)
         if status != 202:
             raise RuntimeError(f"POST failed: {status} {payload!r}")
 
-    await asyncio.gather(*(post(f"user{i}", f"warm{i}") for i in range(agents)))
-    while len(replies) < agents:
-        await asyncio.sleep(0.001)
-    replies.clear()
-    _, saturated, elapsed = await _drive(post, agents, messages, concurrency, replies)
-    accept, reply = await _light_load(post, agents, replies)
-    follower.cancel()
-    process.terminate()
-    process.wait(30)
-    shutil.rmtree(paths.home, ignore_errors=True)
+    async def wait_replies(self, count: int) -> None:
+        while len(self.replies) < count:
+            await asyncio.sleep(0.001)
+
+    def rss_mb(self) -> float:
+        return float(psutil.Process(self.process.pid).memory_info().rss / 2**20)
+
+    def cpu_s(self) -> float:
+        return float(sum(psutil.Process(self.process.pid).cpu_times()[:2]))
+
+    def stop(self) -> None:
+        if self._follower is not None:
+            self._follower.cancel()
+        self.process.terminate()
+        self.process.wait(30)
+        shutil.rmtree(self.paths.home, ignore_errors=True)
+
+
+async def check_readers(subscribers: list[asyncio.Transport], events: int) -> None:
+    """Close the readers once each has read ``events`` event frames (10 s at most).
+
+    Streams are paced (each of 200 readers gets a write every 200 ms), so a reader
+    may still be that far behind the follower that saw the last reply.
+    """
+    counted = [transport.get_protocol() for transport in subscribers]
+    readers = [reader for reader in counted if isinstance(reader, EventReader)]
+    deadline = time.monotonic() + 10
+    while any(reader.frames < events for reader in readers) and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    for transport in subscribers:
+        transport.close()
+    missing = [reader.frames for reader in readers if reader.frames < events]
+    if missing:
+        raise RuntimeError(f"{len(missing)} SSE readers missed events: {missing[:5]}")
+
+
+async def bench_socket(agents: int, messages: int, readers: int = 0) -> Row:
+    load = SocketLoad()
+    try:
+        subscribers = await open_readers(load.paths.socket, readers)
+        concurrency = min(agents * 2, 64)
+        await load.start(concurrency)
+        await asyncio.gather(*(load.post(f"user{i}", f"warm{i}") for i in range(agents)))
+        await load.wait_replies(agents)
+        load.replies.clear()
+        cpu_before = load.cpu_s()
+        _, saturated, elapsed = await _drive(load.post, agents, messages, concurrency, load.replies)
+        engine_cpu_s = load.cpu_s() - cpu_before
+        # With readers every reply waits for its stream's paced write (200 ms with 200
+        # readers): a tenth of the messages gives the same percentiles in a tenth of the time.
+        light = LATENCY_MESSAGES // 10 if readers else LATENCY_MESSAGES
+        accept, reply = await _light_load(load.post, agents, load.replies, light)
+        await check_readers(subscribers, messages + light)
+    finally:
+        load.stop()
     return Row(
-        "socket",
+        f"socket + {readers} SSE readers" if readers else "socket",
         agents,
         messages,
         messages / elapsed,
@@ -262,7 +379,61 @@ async def bench_socket(agents: int, messages: int) -> Row:
         pct(reply, 0.5),
         pct(reply, 0.99),
         pct(saturated, 0.5),
+        engine_cpu_s / messages * 1000,
     )
+
+
+MEMORY_SETTINGS = {**SETTINGS, "agents": {"maxConcurrent": 1024, "idleUnloadS": 2}}
+
+
+async def engine_status(load: SocketLoad) -> dict[str, Any]:
+    import httpx
+
+    transport = httpx.AsyncHTTPTransport(uds=str(load.paths.socket))
+    async with httpx.AsyncClient(transport=transport, base_url="http://claybot") as client:
+        status: dict[str, Any] = (await client.get("/v1/engine/status")).json()
+        return status
+
+
+async def until_status(load: SocketLoad, done: Callable[[dict[str, Any]], bool]) -> None:
+    deadline = time.monotonic() + 120
+    while not done(await engine_status(load)):
+        if time.monotonic() > deadline:
+            raise RuntimeError("the engine did not get there within 120 s")
+        await asyncio.sleep(0.1)
+
+
+async def bench_memory(
+    agents: int, messages: int, readers: int, sse_messages: int
+) -> list[tuple[str, float]]:
+    """Resident memory at boot, after load, and after the engine unloaded every idle agent."""
+    load = SocketLoad(MEMORY_SETTINGS)
+    measured: list[tuple[str, float]] = []
+    try:
+        await load.start(64)
+        await until_status(load, lambda status: bool(status["database"]["ready"]))
+        measured.append(("after boot (database open)", load.rss_mb()))
+        await _drive(load.post, agents, messages, 64, load.replies)
+        measured.append((f"after {messages:,} messages to {agents:,} agents", load.rss_mb()))
+        await until_status(load, lambda status: status["agents"]["loaded"] == 0)
+        measured.append(("after every agent was unloaded (idle)", load.rss_mb()))
+        # The same load again: freed memory is reused, so this shows whether anything grows.
+        load.replies.clear()
+        await _drive(load.post, agents, messages, 64, load.replies, prefix="again")
+        await until_status(load, lambda status: status["agents"]["loaded"] == 0)
+        measured.append((f"after {messages:,} more messages and idle unload", load.rss_mb()))
+        subscribers = await open_readers(load.paths.socket, readers)
+        load.replies.clear()
+        await _drive(load.post, agents, sse_messages, 64, load.replies, prefix="sse")
+        measured.append(
+            (f"with {readers} SSE readers, after {sse_messages:,} more messages", load.rss_mb())
+        )
+        await check_readers(subscribers, sse_messages)
+        await until_status(load, lambda status: status["agents"]["loaded"] == 0)
+        measured.append(("after the readers left and every agent was unloaded", load.rss_mb()))
+    finally:
+        load.stop()
+    return measured
 
 
 def populate(paths: HomePaths, agents: int, records_per_agent: int) -> None:
@@ -340,7 +511,22 @@ async def main() -> None:
     parser.add_argument(
         "--boot-runs", type=int, default=5, help="engine starts to take the median of"
     )
+    parser.add_argument(
+        "--memory",
+        action="store_true",
+        help="only the memory run: resident memory at boot, after load, after idle unload",
+    )
     args = parser.parse_args()
+    if args.memory:
+        print("running the memory benchmark...", file=sys.stderr, flush=True)
+        measured = await bench_memory(1000, 50_000, 200, 10_000)
+        boot_mb = measured[0][1]
+        print("\nClayBot memory benchmark (socket, echo provider, idle unload after 2 s)\n")
+        print("| engine resident memory (RSS) | MB | vs boot |")
+        print("|---|---:|---:|")
+        for label, mb in measured:
+            print(f"| {label} | {mb:.0f} | {(mb / boot_mb - 1) * 100:+.0f} % |")
+        return
     rows = []
     for path, bench in (("in-process", bench_in_process), ("socket", bench_socket)):
         for agents in (1, 100, 1000):
@@ -351,6 +537,12 @@ async def main() -> None:
                 flush=True,
             )
             rows.append(await bench(agents, messages))
+    print(
+        f"running socket with 1000 agents, {args.messages} messages, {SSE_READERS} SSE readers...",
+        file=sys.stderr,
+        flush=True,
+    )
+    rows.append(await bench_socket(1000, args.messages, readers=SSE_READERS))
     print("running boot with 10,000 agents x 100 records...", file=sys.stderr, flush=True)
     boot_s, rss_mb = bench_boot(10_000, 100, args.boot_runs)
 
@@ -368,7 +560,15 @@ async def main() -> None:
             f"{row.saturated_reply_p50_ms:.0f} ms |"
         )
     print(
-        f"\nLatency columns: one message in flight, {LATENCY_MESSAGES:,} messages over the agents."
+        f"\nLatency columns: one message in flight, {LATENCY_MESSAGES:,} messages over the agents "
+        f"({LATENCY_MESSAGES // 10:,} with SSE readers)."
+    )
+    plain, fanned = rows[-2], rows[-1]
+    assert plain.engine_cpu_ms is not None and fanned.engine_cpu_ms is not None
+    print(
+        f"{SSE_READERS} SSE readers at 1,000 agents: {fanned.rate / plain.rate:.0%} of the "
+        f"throughput without them; engine CPU per message {plain.engine_cpu_ms:.2f} ms -> "
+        f"{fanned.engine_cpu_ms:.2f} ms."
     )
     print(f"\n| boot with 10,000 agents x 100 records | median of {args.boot_runs} |")
     print("|---|---:|")

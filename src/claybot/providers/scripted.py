@@ -32,6 +32,7 @@ from claybot.providers.base import (
 from claybot.providers.registry import ProviderType
 
 MODELS = ("echo", "script", "rules", "fail")
+REQUESTS_KEPT = 100
 
 
 def _last_user_text(request: InferenceRequest) -> str:
@@ -103,6 +104,8 @@ class ScriptedProvider:
         except (KeyError, ValueError) as exc:
             raise ProviderConfigError(self._id, f"options.rules: {exc}") from exc
         self._position = 0
+        # The recent requests, for tests to inspect. Bounded: each holds its agent's
+        # whole context window, and a benchmark sends hundreds of thousands.
         self.requests: list[InferenceRequest] = []
 
     @property
@@ -119,6 +122,8 @@ class ScriptedProvider:
 
     async def complete(self, request: InferenceRequest) -> InferenceResult:
         self.requests.append(request)
+        if len(self.requests) > REQUESTS_KEPT:
+            del self.requests[0]
         if self._delay_s:
             await asyncio.sleep(self._delay_s)
         if self._model == "fail":

@@ -37,12 +37,14 @@ from claybot.engine.agents.history import Record, start_record, turn_progress
 from claybot.engine.agents.inbox import InboxItem
 from claybot.engine.agents.state import AgentState, Permissions
 from claybot.engine.agents.store import AgentProblem, AgentStoreError, IndexEntry
+from claybot.engine.memory import release_freed_memory
 from claybot.ids import IdFactory, new_id
 
 log = logging.getLogger(__name__)
 
 RUN_BATCH = 32  # items an agent processes before letting other agents run
-OUTCOMES_KEPT = 10_000  # recent turn outcomes, for callers that wait for an item
+OUTCOMES_KEPT = 10_000  # recent outcomes of items with an origin, for callers that wait
+RELEASE_MEMORY_EVERY = 100  # unloads between two returns of freed memory to the system
 STATE_FLUSH_INTERVAL_S = 5.0
 CHECKPOINT_INTERVAL_S = 60.0  # bounds how much journal a boot replays
 RESUME_FIRST_S = 0.1  # after a write failed: first retry of the agent's turn
@@ -131,6 +133,7 @@ class AgentSystem:
         self._suspended: dict[str, asyncio.Task[None]] = {}
         self._problems: dict[str, AgentProblem] = {}  # damaged files found while loading
         self._outcomes: OrderedDict[tuple[str, str], TurnOutcome] = OrderedDict()
+        self._unloads_unreleased = 0
 
     # -- lifecycle ------------------------------------------------------------
 
@@ -513,9 +516,13 @@ class AgentSystem:
         The notice's message id is derived from the subagent's item, so a restart
         that resumes this turn posts it again and the parent's inbox drops it.
         """
-        self._outcomes[(agent.id, item.id)] = outcome
-        if len(self._outcomes) > OUTCOMES_KEPT:
-            self._outcomes.popitem(last=False)
+        # Only items posted with an origin (cron, heartbeat, subagent results) are ever
+        # waited on; a connector's message gets its reply delivered, and keeping its
+        # outcome only held memory (10,000 of them after any busy hour).
+        if "origin" in item.context:
+            self._outcomes[(agent.id, item.id)] = outcome
+            if len(self._outcomes) > OUTCOMES_KEPT:
+                self._outcomes.popitem(last=False)
         descriptor = agent.descriptor
         if not isinstance(descriptor, SubagentDescriptor):
             return
@@ -540,7 +547,8 @@ class AgentSystem:
         )
 
     async def wait_processed(self, agent_id: str, item_id: str) -> TurnOutcome | None:
-        """Until the item is processed (at once if it already was); its outcome if known."""
+        """Until the item is processed (at once if it already was); its outcome if known
+        (kept for the last ``OUTCOMES_KEPT`` items posted with an origin)."""
         item = self.inbox_log.pending_item(agent_id, item_id)
         if item is not None:
             if item.processed is None:  # recovered at boot: nobody was waiting yet
@@ -812,6 +820,10 @@ class AgentSystem:
             self._updated[agent.id] = agent.state.updatedAt
             self.events.emit("agent.sleep", {"agentId": agent.id, "reason": "idle"})
             count += 1
+        self._unloads_unreleased += count
+        if self._unloads_unreleased >= RELEASE_MEMORY_EVERY:
+            self._unloads_unreleased = 0
+            release_freed_memory()
         return count
 
     async def _save_state(self, agent: Agent) -> None:

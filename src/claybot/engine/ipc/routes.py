@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import AsyncIterator
 from dataclasses import asdict
 from typing import Annotated, Any
 
@@ -14,7 +12,6 @@ from sse_starlette.sse import EventSourceResponse
 from claybot.config.settings import ProviderSettings
 from claybot.connectors.base import InboundMessage
 from claybot.engine.engine import Engine
-from claybot.engine.events import Event
 from claybot.engine.ipc.errors import ApiError
 from claybot.engine.ipc.responses import BODY_ERRORS, errors
 from claybot.engine.ipc.schemas import (
@@ -26,6 +23,7 @@ from claybot.engine.ipc.schemas import (
     UnloadPlugin,
     UpsertProvider,
 )
+from claybot.engine.ipc.sse import EventStream, event_frames
 
 router = APIRouter(prefix="/v1/engine")
 SSE_PING_S = 15
@@ -349,19 +347,9 @@ async def events(
             "cron": engine.cron.listing(),
             "heartbeat": (await engine.heartbeat.listing())["tasks"],
             "backgroundAgents": engine.agents.background_agents(),
-            "replayed": len(subscription.replay),
+            "replayed": subscription.replayed,
             "gap": subscription.gap,
         },
         "timestamp": None,
     }
-
-    async def frames() -> AsyncIterator[dict[str, Any]]:
-        try:
-            yield {"event": "message", "data": json.dumps(init)}
-            event: Event
-            async for event in subscription:
-                yield {"id": str(event.id), "event": "message", "data": json.dumps(event.to_dict())}
-        finally:
-            subscription.close()
-
-    return EventSourceResponse(frames(), ping=SSE_PING_S)
+    return EventStream(event_frames(init, subscription), ping_s=SSE_PING_S)

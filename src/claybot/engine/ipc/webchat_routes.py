@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request
@@ -11,9 +9,11 @@ from sse_starlette.sse import EventSourceResponse
 
 from claybot.connectors.base import InboundMessage
 from claybot.connectors.webchat import WEBCHAT_CONNECTOR, conversation_event
+from claybot.engine.events import Event
 from claybot.engine.ipc.responses import BODY_ERRORS, errors
 from claybot.engine.ipc.routes import SSE_PING_S, engine_of, resume_after
 from claybot.engine.ipc.schemas import NAME_PATTERN, WebchatMessage
+from claybot.engine.ipc.sse import EventStream, event_frames
 
 router = APIRouter(prefix="/v1/engine/webchat")
 
@@ -62,14 +62,7 @@ async def events(
     ]
     init = {"id": engine.events.last_id, "type": "init", "payload": {"pendingPermissions": pending}}
 
-    async def frames() -> AsyncIterator[dict[str, Any]]:
-        try:
-            yield {"event": "message", "data": json.dumps(init)}
-            async for event in subscription:
-                data = event.to_dict()
-                if conversation_event(data, user_id, channel_id):
-                    yield {"id": str(event.id), "event": "message", "data": json.dumps(data)}
-        finally:
-            subscription.close()
+    def in_conversation(event: Event) -> bool:
+        return conversation_event(event.to_dict(), user_id, channel_id)
 
-    return EventSourceResponse(frames(), ping=SSE_PING_S)
+    return EventStream(event_frames(init, subscription, in_conversation), ping_s=SSE_PING_S)

@@ -1,0 +1,142 @@
+"""The event bus: the ring every stream reads from, subscriptions as positions in it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from sse_starlette.event import ServerSentEvent
+
+from claybot.engine.events import Event, EventBus, EventRing
+
+
+def event(event_id: int) -> Event:
+    return Event(event_id, "test", {"n": event_id}, "2026-11-23T00:00:00Z")
+
+
+@given(
+    size=st.integers(1, 40),
+    count=st.integers(0, 120),
+    after=st.integers(-5, 130),
+    limit=st.integers(1, 50),
+)
+def test_the_ring_returns_what_a_list_of_the_last_events_would(
+    size: int, count: int, after: int, limit: int
+) -> None:
+    ring = EventRing(size)
+    for n in range(count):
+        ring.append(event(n))
+    kept = [event(n) for n in range(count)][-size:]
+    expected = [e for e in kept if e.id > after][:limit]
+    assert [e.id for e in ring.after(after, limit)] == [e.id for e in expected]
+    assert len(ring) == len(kept)
+
+
+def test_the_sse_frame_is_what_sse_starlette_made_of_the_event() -> None:
+    """The seed API's wire format, byte for byte, including text that needs escaping."""
+    sample = Event(
+        7,
+        "agent.outgoing",
+        {"message": {"text": 'two\nlines\r\n, « quotes » \u2028 and "marks"'}},
+        "2026-11-23T10:00:00.000001Z",
+    )
+    before = ServerSentEvent(
+        id=str(sample.id), event="message", data=json.dumps(sample.to_dict())
+    ).encode()
+    assert sample.sse_frame == before
+    assert sample.sse_frame is sample.sse_frame  # encoded once
+
+
+def test_subscribing_with_last_event_id_replays_the_buffer_and_reports_a_gap() -> None:
+    bus = EventBus(buffer_size=5, first_id=1)
+    for _ in range(8):
+        bus.emit("test")
+    assert bus.last_id == 8
+    live = bus.subscribe()
+    assert (live.replayed, live.gap) == (0, False)
+    recent = bus.subscribe(6)
+    assert (recent.replayed, recent.gap) == (2, False)
+    assert [e.id for e in recent.take(10)] == [7, 8]
+    old = bus.subscribe(1)  # 2 and 3 have left the buffer of 5
+    assert (old.replayed, old.gap) == (5, True)
+    assert [e.id for e in old.take(10)] == [4, 5, 6, 7, 8]
+    ahead = bus.subscribe(1_000)  # another engine's id: from now on
+    assert (ahead.replayed, ahead.gap) == (0, False)
+    bus.emit("test")
+    assert [e.id for e in ahead.take(10)] == [9]
+    assert [e.id for e in live.take(10)] == [9]
+
+
+def test_a_reader_a_whole_buffer_behind_is_ended_and_held_nowhere() -> None:
+    bus = EventBus(buffer_size=4, first_id=1)
+    slow = bus.subscribe()
+    fast = bus.subscribe()
+    for _ in range(3):
+        bus.emit("test")
+    assert [e.id for e in fast.take(10)] == [1, 2, 3]
+    assert [e.id for e in slow.take(2)] == [1, 2]
+    for _ in range(4):
+        bus.emit("test")  # the ring now holds 4..7; slow has taken only up to 2
+    assert slow.take(10) == [] and slow.overflowed and slow.closed
+    assert [e.id for e in fast.take(10)] == [4, 5, 6, 7] and not fast.closed
+    assert bus.subscriber_count == 1
+
+
+async def test_waiting_readers_wake_once_per_emit_and_close_ends_them() -> None:
+    bus = EventBus(first_id=1)
+    subscriptions = [bus.subscribe() for _ in range(3)]
+    got: list[list[int]] = [[] for _ in subscriptions]
+
+    async def read(index: int) -> None:
+        async for batch in subscriptions[index].batches(100):
+            got[index].extend(e.id for e in batch)
+
+    readers = [asyncio.create_task(read(i)) for i in range(len(subscriptions))]
+    await asyncio.sleep(0)  # every reader is now waiting
+    assert len(bus._waiting) == 3
+    bus.emit("test")
+    bus.emit("test")
+    assert bus._waiting == []  # woken by the first emit; nothing is queued per reader
+    await asyncio.sleep(0)
+    bus.close_subscriptions()
+    await asyncio.gather(*readers)
+    assert got == [[1, 2]] * 3
+    assert bus.subscriber_count == 0
+
+
+async def test_a_cancelled_reader_does_not_disturb_the_others() -> None:
+    bus = EventBus(first_id=1)
+    gone, stays = bus.subscribe(), bus.subscribe()
+    waiting = [asyncio.create_task(s.wait()) for s in (gone, stays)]
+    await asyncio.sleep(0)
+    waiting[0].cancel()
+    bus.emit("test")
+    await waiting[1]
+    with pytest.raises(asyncio.CancelledError):
+        await waiting[0]
+    assert [e.id for e in stays.take(10)] == [1]
+
+
+async def test_readers_that_leave_an_idle_bus_are_not_kept_waiting() -> None:
+    bus = EventBus(first_id=1)
+    for _ in range(100):
+        subscription = bus.subscribe()
+        waiting = asyncio.create_task(subscription.wait())
+        await asyncio.sleep(0)  # one turn of the loop: it is waiting now
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        subscription.close()
+    assert bus._waiting == [] and bus.subscriber_count == 0
+
+
+def test_recent_keeps_its_meaning() -> None:
+    bus = EventBus(buffer_size=3, first_id=1)
+    assert bus.recent() == []
+    for _ in range(5):
+        bus.emit("test")
+    assert [e.id for e in bus.recent()] == [3, 4, 5]
+    assert [e.id for e in bus.recent(2)] == [4, 5]
