@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from sse_starlette.event import ServerSentEvent
 
-from claybot.engine.events import Event, EventBus, EventRing
+from claybot.engine.events import Event, EventBus, EventRing, frame_event, frame_id
 
 
 def event(event_id: int) -> Event:
@@ -22,32 +22,47 @@ def event(event_id: int) -> Event:
     count=st.integers(0, 120),
     after=st.integers(-5, 130),
     limit=st.integers(1, 50),
+    text=st.integers(0, 30_000),  # event sizes around the ring's 64 KB chunks
 )
 def test_the_ring_returns_what_a_list_of_the_last_events_would(
-    size: int, count: int, after: int, limit: int
+    size: int, count: int, after: int, limit: int, text: int
 ) -> None:
+    def sample(n: int) -> Event:
+        return Event(n, "test", {"n": n, "text": "x" * (text * n % 40_000)}, "2026-11-23T00:00:00Z")
+
     ring = EventRing(size)
     for n in range(count):
-        ring.append(event(n))
-    kept = [event(n) for n in range(count)][-size:]
-    expected = [e for e in kept if e.id > after][:limit]
-    assert [e.id for e in ring.after(after, limit)] == [e.id for e in expected]
+        ring.append(n, sample(n).sse_frame)
+    kept = [sample(n).sse_frame for n in range(count)][-size:]
+    expected = [frame for frame in kept if frame_id(frame) > after]
+    assert ring.after(after, limit) == expected[:limit]
     assert len(ring) == len(kept)
+    taken, joined = ring.span(after, limit * 1000)
+    fitting = [frame for frame in expected[:taken]]
+    assert joined == b"".join(fitting)
+    assert taken == len(expected) or sum(map(len, expected[: taken + 1])) > limit * 1000
+    assert taken >= min(1, len(expected))  # a frame larger than the budget still goes
 
 
-def test_the_sse_frame_is_what_sse_starlette_made_of_the_event() -> None:
-    """The seed API's wire format, byte for byte, including text that needs escaping."""
+def test_the_sse_frame_carries_the_event_as_one_data_line() -> None:
+    """The seed API's wire format: id, ``event: message`` and the event as JSON, also for
+    text that needs escaping (a raw line break would end the data line)."""
     sample = Event(
         7,
         "agent.outgoing",
         {"message": {"text": 'two\nlines\r\n, « quotes » \u2028 and "marks"'}},
         "2026-11-23T10:00:00.000001Z",
     )
-    before = ServerSentEvent(
-        id=str(sample.id), event="message", data=json.dumps(sample.to_dict())
-    ).encode()
-    assert sample.sse_frame == before
-    assert sample.sse_frame is sample.sse_frame  # encoded once
+    frame = sample.sse_frame
+    head, data = frame.split(b"\r\ndata: ")
+    assert head == b"id: 7\r\nevent: message"
+    assert data.endswith(b"\r\n\r\n") and data.count(b"\n") == 2
+    assert json.loads(data) == sample.to_dict()
+    # What sse-starlette makes of the same event parses to the same thing.
+    theirs = ServerSentEvent(id="7", event="message", data=json.dumps(sample.to_dict())).encode()
+    assert theirs.split(b"\r\n")[:2] == frame.split(b"\r\n")[:2]
+    assert json.loads(theirs.split(b"data: ")[1]) == json.loads(data)
+    assert frame_id(frame) == 7 and frame_event(frame) == sample
 
 
 def test_subscribing_with_last_event_id_replays_the_buffer_and_reports_a_gap() -> None:
@@ -59,15 +74,15 @@ def test_subscribing_with_last_event_id_replays_the_buffer_and_reports_a_gap() -
     assert (live.replayed, live.gap) == (0, False)
     recent = bus.subscribe(6)
     assert (recent.replayed, recent.gap) == (2, False)
-    assert [e.id for e in recent.take(10)] == [7, 8]
+    assert [frame_id(e) for e in recent.take(10)] == [7, 8]
     old = bus.subscribe(1)  # 2 and 3 have left the buffer of 5
     assert (old.replayed, old.gap) == (5, True)
-    assert [e.id for e in old.take(10)] == [4, 5, 6, 7, 8]
+    assert [frame_id(e) for e in old.take(10)] == [4, 5, 6, 7, 8]
     ahead = bus.subscribe(1_000)  # another engine's id: from now on
     assert (ahead.replayed, ahead.gap) == (0, False)
     bus.emit("test")
-    assert [e.id for e in ahead.take(10)] == [9]
-    assert [e.id for e in live.take(10)] == [9]
+    assert [frame_id(e) for e in ahead.take(10)] == [9]
+    assert [frame_id(e) for e in live.take(10)] == [9]
 
 
 def test_a_reader_a_whole_buffer_behind_is_ended_and_held_nowhere() -> None:
@@ -76,12 +91,12 @@ def test_a_reader_a_whole_buffer_behind_is_ended_and_held_nowhere() -> None:
     fast = bus.subscribe()
     for _ in range(3):
         bus.emit("test")
-    assert [e.id for e in fast.take(10)] == [1, 2, 3]
-    assert [e.id for e in slow.take(2)] == [1, 2]
+    assert [frame_id(e) for e in fast.take(10)] == [1, 2, 3]
+    assert [frame_id(e) for e in slow.take(2)] == [1, 2]
     for _ in range(4):
         bus.emit("test")  # the ring now holds 4..7; slow has taken only up to 2
     assert slow.take(10) == [] and slow.overflowed and slow.closed
-    assert [e.id for e in fast.take(10)] == [4, 5, 6, 7] and not fast.closed
+    assert [frame_id(e) for e in fast.take(10)] == [4, 5, 6, 7] and not fast.closed
     assert bus.subscriber_count == 1
 
 
@@ -92,7 +107,7 @@ async def test_waiting_readers_wake_once_per_emit_and_close_ends_them() -> None:
 
     async def read(index: int) -> None:
         async for batch in subscriptions[index].batches(100):
-            got[index].extend(e.id for e in batch)
+            got[index].extend(frame_id(e) for e in batch)
 
     readers = [asyncio.create_task(read(i)) for i in range(len(subscriptions))]
     await asyncio.sleep(0)  # every reader is now waiting
@@ -117,7 +132,7 @@ async def test_a_cancelled_reader_does_not_disturb_the_others() -> None:
     await waiting[1]
     with pytest.raises(asyncio.CancelledError):
         await waiting[0]
-    assert [e.id for e in stays.take(10)] == [1]
+    assert [frame_id(e) for e in stays.take(10)] == [1]
 
 
 async def test_readers_that_leave_an_idle_bus_are_not_kept_waiting() -> None:

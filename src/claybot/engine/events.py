@@ -9,7 +9,8 @@ stream's queue: a subscriber is only a position in it. Emitting an event copies
 nothing per subscriber (it wakes the streams waiting for news, once however many
 events follow), and a stream takes everything after its position at once, so a
 busy bus is written to each socket in few large writes. Each event is encoded
-for SSE once, by the first stream that sends it. A subscriber that falls a whole
+for SSE once, when it is emitted (orjson: about a microsecond), and the ring
+keeps only that frame. A subscriber that falls a whole
 ring behind has missed events it can no longer get: its stream ends (it
 reconnects with Last-Event-ID and sees the gap), and a slow reader costs no
 memory meanwhile.
@@ -21,21 +22,23 @@ import asyncio
 import contextlib
 import json
 import time
+from array import array
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+
+import orjson
 
 DEFAULT_BUFFER_SIZE = 10_000
 
 
-@dataclass(frozen=True, slots=True)  # slots: the ring holds 10,000 of them
+@dataclass(frozen=True, slots=True)
 class Event:
     id: int
     type: str
     payload: dict[str, Any]
     timestamp: str
-    _frame: bytes | None = field(default=None, init=False, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -47,59 +50,150 @@ class Event:
 
     @property
     def sse_frame(self) -> bytes:
-        """This event as one SSE frame, encoded once however many streams send it.
+        """This event as one SSE frame: ``id``, ``event: message`` and the event as the
+        ``data`` line (the seed API's wire format). JSON never holds a raw line break,
+        so the data is a single line."""
+        return encode_frame(self.id, self.to_dict())
 
-        Byte for byte what sse-starlette makes of ``{"id": str(id), "event":
-        "message", "data": json.dumps(event)}`` (the seed API's wire format):
-        ``json.dumps`` escapes every line break, so the data is a single line.
-        Encoded on first use: with no stream open, no event is ever encoded.
-        """
-        frame = self._frame
-        if frame is None:
-            data = json.dumps(self.to_dict()).encode()
-            frame = b"id: %d\r\nevent: message\r\ndata: %b\r\n\r\n" % (self.id, data)
-            object.__setattr__(self, "_frame", frame)  # a cache: the event itself is frozen
-        return frame
+
+def encode_frame(event_id: int, event: dict[str, Any]) -> bytes:
+    try:
+        data = orjson.dumps(event)
+    except TypeError:  # a payload orjson cannot take (a huge int, a foreign type)
+        data = json.dumps(event, default=str).encode()
+    return b"id: %d\r\nevent: message\r\ndata: %b\r\n\r\n" % (event_id, data)
+
+
+def frame_id(frame: bytes) -> int:
+    """The event id of a frame ``encode_frame`` made."""
+    return int(frame[4 : frame.index(b"\r\n")])
+
+
+def frame_event(frame: bytes) -> Event:
+    """The event a frame holds, decoded again (replays and filters; rarely on a hot path)."""
+    data = orjson.loads(frame[frame.index(b"data: ") + 6 : -4])
+    return Event(int(data["id"]), str(data["type"]), data["payload"], str(data["timestamp"]))
+
+
+CHUNK_BYTES = 64 * 1024
+# (data, offsets, first index, last index) of the events a chunk holds for a read.
+_Part = tuple["bytes | bytearray", "array[int]", int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class _Chunk:
+    first_id: int
+    data: bytes
+    offsets: array[int]  # frame k is data[offsets[k]:offsets[k + 1]]
+
+    @property
+    def count(self) -> int:
+        return len(self.offsets) - 1
 
 
 class EventRing:
-    """The last ``size`` events, found by id in constant time (ids are consecutive)."""
+    """The SSE frames of the last ``size`` events, packed into chunks of ~64 KB.
+
+    The ring is long-lived and refilled all the time. Kept as one object per event,
+    its frames were made among everything else a load allocates, and each pinned
+    the allocator's pool (and so its 1 MB arena) wherever it landed: after a load
+    the engine stayed tens of MB above boot with every agent unloaded. Packed into
+    few large buffers (outside the small-object allocator), with their offsets in
+    arrays, the ring holds no small object per event; a chunk is freed whole once
+    all its events are older than the ring. Ids are consecutive, so an event's
+    place tells its id.
+    """
 
     def __init__(self, size: int) -> None:
         if size < 1:
             raise ValueError(f"an event ring holds at least one event, not {size!r}")
         self._size = size
-        self._slots: list[Event] = []
-        self._base = 0  # the id that sits in slot 0 once the ring has wrapped
+        self._chunks: list[_Chunk] = []  # sealed, oldest first
+        self._open = bytearray()
+        self._open_offsets = array("L", [0])
+        self._open_first = 0
         self.first_id = 0  # the oldest id held (meaningless while empty)
         self.last_id = -1
 
     def __len__(self) -> int:
-        return len(self._slots)
+        return self.last_id - self.first_id + 1
 
-    def append(self, event: Event) -> None:
-        if not self._slots:
-            self._base = self.first_id = event.id
-        elif event.id != self.last_id + 1:
-            raise ValueError(f"event {event.id!r} does not follow {self.last_id!r}")
-        if len(self._slots) < self._size:
-            self._slots.append(event)
-        else:
-            self._slots[(event.id - self._base) % self._size] = event
-            self.first_id += 1
-        self.last_id = event.id
+    def append(self, event_id: int, frame: bytes) -> None:
+        if len(self) == 0:
+            self._chunks.clear()
+            self._open = bytearray()
+            self._open_offsets = array("L", [0])
+            self._open_first = self.first_id = event_id
+        elif event_id != self.last_id + 1:
+            raise ValueError(f"event {event_id!r} does not follow {self.last_id!r}")
+        self._open += frame
+        self._open_offsets.append(len(self._open))
+        self.last_id = event_id
+        if len(self._open) >= CHUNK_BYTES:
+            self._chunks.append(_Chunk(self._open_first, bytes(self._open), self._open_offsets))
+            self._open = bytearray()
+            self._open_offsets = array("L", [0])
+            self._open_first = event_id + 1
+        if len(self) > self._size:
+            self.first_id = self.last_id - self._size + 1
+            while self._chunks and self._chunks[0].first_id + self._chunks[0].count <= (
+                self.first_id
+            ):
+                del self._chunks[0]
 
-    def after(self, event_id: int, limit: int) -> list[Event]:
-        """Up to ``limit`` held events with ids above ``event_id``, oldest first."""
+    def _parts(self, first: int, last: int) -> list[_Part]:
+        """(data, offsets, from, to) of each chunk holding events ``first..last``."""
+        parts: list[_Part] = []
+        for chunk in self._chunks:
+            end = chunk.first_id + chunk.count - 1
+            if end < first:
+                continue
+            if chunk.first_id > last:
+                return parts
+            lo, hi = max(first, chunk.first_id), min(last, end)
+            parts.append((chunk.data, chunk.offsets, lo - chunk.first_id, hi - chunk.first_id))
+        if last >= self._open_first:
+            lo = max(first, self._open_first) - self._open_first
+            parts.append((self._open, self._open_offsets, lo, last - self._open_first))
+        return parts
+
+    def _bounds(self, event_id: int, limit: int) -> tuple[int, int]:
         first = max(event_id + 1, self.first_id)
-        last = min(self.last_id, first + limit - 1)
-        if not self._slots or last < first:
-            return []
-        start = (first - self._base) % self._size
-        end = (last - self._base) % self._size
-        if start <= end:
-            return self._slots[start : end + 1]
-        return self._slots[start:] + self._slots[: end + 1]
+        return first, min(self.last_id, first + limit - 1)
+
+    def after(self, event_id: int, limit: int) -> list[bytes]:
+        """Up to ``limit`` held frames of the events with ids above ``event_id``, oldest
+        first; the first is that of ``max(event_id + 1, first_id)``."""
+        first, last = self._bounds(event_id, limit)
+        frames: list[bytes] = []
+        for data, offsets, lo, hi in self._parts(first, last):
+            frames += [bytes(data[offsets[k] : offsets[k + 1]]) for k in range(lo, hi + 1)]
+        return frames
+
+    def span(self, event_id: int, max_bytes: int) -> tuple[int, bytes]:
+        """The frames of the events after ``event_id`` joined, as many as fit in
+        ``max_bytes`` (at least one): (how many, the bytes). One copy and no object
+        per event: what a stream writes."""
+        first, last = self._bounds(event_id, self.last_id + 1)
+        pieces: list[bytes | bytearray | memoryview] = []
+        count = size = 0
+        for data, offsets, lo, hi in self._parts(first, last):
+            stop = lo
+            while stop <= hi and (
+                count == 0 or size + offsets[stop + 1] - offsets[lo] <= max_bytes
+            ):
+                stop += 1
+                count += 1
+            if stop > lo:
+                start, end = offsets[lo], offsets[stop]
+                # A sealed chunk is immutable: a view of it copies nothing until the join.
+                pieces.append(
+                    memoryview(data)[start:end] if isinstance(data, bytes) else data[start:end]
+                )
+                size += end - start
+            if stop <= hi:
+                break
+        return count, b"".join(pieces)
 
 
 @dataclass(eq=False)  # identity semantics: a subscription is one reader
@@ -118,8 +212,8 @@ class Subscription:
     def bus(self) -> EventBus:
         return self._bus
 
-    def take(self, limit: int) -> list[Event]:
-        """The next events (``limit`` at most), or none; closes on overflow."""
+    def take(self, limit: int) -> list[bytes]:
+        """The frames of the next events (``limit`` at most), or none; closes on overflow."""
         if self.closed:
             return []
         ring = self._bus._ring
@@ -127,10 +221,23 @@ class Subscription:
             self.overflowed = True
             self.close()
             return []
-        events = ring.after(self.position, limit)
-        if events:
-            self.position = events[-1].id
-        return events
+        frames = ring.after(self.position, limit)
+        self.position += len(frames)  # ids are consecutive, and none was skipped
+        return frames
+
+    def take_span(self, max_bytes: int) -> bytes:
+        """The next frames joined, about ``max_bytes`` at most (one frame at least), or
+        nothing; closes on overflow."""
+        if self.closed:
+            return b""
+        ring = self._bus._ring
+        if self.position < ring.first_id - 1:
+            self.overflowed = True
+            self.close()
+            return b""
+        count, data = ring.span(self.position, max_bytes)
+        self.position += count
+        return data
 
     async def wait(self) -> None:
         """Until an event after ``position`` exists, or the subscription closes."""
@@ -160,12 +267,12 @@ class Subscription:
             self._bus._subscribers.discard(self)
             self._wake()
 
-    async def batches(self, limit: int) -> AsyncIterator[list[Event]]:
-        """Everything after ``position`` as it comes, in lists of at most ``limit``."""
+    async def batches(self, limit: int) -> AsyncIterator[list[bytes]]:
+        """The frames of everything after ``position`` as it comes, ``limit`` at a time."""
         while True:
-            events = self.take(limit)
-            if events:
-                yield events
+            frames = self.take(limit)
+            if frames:
+                yield frames
                 continue
             if self.closed:
                 return
@@ -203,7 +310,8 @@ class EventBus:
             timestamp=self._now().isoformat().replace("+00:00", "Z"),
         )
         self._next_id += 1
-        self._ring.append(event)
+        # Encoded once, here: every stream sends the same bytes, and the ring keeps them.
+        self._ring.append(event.id, event.sse_frame)
         if self._waiting:
             waiting, self._waiting = self._waiting, []
             for subscriber in waiting:
@@ -238,4 +346,4 @@ class EventBus:
             subscriber.close()
 
     def recent(self, limit: int = 100) -> list[Event]:
-        return self._ring.after(self.last_id - limit, limit)
+        return [frame_event(frame) for frame in self._ring.after(self.last_id - limit, limit)]

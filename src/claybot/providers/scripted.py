@@ -32,7 +32,7 @@ from claybot.providers.base import (
 from claybot.providers.registry import ProviderType
 
 MODELS = ("echo", "script", "rules", "fail")
-REQUESTS_KEPT = 100
+REQUESTS_KEPT = 10  # what tests look at; more would keep old contexts alive
 
 
 def _last_user_text(request: InferenceRequest) -> str:

@@ -24,7 +24,7 @@ from typing import Any
 from sse_starlette.sse import EventSourceResponse, SendTimeoutError
 from starlette.types import Receive, Scope, Send
 
-from claybot.engine.events import Event, Subscription
+from claybot.engine.events import Subscription
 
 log = logging.getLogger(__name__)
 
@@ -70,9 +70,9 @@ class EventStream(EventSourceResponse):
 async def event_frames(
     init: dict[str, Any],
     subscription: Subscription,
-    keep: Callable[[Event], bool] | None = None,
+    keep: Callable[[bytes], bool] | None = None,
 ) -> AsyncIterator[dict[str, Any] | bytes]:
-    """The init frame, then the subscription's events (those ``keep`` accepts) as SSE.
+    """The init frame, then the subscription's events (the frames ``keep`` accepts).
 
     After each write a stream rests ``readers / WRITES_PER_S`` before it looks
     again: one reader waits 1 ms, each of 200 readers 200 ms, and gets
@@ -101,14 +101,17 @@ async def event_frames(
 
 
 def _next_write(
-    subscription: Subscription, keep: Callable[[Event], bool] | None
+    subscription: Subscription, keep: Callable[[bytes], bool] | None
 ) -> tuple[list[bytes], bool]:
     """The frames of one write, and whether the reader is still behind after it."""
+    if keep is None:  # every frame: the ring hands them over already joined
+        data = subscription.take_span(WRITE_BYTES)
+        return ([data] if data else []), subscription.position < subscription.bus.last_id
     frames: list[bytes] = []
     size = 0
     while size < WRITE_BYTES:
         batch = subscription.take(TAKE_EVENTS)
-        chunk = [event.sse_frame for event in batch if keep is None or keep(event)]
+        chunk = [frame for frame in batch if keep(frame)]
         frames += chunk
         size += sum(map(len, chunk))
         if len(batch) < TAKE_EVENTS:

@@ -9,13 +9,14 @@ from sse_starlette.sse import EventSourceResponse
 
 from claybot.connectors.base import InboundMessage
 from claybot.connectors.webchat import WEBCHAT_CONNECTOR, conversation_event
-from claybot.engine.events import Event
+from claybot.engine.events import frame_event
 from claybot.engine.ipc.responses import BODY_ERRORS, errors
 from claybot.engine.ipc.routes import SSE_PING_S, engine_of, resume_after
 from claybot.engine.ipc.schemas import NAME_PATTERN, WebchatMessage
 from claybot.engine.ipc.sse import EventStream, event_frames
 
 router = APIRouter(prefix="/v1/engine/webchat")
+WEBCHAT_MARK = f'"{WEBCHAT_CONNECTOR}"'.encode()
 
 
 @router.post(
@@ -62,7 +63,11 @@ async def events(
     ]
     init = {"id": engine.events.last_id, "type": "init", "payload": {"pendingPermissions": pending}}
 
-    def in_conversation(event: Event) -> bool:
-        return conversation_event(event.to_dict(), user_id, channel_id)
+    def in_conversation(frame: bytes) -> bool:
+        # Only a frame that names the webchat connector can belong here: the rest of the
+        # bus is skipped without decoding it.
+        if WEBCHAT_MARK not in frame:
+            return False
+        return conversation_event(frame_event(frame).to_dict(), user_id, channel_id)
 
     return EventStream(event_frames(init, subscription, in_conversation), ping_s=SSE_PING_S)
