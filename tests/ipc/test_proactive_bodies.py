@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import re
+import sys
 from typing import Any
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from claybot.engine.ipc.proactive_bodies import NAME_PATTERN, NOT_BLANK_PATTERN, RUNNER_RULE
+from claybot.engine.ipc.proactive_bodies import (
+    NAME_PATTERN,
+    NOT_BLANK_PATTERN,
+    RUNNER_RULE,
+    WHITESPACE,
+    character_class,
+)
 from claybot.proactive.inputs import CreateAgentInput
 
 BASE = {"name": "n", "objective": "o", "schedule": "* * * * *", "runner": "engine"}
@@ -60,3 +67,9 @@ def test_the_claude_objective_pattern_refuses_a_leading_dash(objective: str) -> 
         objective.lstrip().startswith("-")
     )
     assert documented == expected, repr(objective)
+
+
+def test_the_whitespace_written_out_is_what_python_strips() -> None:
+    """WHITESPACE is spelled out to spare every start a pass over all code points."""
+    computed = character_class([c for c in range(sys.maxunicode + 1) if chr(c).isspace()])
+    assert computed == WHITESPACE
