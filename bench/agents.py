@@ -44,8 +44,8 @@ from claybot.config.home import HomePaths
 from claybot.connectors.base import InboundMessage
 from claybot.durable.jsonl import encode_record
 from claybot.engine.engine import Engine, EngineOptions
-from claybot.engine.events import Event
-from claybot.ids import new_id
+from claybot.kernel.events import Event
+from claybot.kernel.ids import new_id
 
 SETTINGS = {"providers": [{"id": "scripted", "model": "echo"}], "agents": {"maxConcurrent": 1024}}
 

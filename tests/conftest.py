@@ -16,10 +16,10 @@ from typing import Any
 import httpx
 import pytest
 
+from claybot.api.app import create_app
 from claybot.config.home import HomePaths
 from claybot.engine.engine import Engine, EngineOptions
-from claybot.engine.events import Event
-from claybot.engine.ipc.app import create_app
+from claybot.kernel.events import Event
 
 ECHO_SETTINGS: dict[str, Any] = {"providers": [{"id": "scripted", "model": "echo"}]}
 

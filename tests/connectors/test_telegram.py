@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from claybot.config.home import HomePaths
-from claybot.connectors.telegram.connector import RESET_TEXT
-from claybot.connectors.telegram.format import markdown_to_html
-from claybot.connectors.telegram.split import split_markdown, telegram_length
 from claybot.engine.engine import Engine, EngineOptions
-from claybot.engine.events import Event
+from claybot.kernel.events import Event
+from claybot.plugins.telegram.connector import RESET_TEXT
+from claybot.plugins.telegram.format import markdown_to_html
+from claybot.plugins.telegram.split import split_markdown, telegram_length
 from tests.connectors.fake_bot_api import FakeBotApi
 from tests.engine.test_agents import record_events
 from tests.engine.test_subagents import call, history, rules_settings

@@ -20,26 +20,24 @@ import pytest
 from telegram import Bot
 from telegram.error import BadRequest
 
-from claybot.connectors.base import (
-    InboundMessage,
-    OutgoingMessage,
+from claybot.connectors.base import InboundMessage, OutgoingMessage, PostedMessage
+from claybot.kernel.events import EventBus
+from claybot.permissions.prompts import (
     PermissionAlreadyDecided,
     PermissionOutcome,
     PermissionPrompt,
-    PostedMessage,
 )
-from claybot.connectors.telegram.connector import (
+from claybot.plugins.api import PluginApi
+from claybot.plugins.registrar import PluginRegistrar, Registries
+from claybot.plugins.telegram.connector import (
     NOTHING_RUNNING_TEXT,
     RESET_TEXT,
     TEXT_ONLY_TEXT,
     TelegramConnector,
 )
-from claybot.connectors.telegram.plugin import TelegramSettings
-from claybot.connectors.telegram.state import TelegramState
-from claybot.connectors.telegram.typing_status import TypingStatus
-from claybot.engine.events import EventBus
-from claybot.engine.plugins.api import PluginApi
-from claybot.engine.plugins.registrar import PluginRegistrar, Registries
+from claybot.plugins.telegram.plugin import TelegramSettings
+from claybot.plugins.telegram.state import TelegramState
+from claybot.plugins.telegram.typing_status import TypingStatus
 from tests.connectors.fake_bot_api import FakeBotApi
 
 ANN, BOB, STRANGER = 111, 222, 999

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from claybot.engine.cron.schedule import CronSchedule, ScheduleError
+from claybot.scheduling.schedule import CronSchedule, ScheduleError
 
 
 def utc(*args: int) -> datetime:

@@ -12,7 +12,7 @@ import pytest
 
 from claybot.config.home import HomePaths
 from claybot.engine.engine import Engine, EngineOptions
-from claybot.engine.events import Event
+from claybot.kernel.events import Event
 from tests.conftest import write_settings
 from tests.cron.fake_clock import FakeClock
 from tests.engine.test_agents import next_event, record_events

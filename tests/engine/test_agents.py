@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 
 from claybot.engine.engine import Engine, EngineOptions
-from claybot.engine.events import Event
+from claybot.kernel.events import Event
 from tests.conftest import ECHO_SETTINGS, write_settings
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 
 from claybot.config.home import HomePaths
-from claybot.engine.events import Event
+from claybot.kernel.events import Event
 from tests.conftest import ECHO_SETTINGS, running_engine, write_settings
 from tests.engine.test_agents import next_event
 

@@ -28,7 +28,7 @@ import pytest
 from claybot.config.home import HomePaths
 from claybot.durable import atomic, group_commit
 from claybot.durable.jsonl import parse_jsonl
-from claybot.engine.events import Event
+from claybot.kernel.events import Event
 from tests.conftest import EngineProcess, running_engine, write_settings
 from tests.engine.test_agents import next_event
 from tests.engine.test_subagents import rules_settings

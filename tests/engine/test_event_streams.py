@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from claybot.engine.ipc.sse import SEND_TIMEOUT_S
+from claybot.api.sse import SEND_TIMEOUT_S
 from tests.conftest import EngineProcess
 
 pytestmark = pytest.mark.slow

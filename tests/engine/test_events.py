@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from sse_starlette.event import ServerSentEvent
 
-from claybot.engine.events import Event, EventBus, EventRing, frame_event, frame_id
+from claybot.kernel.events import Event, EventBus, EventRing, frame_event, frame_id
 
 
 def event(event_id: int) -> Event:

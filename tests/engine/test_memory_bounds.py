@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from claybot.agents.agent import TurnOutcome
 from claybot.config.settings import ProviderSettings
 from claybot.connectors.base import InboundMessage
-from claybot.engine.agents.agent import TurnOutcome
 from claybot.engine.engine import Engine
 from claybot.providers.base import ChatMessage, InferenceRequest
 from claybot.providers.scripted import REQUESTS_KEPT, ScriptedProvider

@@ -11,9 +11,9 @@ import httpx
 import pytest
 
 from claybot.engine.engine import Engine
-from claybot.engine.events import Event
-from claybot.engine.plugins.builtin.mcp.tools import McpArguments
-from claybot.logging_setup import JsonFormatter
+from claybot.engine.logging_setup import JsonFormatter
+from claybot.kernel.events import Event
+from claybot.plugins.builtin.mcp.tools import McpArguments
 from claybot.tools.base import ToolContext, ToolResult
 from tests.plugins.test_mcp import ECHO_SERVER
 

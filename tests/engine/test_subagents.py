@@ -11,7 +11,7 @@ import pytest
 from claybot.config.home import HomePaths
 from claybot.connectors.base import InboundMessage
 from claybot.engine.engine import Engine, EngineOptions
-from claybot.engine.events import Event
+from claybot.kernel.events import Event
 from tests.conftest import EngineProcess, write_settings
 from tests.engine.test_agents import next_event, record_events
 

@@ -9,11 +9,11 @@ from typing import Any
 
 import httpx
 
+from claybot.api.app import create_app
 from claybot.config.home import HomePaths
 from claybot.connectors.base import InboundMessage
 from claybot.engine.engine import Engine, EngineOptions
-from claybot.engine.events import Event
-from claybot.engine.ipc.app import create_app
+from claybot.kernel.events import Event
 from claybot.providers.scripted import ScriptedProvider
 from tests.conftest import write_settings
 from tests.cron.fake_clock import FakeClock

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from claybot.engine.ipc.body_limit import DEFAULT_MAX_BODY_BYTES
+from claybot.api.body_limit import DEFAULT_MAX_BODY_BYTES
 
 
 def error_of(response: httpx.Response, status: int, code: str) -> dict[str, Any]:

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from claybot.engine.cron.schedule import CronSchedule, ScheduleError
-from claybot.engine.ipc.cron_pattern import cron_pattern, impossible_day_pattern, number_range
+from claybot.api.cron_pattern import cron_pattern, impossible_day_pattern, number_range
+from claybot.scheduling.schedule import CronSchedule, ScheduleError
 
 PATTERN = re.compile(cron_pattern())
 IMPOSSIBLE = re.compile(impossible_day_pattern())

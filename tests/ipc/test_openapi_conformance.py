@@ -38,9 +38,9 @@ from hypothesis import HealthCheck, settings
 from starlette.testclient import TestClient
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from claybot.api.app import create_app
 from claybot.config.home import HomePaths
 from claybot.engine.engine import Engine, EngineOptions
-from claybot.engine.ipc.app import create_app
 from tests.conftest import ECHO_SETTINGS, write_settings
 
 pytestmark = pytest.mark.timeout(180)

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from claybot.engine.engine import Engine
-from claybot.providers.registry import ProviderType
+from claybot.providers.base import ProviderType
 from claybot.providers.scripted import create as create_scripted
 
 Document = dict[str, Any]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from claybot.engine.ipc.ratelimit import WINDOW_S, Decision, FailureLimiter, SlidingWindowLimiter
+from claybot.api.ratelimit import WINDOW_S, Decision, FailureLimiter, SlidingWindowLimiter
 
 
 class Clock:

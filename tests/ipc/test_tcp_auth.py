@@ -13,10 +13,10 @@ from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
+from claybot.api.ratelimit import FailureLimiter, SlidingWindowLimiter
+from claybot.api.tcp_auth import ApiKeyMiddleware, required_scope
 from claybot.db.errors import StoreError
 from claybot.db.keys import ApiKeyRecord, MemoryApiKeyStore
-from claybot.engine.ipc.ratelimit import FailureLimiter, SlidingWindowLimiter
-from claybot.engine.ipc.tcp_auth import ApiKeyMiddleware, required_scope
 
 
 async def whoami(request: Request) -> JSONResponse:

@@ -8,16 +8,12 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict
 
+from claybot.api.app import create_app
 from claybot.config.home import HomePaths
-from claybot.connectors.base import (
-    InboundMessage,
-    OutgoingMessage,
-    PermissionOutcome,
-    PermissionPrompt,
-)
+from claybot.connectors.base import InboundMessage, OutgoingMessage
 from claybot.engine.engine import Engine, EngineOptions
-from claybot.engine.ipc.app import create_app
-from claybot.engine.plugins import PluginApi, PluginCatalog, PluginDefinition
+from claybot.permissions.prompts import PermissionOutcome, PermissionPrompt
+from claybot.plugins import PluginApi, PluginCatalog, PluginDefinition
 from tests.conftest import write_settings
 from tests.engine.test_agents import next_event, record_events
 from tests.engine.test_subagents import call, history, rules_settings, system_messages
@@ -90,7 +86,7 @@ def approver_catalog(registry: dict[str, ApproverConnector]) -> PluginCatalog:
 
 
 def third_party_definitions(definition: PluginDefinition[Any]) -> list[PluginDefinition[Any]]:
-    from claybot.engine.plugins.builtin import builtin_definitions
+    from claybot.plugins.builtin import builtin_definitions
 
     return [*builtin_definitions(), definition]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from claybot.engine.permissions.safe_open import LinkRefused, open_beneath
+from claybot.permissions.safe_open import LinkRefused, open_beneath
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from typing import Any
 from claybot.config.home import HomePaths
 from claybot.connectors.base import InboundMessage
 from claybot.engine.engine import Engine, EngineOptions
-from claybot.engine.events import Event
+from claybot.kernel.events import Event
 from tests.conftest import write_settings
 from tests.engine.test_agents import next_event
 

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from claybot.engine.agents.state import Permissions
-from claybot.engine.permissions.tags import (
+from claybot.permissions.model import Permissions
+from claybot.permissions.tags import (
     PermissionTag,
     PermissionTagError,
     apply_grant,

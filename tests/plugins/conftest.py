@@ -13,9 +13,9 @@ import pytest
 from claybot.config.home import HomePaths
 from claybot.config.store import ConfigStore
 from claybot.connectors.base import InboundMessage, PostedMessage
-from claybot.engine.events import EventBus
-from claybot.engine.plugins import PluginCatalog, PluginManager, Registries
-from claybot.engine.plugins.builtin.clock import clock_definition
+from claybot.kernel.events import EventBus
+from claybot.plugins import PluginCatalog, PluginManager, Registries
+from claybot.plugins.builtin.clock import clock_definition
 from tests.plugins.fakes import (
     Calls,
     EchoPlugin,

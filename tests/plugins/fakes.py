@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from claybot.connectors.base import InboundMessage, OutgoingMessage, PostedMessage
-from claybot.engine.plugins import PluginApi, PluginDefinition, PluginNotReady
+from claybot.plugins import PluginApi, PluginDefinition, PluginNotReady
 from claybot.providers.base import ImageProvider
 from claybot.tools.base import ToolContext, ToolDefinition
 

@@ -13,16 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from claybot.engine.plugins import PluginCatalog
-from claybot.engine.plugins.builtin import builtin_definitions
-from claybot.engine.plugins.builtin.clock import clock_definition
+from claybot.plugins import PluginCatalog
+from claybot.plugins.builtin import builtin_definitions
+from claybot.plugins.builtin.clock import clock_definition
 from claybot.tools.base import ToolContext
 from tests.plugins.conftest import Harness
 
 WEATHER_MODULE = """
 from pydantic import BaseModel
 
-from claybot.engine.plugins import PluginDefinition
+from claybot.plugins import PluginDefinition
 from claybot.tools.base import ToolDefinition
 
 
@@ -173,7 +173,7 @@ def test_a_failing_entry_point_listing_is_a_problem_not_a_crash() -> None:
 
 
 def test_import_registers_nothing() -> None:
-    import claybot.engine.plugins.builtin.clock  # noqa: F401
+    import claybot.plugins.builtin.clock  # noqa: F401
 
     catalog = PluginCatalog()
     assert catalog.ids() == []
@@ -181,7 +181,7 @@ def test_import_registers_nothing() -> None:
 
 
 def test_a_definition_with_a_bad_id_is_refused() -> None:
-    from claybot.engine.plugins import PluginDefinition
+    from claybot.plugins import PluginDefinition
     from tests.plugins.fakes import NoSettings, QuietPlugin
 
     with pytest.raises(ValueError, match="plugin id"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from claybot.connectors.base import InboundMessage
-from claybot.engine.plugins import InstanceNotFound, PluginRegistrar, RegistrationError
+from claybot.plugins import InstanceNotFound, PluginRegistrar, RegistrationError
 from tests.plugins.conftest import Harness
 from tests.plugins.fakes import EchoConnector
 

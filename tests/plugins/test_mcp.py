@@ -19,10 +19,10 @@ from pydantic import ValidationError
 from claybot.config.home import HomePaths
 from claybot.connectors.base import InboundMessage
 from claybot.engine.engine import Engine, EngineOptions
-from claybot.engine.events import Event
-from claybot.engine.plugins import PluginLoadFailed
-from claybot.engine.plugins.builtin.mcp import McpSettings
-from claybot.engine.plugins.builtin.mcp.tools import McpArguments, result_of, tool_name
+from claybot.kernel.events import Event
+from claybot.plugins import PluginLoadFailed
+from claybot.plugins.builtin.mcp import McpSettings
+from claybot.plugins.builtin.mcp.tools import McpArguments, result_of, tool_name
 from claybot.tools.base import ToolContext, ToolResult
 from tests.conftest import write_settings
 from tests.engine.test_agents import next_event

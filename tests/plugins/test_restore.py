@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from claybot.engine.plugins import PluginLoadFailed, UnknownPlugin
+from claybot.plugins import PluginLoadFailed, UnknownPlugin
 from tests.plugins.conftest import Harness
 
 SETTINGS = {

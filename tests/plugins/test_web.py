@@ -16,10 +16,10 @@ import pytest
 
 from claybot.config.home import HomePaths
 from claybot.connectors.base import InboundMessage
-from claybot.engine.agents.state import Permissions
 from claybot.engine.engine import Engine, EngineOptions
-from claybot.engine.events import Event
-from claybot.engine.plugins.builtin.web import (
+from claybot.kernel.events import Event
+from claybot.permissions.model import Permissions
+from claybot.plugins.builtin.web import (
     FetchFailed,
     FetchRefused,
     FetchUrlArguments,

@@ -13,7 +13,7 @@ import pytest
 from pydantic import ValidationError
 
 from claybot.config.settings import ProactiveSettings
-from claybot.engine.cron.clock import from_ms, to_ms
+from claybot.kernel.clock import from_ms, to_ms
 from claybot.proactive.inputs import CreateAgentInput, UpdateAgentInput
 from claybot.proactive.service import ServiceLimits
 from tests.proactive.conftest import (

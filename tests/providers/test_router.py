@@ -73,7 +73,7 @@ def test_the_registry_knows_the_builtins_and_names_unknown_types() -> None:
         "local": "Local (llama.cpp SmolLM2-135M)",
     }
     with pytest.raises(ProviderConfigError, match="unknown provider type 'nope'"):
-        registry.create(ProviderSettings(id="x", type="nope"), None)
+        registry.create(ProviderSettings(id="x", type="nope"), None, {})
 
 
 def test_the_local_provider_is_created_without_loading_anything() -> None:

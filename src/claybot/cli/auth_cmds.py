@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from pydantic import ValidationError
 
+from claybot.api.schemas import SetAuth
 from claybot.cli.common import HomeOption, RemoteOption, console, fail, mutate, reject_remote
 from claybot.config.store import describe_validation_error
-from claybot.engine.ipc.schemas import SetAuth
 
 if TYPE_CHECKING:
+    from claybot.client.engine_client import EngineClient
     from claybot.config.store import ConfigStore
-    from claybot.engine.ipc.client import EngineClient
 
 app = typer.Typer(help="Credentials in auth.json (0600).", no_args_is_help=True)
 

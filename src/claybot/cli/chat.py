@@ -23,11 +23,11 @@ from rich.markup import escape
 
 from claybot.cli.approvals import ChatApprovals
 from claybot.cli.common import HomeOption, console, engine_client, err_console, fail, paths_for
+from claybot.client.errors import EngineApiError, EngineNotRunning
 from claybot.config.home import HomePaths
-from claybot.engine.ipc.client_errors import EngineApiError, EngineNotRunning
 
 if TYPE_CHECKING:
-    from claybot.engine.ipc.client import EngineClient
+    from claybot.client.engine_client import EngineClient
 
 RETRY_FOR_S = 120.0  # how long a post keeps retrying while the engine is down
 RETRY_FIRST_DELAY_S = 0.2  # backoff between retries: doubles up to RETRY_MAX_DELAY_S
@@ -264,8 +264,8 @@ def _default_user() -> str:
 def _check_names(user: str, channel: str) -> None:
     from pydantic import ValidationError
 
+    from claybot.api.schemas import PostMessage
     from claybot.config.store import describe_validation_error
-    from claybot.engine.ipc.schemas import PostMessage
 
     try:
         PostMessage(userId=user, channelId=channel, text="-")

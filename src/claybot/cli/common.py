@@ -15,8 +15,8 @@ from rich.markup import escape
 from claybot.config.home import HomePaths, resolve_home
 
 if TYPE_CHECKING:
+    from claybot.client.engine_client import EngineClient
     from claybot.config.store import ConfigStore
-    from claybot.engine.ipc.client import EngineClient
 
 # The engine client (httpx) and the config models are imported when a command
 # needs them: `claybot start` needs neither before the engine runs, and boot time
@@ -69,8 +69,8 @@ def print_json(value: Any) -> None:
 @contextmanager
 def engine_errors() -> Iterator[None]:
     """Turn engine and config errors into one clear line and a non-zero exit."""
+    from claybot.client.errors import EngineApiError, EngineNotRunning
     from claybot.config.store import ConfigError
-    from claybot.engine.ipc.client_errors import EngineApiError, EngineNotRunning
 
     try:
         yield
@@ -85,7 +85,7 @@ def engine_errors() -> Iterator[None]:
 
 def engine_client(paths: HomePaths, timeout_s: float = 30.0) -> EngineClient:
     """A client for the engine's socket (httpx is imported on first use)."""
-    from claybot.engine.ipc.client import EngineClient
+    from claybot.client.engine_client import EngineClient
 
     return EngineClient(paths.socket, timeout_s=timeout_s)
 
@@ -93,7 +93,7 @@ def engine_client(paths: HomePaths, timeout_s: float = 30.0) -> EngineClient:
 @contextmanager
 def running_engine(home: Path | None) -> Iterator[EngineClient]:
     """A client for an engine that must be running."""
-    from claybot.engine.ipc.client import EngineClient
+    from claybot.client.engine_client import EngineClient
 
     paths = paths_for(home)
     with engine_errors(), EngineClient(paths.socket) as client:
@@ -119,8 +119,8 @@ def mutate(
 
     Returns the result and whether the engine applied it.
     """
+    from claybot.client.engine_client import EngineClient
     from claybot.config.store import ConfigStore
-    from claybot.engine.ipc.client import EngineClient
 
     reject_remote(remote)
     paths = paths_for(home)

@@ -26,9 +26,9 @@ from claybot.cli.common import (
 )
 
 if TYPE_CHECKING:
+    from claybot.client.engine_client import EngineClient
     from claybot.config.store import ConfigStore
-    from claybot.engine.cron.store import CronStore, CronTask
-    from claybot.engine.ipc.client import EngineClient
+    from claybot.cron.store import CronStore, CronTask
 
 app = typer.Typer(help="Scheduled tasks (cron expressions in a time zone).", no_args_is_help=True)
 
@@ -36,7 +36,7 @@ TaskIdArgument = Annotated[str, typer.Argument(help="The task id (see `claybot c
 
 
 def _store(config: ConfigStore) -> CronStore:
-    from claybot.engine.cron.store import CronStore
+    from claybot.cron.store import CronStore
 
     return CronStore(config.paths.home / "cron", config.read_settings().engine.timezone)
 
@@ -136,9 +136,9 @@ def add(
         from pydantic import ValidationError
 
         from claybot.config.store import describe_validation_error
-        from claybot.engine.cron.schedule import CronSchedule, ScheduleError
-        from claybot.engine.cron.task import CronTaskSpec
-        from claybot.ids import new_id
+        from claybot.cron.task import CronTaskSpec
+        from claybot.kernel.ids import new_id
+        from claybot.scheduling.schedule import CronSchedule, ScheduleError
 
         store = _store(config)
         fields = {k: v for k, v in body.items() if k != "prompt"}

@@ -20,14 +20,15 @@ from claybot.cli.common import (
     print_json,
 )
 from claybot.config.home import PRIVATE_UMASK, HomePaths
-from claybot.engine.instance import InstanceLock, process_alive, read_pid
+from claybot.engine.instance import InstanceLock, read_pid
+from claybot.kernel.processes import process_alive
 
 STOP_WAIT_S = 20.0
 
 
 def _stop_running(paths: HomePaths) -> bool:
     """Ask the engine to stop, then wait for its lock; escalate to SIGTERM. True if one ran."""
-    from claybot.engine.ipc.client import EngineClient, EngineNotRunning
+    from claybot.client.engine_client import EngineClient, EngineNotRunning
 
     lock = InstanceLock(paths)
     if not lock.held_by_someone():
@@ -61,11 +62,11 @@ def start(
     ] = False,
 ) -> None:
     """Start the engine in the foreground (Ctrl-C stops it)."""
+    from claybot.api.serve import run
     from claybot.config.store import ConfigError
     from claybot.engine.engine import EngineOptions
     from claybot.engine.instance import AlreadyRunning
-    from claybot.engine.runner import run
-    from claybot.logging_setup import configure_logging
+    from claybot.engine.logging_setup import configure_logging
 
     paths = paths_for(home)
     os.umask(PRIVATE_UMASK)  # every file the engine makes from here on is 0600
@@ -94,7 +95,7 @@ def stop(home: HomeOption = None) -> None:
 
 def status(home: HomeOption = None, as_json: JsonOption = False) -> None:
     """Show whether the engine runs, and what it has loaded."""
-    from claybot.engine.ipc.client import EngineClient, EngineNotRunning
+    from claybot.client.engine_client import EngineClient, EngineNotRunning
 
     paths = paths_for(home)
     with EngineClient(paths.socket, timeout_s=5) as client:

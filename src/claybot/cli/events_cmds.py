@@ -19,8 +19,8 @@ from claybot.cli.common import (
     fail,
     paths_for,
 )
+from claybot.client.errors import EngineApiError, EngineNotRunning
 from claybot.config.home import HomePaths
-from claybot.engine.ipc.client_errors import EngineApiError, EngineNotRunning
 
 PAYLOAD_WIDTH = 200  # characters of compact payload on one line
 RECONNECT_DELAY_S = 1.0

@@ -24,8 +24,8 @@ from claybot.config.settings import PluginInstanceSettings
 from claybot.config.store import describe_validation_error
 
 if TYPE_CHECKING:
+    from claybot.client.engine_client import EngineClient
     from claybot.config.store import ConfigStore
-    from claybot.engine.ipc.client import EngineClient
 
 app = typer.Typer(help="Plugin instances: list, load, unload.", no_args_is_help=True)
 
@@ -41,7 +41,7 @@ def list_plugins(home: HomeOption = None, as_json: JsonOption = False) -> None:
         return client.get("/v1/engine/plugins")
 
     def offline(store: ConfigStore) -> dict[str, Any]:
-        from claybot.engine.plugins import PluginCatalog
+        from claybot.plugins import PluginCatalog
 
         catalog = PluginCatalog.discover()
         configured = [catalog.public_entry(entry) for entry in store.read_settings().plugins]
@@ -138,14 +138,14 @@ def _save_offline(
 
     Enabled entries stand in for running instances: they load at the next start.
     """
-    from claybot.engine.plugins import InstanceIdTaken, PluginCatalog, PluginError
-    from claybot.engine.plugins.rules import (
+    from claybot.plugins import InstanceIdTaken, PluginCatalog, PluginError
+    from claybot.plugins.rules import (
         RunningInstance,
         check_exclusive,
         check_instance_id,
         default_instance_id,
     )
-    from claybot.engine.plugins.settings_file import PluginSettingsFile
+    from claybot.plugins.settings_file import PluginSettingsFile
 
     catalog = PluginCatalog.discover()
     definition = catalog.get(plugin_id)

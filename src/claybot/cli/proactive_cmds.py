@@ -27,7 +27,7 @@ from claybot.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from claybot.engine.ipc.client import EngineClient
+    from claybot.client.engine_client import EngineClient
 
 app = typer.Typer(
     help="Proactive agents: objectives run on a cron schedule (the engine must be running).",
@@ -287,7 +287,7 @@ def _fetch_text(home: Path | None, path: str, params: dict[str, str]) -> str:
     """A text/plain route (the engine client reads JSON)."""
     import httpx
 
-    from claybot.engine.ipc.client_errors import EngineApiError, EngineNotRunning
+    from claybot.client.errors import EngineApiError, EngineNotRunning
 
     socket = paths_for(home).socket
     with engine_errors():

@@ -23,8 +23,8 @@ from claybot.config.settings import ProviderSettings, Settings
 from claybot.config.store import describe_validation_error
 
 if TYPE_CHECKING:
+    from claybot.client.engine_client import EngineClient
     from claybot.config.store import ConfigStore
-    from claybot.engine.ipc.client import EngineClient
 
 app = typer.Typer(help="Inference providers, in priority order.", no_args_is_help=True)
 

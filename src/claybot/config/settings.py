@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
 from claybot.config.redaction import redact_named
+from claybot.kernel.clock import UnknownTimeZone, zone
 
 DEFAULT_PORT = 7331
 
@@ -30,11 +31,9 @@ class EngineSettings(CamelModel):
     @field_validator("timezone")
     @classmethod
     def _known_zone(cls, value: str) -> str:
-        from claybot.engine.cron.schedule import ScheduleError, parse_zone
-
         try:
-            parse_zone(value)
-        except ScheduleError as exc:
+            zone(value)
+        except UnknownTimeZone as exc:
             raise ValueError(str(exc)) from exc
         return value
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Protocol
 
-from claybot.ids import new_id
+from claybot.kernel.ids import new_id
 
 SCOPES = frozenset(
     {"jobs:read", "jobs:write", "jobs:delete", "agents:read", "agents:write", "admin"}

@@ -21,7 +21,7 @@ from claybot.db.keys import (
     validate_scopes,
 )
 from claybot.db.tables import api_keys
-from claybot.ids import new_id
+from claybot.kernel.ids import new_id
 
 
 def _aware(value: datetime | None) -> datetime | None:

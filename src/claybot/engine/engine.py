@@ -15,9 +15,20 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from starlette.types import ASGIApp
-
 from claybot import __version__
+from claybot.agents.agent import DEFAULT_SYSTEM_PROMPT, AgentRuntime
+from claybot.agents.agent_tools import AgentTools
+from claybot.agents.descriptors import (
+    CronDescriptor,
+    HeartbeatDescriptor,
+    SubagentDescriptor,
+    UserDescriptor,
+    descriptor_label,
+)
+from claybot.agents.inbox import InboxLog
+from claybot.agents.permission_tools import PermissionTools
+from claybot.agents.store import FileAgentStore
+from claybot.agents.system import AgentNotFound, AgentSystem, SubagentLimits
 from claybot.config.auth import AuthFile
 from claybot.config.home import HomePaths
 from claybot.config.settings import ProviderSettings, Settings
@@ -25,48 +36,30 @@ from claybot.config.store import ConfigStore
 from claybot.connectors.base import (
     InboundMessage,
     OutgoingMessage,
-    PermissionOutcome,
     PermissionPrompter,
     PostedMessage,
 )
 from claybot.connectors.webchat import WEBCHAT_CONNECTOR
+from claybot.cron.ledger import RunLedger
+from claybot.cron.scheduler import CronScheduler
+from claybot.cron.store import CronStore, CronTask
+from claybot.cron.tools import CronTools
 from claybot.db.location import database_url
 from claybot.durable.group_commit import GroupCommitWriter
-from claybot.engine.agents.agent import DEFAULT_SYSTEM_PROMPT, AgentRuntime
-from claybot.engine.agents.descriptors import (
-    CronDescriptor,
-    HeartbeatDescriptor,
-    SubagentDescriptor,
-    UserDescriptor,
-    descriptor_label,
-)
-from claybot.engine.agents.inbox import InboxLog
-from claybot.engine.agents.state import Permissions
-from claybot.engine.agents.store import FileAgentStore
-from claybot.engine.agents.system import AgentNotFound, AgentSystem, SubagentLimits
-from claybot.engine.cron.clock import Clock, SystemClock
-from claybot.engine.cron.gate import (
-    GateGrant,
-    GateRefused,
-    agent_gate_grant,
-    gate_runner,
-    owner_gate_grant,
-)
-from claybot.engine.cron.ledger import RunLedger
-from claybot.engine.cron.scheduler import CronScheduler
-from claybot.engine.cron.store import CronStore, CronTask
-from claybot.engine.events import EventBus
-from claybot.engine.heartbeat.scheduler import HeartbeatScheduler
-from claybot.engine.heartbeat.store import HeartbeatStore
-from claybot.engine.ipc.tcp_auth import ApiKeyMiddleware
 from claybot.engine.keystore import DeferredApiKeyStore, open_database
-from claybot.engine.permissions.requests import (
+from claybot.heartbeat.scheduler import HeartbeatScheduler
+from claybot.heartbeat.store import HeartbeatStore
+from claybot.heartbeat.tools import HeartbeatTools
+from claybot.kernel.clock import Clock, SystemClock
+from claybot.kernel.events import EventBus
+from claybot.permissions.model import Permissions
+from claybot.permissions.prompts import PermissionOutcome
+from claybot.permissions.requests import (
     Conversation,
     PermissionBroker,
     PermissionRequest,
 )
-from claybot.engine.plugins import LoadedPlugin, PluginCatalog, PluginManager, Registries
-from claybot.engine.sandbox import Sandbox
+from claybot.plugins import LoadedPlugin, PluginCatalog, PluginManager, Registries
 from claybot.proactive.service import ProactiveService
 from claybot.proactive.wiring import build_proactive_service
 from claybot.providers.base import InferenceProvider
@@ -76,11 +69,15 @@ from claybot.providers.registry import (
     builtin_provider_types,
 )
 from claybot.providers.router import InferenceRouter
-from claybot.tools.agents import AgentTools
+from claybot.sandbox import Sandbox
+from claybot.scheduling.gate import (
+    GateGrant,
+    GateRefused,
+    agent_gate_grant,
+    gate_runner,
+    owner_gate_grant,
+)
 from claybot.tools.base import ToolRegistry
-from claybot.tools.cron import CronTools
-from claybot.tools.heartbeat import HeartbeatTools
-from claybot.tools.permissions import PermissionTools
 
 log = logging.getLogger(__name__)
 
@@ -293,10 +290,6 @@ class Engine:
             raise RuntimeError("the engine is not started")
         return self._keys
 
-    def tcp_app(self, app: ASGIApp) -> ASGIApp:
-        """The app as served on TCP: every request needs an API key with the route's scope."""
-        return ApiKeyMiddleware(app, self.keys)
-
     # -- providers --------------------------------------------------------------
 
     def _provider_settings(self) -> list[ProviderSettings]:
@@ -310,7 +303,9 @@ class Engine:
         for provider_settings in self._provider_settings():
             try:
                 providers.append(
-                    self.provider_registry.create(provider_settings, auth.get(provider_settings.id))
+                    self.provider_registry.create(
+                        provider_settings, auth.get(provider_settings.id), self.options.env
+                    )
                 )
             except Exception as exc:
                 failures[provider_settings.id] = str(exc)
@@ -537,7 +532,7 @@ class Engine:
         ]
 
     async def gate_grant(self, made_by: str | None, folder: str) -> GateGrant:
-        """Cron and heartbeat gates: see ``claybot.engine.cron.gate``."""
+        """Cron and heartbeat gates: see ``claybot.scheduling.gate``."""
         if made_by is None:
             return await owner_gate_grant(folder)
         try:

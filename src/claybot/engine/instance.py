@@ -29,16 +29,6 @@ def read_pid(paths: HomePaths) -> int | None:
         return None
 
 
-def process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 class InstanceLock:
     def __init__(self, paths: HomePaths) -> None:
         self.paths = paths

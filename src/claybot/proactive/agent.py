@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from claybot.engine.cron.schedule import CronSchedule
 from claybot.proactive.models import AgentConfig, AgentState
 from claybot.proactive.output import LiveBuffer
+from claybot.scheduling.schedule import CronSchedule
 
 
 @dataclass

@@ -15,9 +15,9 @@ import contextlib
 import json
 from typing import Any
 
-from claybot.engine.agents.descriptors import CronDescriptor
-from claybot.engine.agents.system import AgentSystem, EngineStopping
-from claybot.engine.events import Event, EventBus
+from claybot.agents.descriptors import CronDescriptor
+from claybot.agents.system import AgentSystem, EngineStopping
+from claybot.kernel.events import Event, EventBus
 from claybot.proactive.runner import RunOutcome, RunRequest, RunSink
 
 ABORT_WAIT_S = 5.0

@@ -13,13 +13,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from claybot.engine.cron.schedule import CronSchedule, ScheduleError, parse_zone
 from claybot.proactive.models import (
     MODEL_PATTERN,
     NAME_MAX_CHARS,
     OBJECTIVE_MAX_CHARS,
     RunnerName,
 )
+from claybot.scheduling.schedule import CronSchedule, ScheduleError, parse_zone
 
 CWD_MAX_CHARS = 1024
 TIMEOUT_MS_MIN = 1000

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from claybot.engine.cron.clock import Clock, to_ms
+from claybot.kernel.clock import Clock, to_ms
 from claybot.proactive.agent import LoadedAgent
 from claybot.proactive.errors import ProactiveError
 from claybot.proactive.models import ExecutionResult, Trigger

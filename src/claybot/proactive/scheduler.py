@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 
-from claybot.engine.cron.clock import Clock, to_ms
+from claybot.kernel.clock import Clock, to_ms
 from claybot.proactive.agent import LoadedAgent
 from claybot.proactive.notifier import Notifier
 from claybot.proactive.queue import QueuedRun, RunQueue

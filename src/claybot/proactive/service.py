@@ -23,8 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from claybot.config.settings import ProactiveSettings
-from claybot.engine.cron.clock import Clock, SystemClock, from_ms, to_ms
-from claybot.engine.cron.schedule import CronSchedule, ScheduleError
+from claybot.kernel.clock import Clock, SystemClock, from_ms, to_ms
 from claybot.proactive.agent import LoadedAgent
 from claybot.proactive.broadcast import Broadcaster
 from claybot.proactive.errors import (
@@ -44,6 +43,7 @@ from claybot.proactive.runner import Runner
 from claybot.proactive.scheduler import Scheduler
 from claybot.proactive.state_writer import StateWriter
 from claybot.proactive.store import ProactiveStore, execution_stamp
+from claybot.scheduling.schedule import CronSchedule, ScheduleError
 
 log = logging.getLogger(__name__)
 

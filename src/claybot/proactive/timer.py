@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from claybot.engine.cron.clock import Clock
+from claybot.kernel.clock import Clock
 
 log = logging.getLogger(__name__)
 

@@ -7,11 +7,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from claybot.agents.system import AgentSystem
 from claybot.config.auth import AuthFile
 from claybot.config.settings import ProactiveSettings
-from claybot.engine.agents.system import AgentSystem
-from claybot.engine.cron.clock import Clock
-from claybot.engine.events import EventBus
+from claybot.kernel.clock import Clock
+from claybot.kernel.events import EventBus
 from claybot.proactive.engine_runner import EngineRunner
 from claybot.proactive.environment import CLAUDE_AUTH_FIELDS, run_environment, withheld_secrets
 from claybot.proactive.redact import Redactor

@@ -9,7 +9,6 @@ entry's ``apiKey``, else ``ANTHROPIC_API_KEY``.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -19,13 +18,12 @@ from claybot.providers.base import (
     InferenceRequest,
     InferenceResult,
     ProviderError,
+    ProviderType,
     TokenUsage,
     ToolCall,
     ToolSchema,
 )
-
-# Helpers shared by both SDKs (same error shapes); importing them does not import openai.
-from claybot.providers.openai_provider import (
+from claybot.providers.options import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT_S,
     MAX_ERROR_CHARS,
@@ -35,7 +33,6 @@ from claybot.providers.openai_provider import (
     resolve_endpoint,
     vendor_message,
 )
-from claybot.providers.registry import ProviderType
 
 if TYPE_CHECKING:
     import anthropic
@@ -155,7 +152,7 @@ class AnthropicProvider:
         self,
         settings: ProviderSettings,
         auth: AuthEntry | None,
-        env: Mapping[str, str] | None = None,
+        env: Mapping[str, str],
     ) -> None:
         import anthropic
 
@@ -164,7 +161,7 @@ class AnthropicProvider:
         endpoint = resolve_endpoint(
             settings,
             auth,
-            os.environ if env is None else env,
+            env,
             vendor_host=VENDOR_HOST,
             key_variable=KEY_VARIABLE,
             url_variable=URL_VARIABLE,
@@ -217,8 +214,10 @@ class AnthropicProvider:
         await self._client.close()
 
 
-def create(settings: ProviderSettings, auth: AuthEntry | None) -> AnthropicProvider:
-    return AnthropicProvider(settings, auth)
+def create(
+    settings: ProviderSettings, auth: AuthEntry | None, env: Mapping[str, str]
+) -> AnthropicProvider:
+    return AnthropicProvider(settings, auth, env)
 
 
 PROVIDER_TYPE = ProviderType(

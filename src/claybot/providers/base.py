@@ -6,9 +6,12 @@ agent loop only sees these types and never imports a vendor SDK.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
+
+from claybot.config.auth import AuthEntry
+from claybot.config.settings import ProviderSettings
 
 
 @dataclass(frozen=True)
@@ -129,3 +132,20 @@ class ImageProvider(Protocol):
     def label(self) -> str: ...
 
     async def generate(self, prompt: str, *, size: str | None = None) -> list[bytes]: ...
+
+
+# How a provider type builds a provider: its settings, its auth.json entry, and the
+# environment the engine was given (keys and URLs such as OPENAI_API_KEY), passed in
+# rather than read from os.environ so an engine (or a test) decides what a provider sees.
+ProviderFactory = Callable[
+    [ProviderSettings, AuthEntry | None, Mapping[str, str]], InferenceProvider
+]
+
+
+@dataclass(frozen=True)
+class ProviderType:
+    type: str
+    label: str
+    create: ProviderFactory
+    needs_auth: bool = False
+    description: str = ""

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -28,10 +28,10 @@ from claybot.providers.base import (
     InferenceResult,
     ProviderConfigError,
     ProviderError,
+    ProviderType,
     TokenUsage,
 )
-from claybot.providers.openai_provider import option
-from claybot.providers.registry import ProviderType
+from claybot.providers.options import option
 
 MODEL_NAME = "SmolLM2-135M-Instruct"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -211,7 +211,9 @@ class LocalProvider:
         return Llama(**arguments)
 
 
-def create(settings: ProviderSettings, auth: AuthEntry | None) -> LocalProvider:
+def create(
+    settings: ProviderSettings, auth: AuthEntry | None, env: Mapping[str, str]
+) -> LocalProvider:
     return LocalProvider(settings)
 
 

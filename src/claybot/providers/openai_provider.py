@@ -11,10 +11,8 @@ Options (settings.json, camelCase): ``baseUrl``, ``timeoutS`` (60), ``maxRetries
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from claybot.config.auth import AuthEntry
@@ -23,85 +21,31 @@ from claybot.providers.base import (
     ChatMessage,
     InferenceRequest,
     InferenceResult,
-    ProviderConfigError,
     ProviderError,
+    ProviderType,
     TokenUsage,
     ToolCall,
     ToolSchema,
 )
-from claybot.providers.registry import ProviderType
+from claybot.providers.options import (
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_TIMEOUT_S,
+    MAX_ERROR_CHARS,
+    endpoint_of,
+    option,
+    redact,
+    resolve_endpoint,
+    vendor_message,
+)
 
 if TYPE_CHECKING:
     import openai
     from openai.types.chat import ChatCompletion
 
 DEFAULT_MODEL = "gpt-5.4-mini"
-DEFAULT_TIMEOUT_S = 60.0
-# Low on purpose: the router falls through to the next provider instead of waiting.
-DEFAULT_MAX_RETRIES = 1
 VENDOR_HOST = "api.openai.com"
 KEY_VARIABLE = "OPENAI_API_KEY"
 URL_VARIABLE = "OPENAI_BASE_URL"
-# Local servers (Ollama, llama-server, vLLM) ignore the key, but the SDK insists on one.
-PLACEHOLDER_KEY = "no-key-needed"
-MAX_ERROR_CHARS = 300
-
-T = TypeVar("T")
-
-
-# -- settings -------------------------------------------------------------------------
-
-
-def option(settings: ProviderSettings, name: str, kind: Callable[[Any], T], default: T) -> T:
-    """``settings.options[name]`` converted by ``kind``; a bad value names the field."""
-    raw = settings.options.get(name)
-    if raw is None:
-        return default
-    try:
-        return kind(raw)
-    except (TypeError, ValueError):
-        raise ProviderConfigError(
-            settings.id, f"options.{name} must be a {kind.__name__}, got {raw!r}"
-        ) from None
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    base_url: str | None  # None: the vendor's own API
-    key: str
-
-
-def resolve_endpoint(
-    settings: ProviderSettings,
-    auth: AuthEntry | None,
-    env: Mapping[str, str],
-    *,
-    vendor_host: str,
-    key_variable: str,
-    url_variable: str,
-) -> Endpoint:
-    """Where requests go, and with which key.
-
-    The key is the auth entry's ``apiKey``, else the key variable. A key from the
-    environment only goes where it belongs: the vendor's own API or the URL variable's
-    endpoint, never to an ``options.baseUrl`` elsewhere (an OpenRouter or Ollama entry
-    must not receive the OpenAI key). Any other endpoint without a key gets a
-    placeholder, since local servers need none.
-    """
-    configured = option(settings, "baseUrl", str, "") or None
-    base_url = configured or env.get(url_variable) or None
-    key = auth.secret("apiKey") if auth is not None else None
-    if not key and (configured is None or urlsplit(configured).hostname == vendor_host):
-        key = env.get(key_variable)
-    if key:
-        return Endpoint(base_url, key)
-    if base_url and urlsplit(base_url).hostname != vendor_host:
-        return Endpoint(base_url, PLACEHOLDER_KEY)
-    raise ProviderConfigError(
-        settings.id,
-        f"no API key: run `claybot auth set {settings.id} apiKey <key>` or set {key_variable} "
-        "(a local server that needs no key only needs options.baseUrl)",
-    )
 
 
 # -- our messages to the Chat Completions API ---------------------------------------------
@@ -215,34 +159,10 @@ def describe_error(exc: Exception, *, secret: str, endpoint: str) -> str:
     return redact(text[:MAX_ERROR_CHARS], secret)
 
 
-def vendor_message(body: object) -> str | None:
-    """The human part of an error body: ``{"error": {"message": ...}}`` or plain text."""
-    if isinstance(body, dict):
-        error = body.get("error", body)
-        if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return str(error["message"])
-        if isinstance(error, str):
-            return error
-    if isinstance(body, str) and body.strip():
-        return body.strip()
-    return None
-
-
-def redact(text: str, secret: str) -> str:
-    return text.replace(secret, "***") if secret else text
-
-
 def max_tokens_field(base_url: str) -> str:
     """OpenAI deprecated ``max_tokens`` (its reasoning models refuse it); many compatible
     servers know only ``max_tokens``."""
     return "max_completion_tokens" if urlsplit(base_url).hostname == VENDOR_HOST else "max_tokens"
-
-
-def endpoint_of(url: str) -> str:
-    """scheme://host:port of a URL, leaving out any credentials and path."""
-    parts = urlsplit(url)
-    port = f":{parts.port}" if parts.port else ""
-    return f"{parts.scheme}://{parts.hostname}{port}"
 
 
 # -- the provider ------------------------------------------------------------------------
@@ -253,7 +173,7 @@ class OpenAIProvider:
         self,
         settings: ProviderSettings,
         auth: AuthEntry | None,
-        env: Mapping[str, str] | None = None,
+        env: Mapping[str, str],
     ) -> None:
         import openai
 
@@ -262,7 +182,7 @@ class OpenAIProvider:
         endpoint = resolve_endpoint(
             settings,
             auth,
-            os.environ if env is None else env,
+            env,
             vendor_host=VENDOR_HOST,
             key_variable=KEY_VARIABLE,
             url_variable=URL_VARIABLE,
@@ -315,8 +235,10 @@ class OpenAIProvider:
         await self._client.close()
 
 
-def create(settings: ProviderSettings, auth: AuthEntry | None) -> OpenAIProvider:
-    return OpenAIProvider(settings, auth)
+def create(
+    settings: ProviderSettings, auth: AuthEntry | None, env: Mapping[str, str]
+) -> OpenAIProvider:
+    return OpenAIProvider(settings, auth, env)
 
 
 PROVIDER_TYPE = ProviderType(

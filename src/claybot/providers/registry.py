@@ -7,27 +7,15 @@ never uses a provider never pays for importing its SDK.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
 
 from claybot.config.auth import AuthEntry
 from claybot.config.settings import ProviderSettings
-from claybot.providers.base import InferenceProvider, ProviderConfigError
-
-ProviderFactory = Callable[[ProviderSettings, AuthEntry | None], InferenceProvider]
+from claybot.providers.base import InferenceProvider, ProviderConfigError, ProviderType
 
 # Used when settings.json configures no provider at all: the engine still answers,
 # with no key and no network.
 DEFAULT_PROVIDER = ProviderSettings(id="local")
-
-
-@dataclass(frozen=True)
-class ProviderType:
-    type: str
-    label: str
-    create: ProviderFactory
-    needs_auth: bool = False
-    description: str = ""
 
 
 class ProviderRegistry:
@@ -48,14 +36,16 @@ class ProviderRegistry:
     def types(self) -> list[ProviderType]:
         return list(self._types.values())
 
-    def create(self, settings: ProviderSettings, auth: AuthEntry | None) -> InferenceProvider:
+    def create(
+        self, settings: ProviderSettings, auth: AuthEntry | None, env: Mapping[str, str]
+    ) -> InferenceProvider:
         provider_type = self._types.get(settings.provider_type)
         if provider_type is None:
             known = ", ".join(sorted(self._types)) or "none"
             raise ProviderConfigError(
                 settings.id, f"unknown provider type {settings.provider_type!r} (known: {known})"
             )
-        return provider_type.create(settings, auth)
+        return provider_type.create(settings, auth, env)
 
 
 def builtin_provider_types() -> list[ProviderType]:

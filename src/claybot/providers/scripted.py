@@ -16,6 +16,7 @@ Models:
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,10 +27,10 @@ from claybot.providers.base import (
     InferenceResult,
     ProviderConfigError,
     ProviderError,
+    ProviderType,
     TokenUsage,
     ToolCall,
 )
-from claybot.providers.registry import ProviderType
 
 MODELS = ("echo", "script", "rules", "fail")
 REQUESTS_KEPT = 10  # what tests look at; more would keep old contexts alive
@@ -164,7 +165,9 @@ class ScriptedProvider:
         return None
 
 
-def create(settings: ProviderSettings, auth: AuthEntry | None) -> ScriptedProvider:
+def create(
+    settings: ProviderSettings, auth: AuthEntry | None, env: Mapping[str, str]
+) -> ScriptedProvider:
     return ScriptedProvider(settings)
 
 

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from claybot.engine.agents.state import Permissions
+from claybot.permissions.model import Permissions
 from claybot.providers.base import ToolSchema
 
 AgentKind = Literal["user", "cron", "heartbeat", "subagent"]

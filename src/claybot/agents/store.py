@@ -1,0 +1,259 @@
+"""Agent files on disk: ``agents/<id>/{descriptor,state}.json`` and ``history.jsonl``.
+
+``agents/index.jsonl`` lists every agent with its descriptor so boot reads one
+file instead of one per agent; it is a cache of the descriptor files and is
+repaired from a directory scan when an agent folder is missing from it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from claybot.agents.descriptors import (
+    AgentDescriptor,
+    descriptor_to_dict,
+    parse_descriptor,
+)
+from claybot.agents.history import Record, damaged_record
+from claybot.agents.state import AgentState
+from claybot.durable.atomic import (
+    append_durably,
+    atomic_write_bytes,
+    atomic_write_json,
+    atomic_write_many,
+    json_bytes,
+)
+from claybot.durable.group_commit import GroupCommitWriter
+from claybot.durable.jsonl import encode_record, read_jsonl
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class IndexEntry:
+    agent_id: str
+    descriptor: AgentDescriptor
+    created_at: int
+
+
+class AgentStoreError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class AgentProblem:
+    """A file of an agent that could not be used, and what was done about it."""
+
+    agent_id: str
+    file: str
+    error: str
+    action: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"agentId": self.agent_id, "file": self.file, "error": self.error,
+                "action": self.action}  # fmt: skip
+
+
+class FileAgentStore:
+    def __init__(self, root: Path, writer: GroupCommitWriter) -> None:
+        self.root = root
+        self.writer = writer
+        self.index_path = root / "index.jsonl"
+        self._history_paths: dict[str, Path] = {}
+        # Agents found at boot whose descriptor could not be read nor rebuilt: they
+        # cannot be routed to, and are reported rather than dropped without a word.
+        self.unroutable: list[AgentProblem] = []
+
+    def agent_dir(self, agent_id: str) -> Path:
+        return self.root / agent_id
+
+    def history_path(self, agent_id: str) -> Path:
+        path = self._history_paths.get(agent_id)
+        if path is None:
+            path = self._history_paths[agent_id] = self.root / agent_id / "history.jsonl"
+        return path
+
+    def exists(self, agent_id: str) -> bool:
+        return (self.root / agent_id / "descriptor.json").is_file()
+
+    # -- boot ---------------------------------------------------------------
+
+    def load_index(self) -> list[IndexEntry]:
+        """Every agent on disk. Runs before the writer takes appends."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        entries: dict[str, IndexEntry] = {}
+        for record in read_jsonl(self.index_path).records:
+            try:
+                entry = IndexEntry(
+                    str(record["id"]),
+                    parse_descriptor(record["descriptor"]),
+                    int(record["createdAt"]),
+                )
+            except (KeyError, ValueError, TypeError, ValidationError):
+                continue
+            entries[entry.agent_id] = entry
+        with os.scandir(self.root) as scan:
+            folders = {item.name for item in scan if item.is_dir()}
+        missing: list[IndexEntry] = []
+        for name in folders - entries.keys():
+            found = self._read_entry(name)
+            if found is not None:
+                missing.append(found)
+        if missing:
+            # An agent folder written just before a crash, whose index line was lost.
+            lines = b"".join(encode_record(self._index_record(entry)) for entry in missing)
+            append_durably(self.index_path, lines)
+            for entry in missing:
+                entries[entry.agent_id] = entry
+            log.info("re-indexed agents", extra={"action": "agents.reindex", "count": len(missing)})
+        return [entry for agent_id, entry in entries.items() if agent_id in folders]
+
+    def _read_entry(self, agent_id: str) -> IndexEntry | None:
+        directory = self.root / agent_id
+        path = directory / "descriptor.json"
+        descriptor: AgentDescriptor | None
+        try:
+            descriptor = parse_descriptor(json.loads(path.read_bytes()))
+        except (OSError, ValueError, ValidationError) as exc:
+            descriptor = self._rebuild_descriptor(agent_id, path, exc)
+        if descriptor is None:
+            return None
+        try:
+            state = self.read_state(agent_id)
+        except AgentStoreError:
+            state = None  # reported when the agent loads
+        return IndexEntry(agent_id, descriptor, state.createdAt if state else 0)
+
+    def _rebuild_descriptor(
+        self, agent_id: str, path: Path, error: Exception
+    ) -> AgentDescriptor | None:
+        """A descriptor.json that is missing or damaged, rebuilt from the history's first
+        record; else the agent is reported as unroutable (its next message would start a
+        new conversation, and nobody must be left to find that out alone)."""
+        history = self.history_path(agent_id)
+        try:
+            with history.open("rb") as handle:
+                first = json.loads(handle.readline())
+            descriptor = parse_descriptor(first["descriptor"])
+        except FileNotFoundError:
+            if isinstance(error, FileNotFoundError):
+                return None  # a folder a crash left before the agent existed: no conversation
+            descriptor = None
+        except (OSError, ValueError, KeyError, TypeError, ValidationError):
+            descriptor = None
+        if descriptor is None:
+            problem = AgentProblem(
+                agent_id,
+                str(path),
+                str(error),
+                "not loaded: its conversation cannot be routed to until descriptor.json is "
+                "repaired (its history is kept); a message from its user starts a new agent",
+            )
+            self.unroutable.append(problem)
+            log.error(
+                "%s: %s; %s", path, error, problem.action,
+                extra={"action": "agents.unroutable", "agentId": agent_id},
+            )  # fmt: skip
+            return None
+        atomic_write_json(path, descriptor_to_dict(descriptor))
+        log.warning(
+            "%s was damaged (%s); rebuilt from %s", path, error, history,
+            extra={"action": "agents.descriptor_rebuilt", "agentId": agent_id},
+        )  # fmt: skip
+        return descriptor
+
+    @staticmethod
+    def _index_record(entry: IndexEntry) -> Record:
+        return {
+            "id": entry.agent_id,
+            "descriptor": descriptor_to_dict(entry.descriptor),
+            "createdAt": entry.created_at,
+        }
+
+    # -- creation -----------------------------------------------------------
+
+    async def create(self, entry: IndexEntry, state: AgentState, start: Record) -> None:
+        """Durably create an agent: its files first, then its index line.
+
+        If any of it fails (a full disk), the folder goes again: left half made, it
+        would be indexed at the next start as a second agent for the same conversation.
+        """
+        try:
+            await asyncio.to_thread(self._create_files, entry, state, start)
+            await self.writer.append(self.index_path, encode_record(self._index_record(entry)))
+        except BaseException:
+            await asyncio.to_thread(
+                shutil.rmtree, self.agent_dir(entry.agent_id), ignore_errors=True
+            )
+            raise
+
+    def _create_files(self, entry: IndexEntry, state: AgentState, start: Record) -> None:
+        directory = self.agent_dir(entry.agent_id)
+        directory.mkdir(parents=True, exist_ok=False)
+        atomic_write_json(directory / "descriptor.json", descriptor_to_dict(entry.descriptor))
+        atomic_write_json(directory / "state.json", state.model_dump(mode="json"))
+        atomic_write_bytes(directory / "history.jsonl", encode_record(start))
+
+    # -- state --------------------------------------------------------------
+
+    def set_aside_state(self, agent_id: str) -> Path:
+        """Move a damaged state.json aside (kept for its owner to look at); returns where."""
+        path = self.agent_dir(agent_id) / "state.json"
+        aside = path.with_name("state.json.damaged")
+        os.replace(path, aside)
+        return aside
+
+    def read_state(self, agent_id: str) -> AgentState | None:
+        try:
+            return AgentState.model_validate_json(
+                (self.agent_dir(agent_id) / "state.json").read_bytes()
+            )
+        except FileNotFoundError:
+            return None
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(part) for part in error['loc']) or '(the file)'}: {error['msg']}"
+                for error in exc.errors()[:5]
+            )
+            raise AgentStoreError(f"{self.agent_dir(agent_id) / 'state.json'}: {problems}") from exc
+
+    async def write_state(self, agent_id: str, state: AgentState) -> None:
+        data = state.model_dump(mode="json")
+        await asyncio.to_thread(atomic_write_json, self.agent_dir(agent_id) / "state.json", data)
+
+    async def write_states(self, states: dict[str, dict[str, Any]]) -> None:
+        """Several agents' state.json (already dumped) with two syncs in all."""
+        files = {
+            self.agent_dir(agent_id) / "state.json": json_bytes(data)
+            for agent_id, data in states.items()
+        }
+        if files:
+            await asyncio.to_thread(atomic_write_many, files)
+
+    # -- history ------------------------------------------------------------
+
+    def read_history(self, agent_id: str, *, repair: bool) -> list[Record]:
+        """Every record; a damaged line is a ``damaged`` record in its place."""
+        path = self.history_path(agent_id)
+        return read_jsonl(path, repair=repair, placeholder=damaged_record).records
+
+    def append_history(self, agent_id: str, record: Record) -> asyncio.Future[None]:
+        return self.writer.append(self.history_path(agent_id), encode_record(record))
+
+    def append_history_nowait(self, agent_id: str, record: Record) -> None:
+        self.writer.append_nowait(self.history_path(agent_id), encode_record(record))
+
+    def history_mtime_ms(self, agent_id: str) -> int:
+        try:
+            return int(self.history_path(agent_id).stat().st_mtime * 1000)
+        except FileNotFoundError:
+            return 0

@@ -1,0 +1,44 @@
+"""The engine's ASGI application."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fastapi import FastAPI
+from starlette.types import ASGIApp
+
+from claybot import __version__
+from claybot.api import openapi
+from claybot.api.body_limit import BodyLimitMiddleware
+from claybot.api.cron_routes import router as cron_router
+from claybot.api.errors import install_error_handlers
+from claybot.api.heartbeat_routes import router as heartbeat_router
+from claybot.api.permission_routes import router as permission_router
+from claybot.api.proactive_routes import router as proactive_router
+from claybot.api.responses import errors
+from claybot.api.routes import router
+from claybot.api.webchat_routes import router as webchat_router
+from claybot.engine.engine import Engine
+
+
+def create_app(engine: Engine, request_shutdown: Callable[[], None] = lambda: None) -> ASGIApp:
+    app = FastAPI(
+        title="ClayBot engine API",
+        version=__version__,
+        description=(
+            "Control API of a ClayBot engine. On the Unix socket it is trusted; on TCP every "
+            "request needs `Authorization: Bearer cb_...` with the route's scope."
+        ),
+        responses=errors(500),  # any route, for a bug; the details stay in the engine log
+    )
+    app.state.engine = engine
+    app.state.request_shutdown = request_shutdown
+    install_error_handlers(app)
+    app.include_router(router)
+    app.include_router(permission_router)
+    app.include_router(cron_router)
+    app.include_router(heartbeat_router)
+    app.include_router(webchat_router)
+    app.include_router(proactive_router)
+    openapi.install(app, lambda: (t.type for t in engine.provider_registry.types()))
+    return BodyLimitMiddleware(app)

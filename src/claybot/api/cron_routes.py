@@ -1,0 +1,102 @@
+"""Cron tasks over the API: list, add, remove, run now, enable, disable."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from pydantic import ValidationError
+
+from claybot.api.errors import ApiError
+from claybot.api.responses import BODY_ERRORS, errors
+from claybot.api.routes import engine_of
+from claybot.api.schemas import AddCronTask
+from claybot.cron.task import CronTaskSpec
+from claybot.kernel.ids import new_id
+from claybot.scheduling.schedule import ScheduleError
+
+router = APIRouter(prefix="/v1/engine/cron")
+
+
+def _not_found(exc: LookupError) -> ApiError:
+    return ApiError(404, "task_not_found", str(exc).strip("'\""), "taskId")
+
+
+@router.get("/tasks", summary="Cron tasks, their next run, and TASK.md files that are invalid")
+async def list_tasks(request: Request) -> dict[str, Any]:
+    cron = engine_of(request).cron
+    return {
+        "ok": True,
+        "tasks": cron.listing(),
+        "problems": [problem.to_dict() for problem in cron.problems],
+    }
+
+
+@router.post(
+    "/tasks",
+    status_code=201,
+    summary="Create a cron task (written as TASK.md)",
+    responses=errors(*BODY_ERRORS),
+)
+async def add_task(request: Request, body: AddCronTask) -> dict[str, Any]:
+    engine = engine_of(request)
+    fields = body.model_dump(exclude={"prompt"}, exclude_none=True)
+    try:
+        spec = CronTaskSpec.model_validate({"taskId": new_id(), **fields})
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"])
+        raise ApiError(422, "invalid_request", f"{where}: {error['msg']}", f"body.{where}") from exc
+    try:
+        task = await engine.cron.add(spec, body.prompt)
+    except ScheduleError as exc:
+        field = "timezone" if "time zone" in str(exc) else "schedule"
+        raise ApiError(422, "invalid_request", str(exc), f"body.{field}") from exc
+    return {"ok": True, "task": task.to_dict()}
+
+
+@router.delete(
+    "/tasks/{taskId}", summary="Delete a cron task and its folder", responses=errors(404)
+)
+async def remove_task(request: Request, taskId: str) -> dict[str, Any]:
+    try:
+        task = await engine_of(request).cron.remove(taskId)
+    except LookupError as exc:
+        raise _not_found(exc) from exc
+    return {"ok": True, "taskId": task.id}
+
+
+@router.post(
+    "/tasks/{taskId}/run",
+    status_code=202,
+    summary="Run a cron task now",
+    responses=errors(404, 503),
+)
+async def run_task(request: Request, taskId: str) -> dict[str, Any]:
+    try:
+        key = await engine_of(request).cron.run_now(taskId)
+    except LookupError as exc:
+        raise _not_found(exc) from exc
+    return {"ok": True, "taskId": taskId, "messageId": key.message_id}
+
+
+async def _set_enabled(request: Request, task_id: str, enabled: bool) -> dict[str, Any]:
+    try:
+        task = await engine_of(request).cron.set_enabled(task_id, enabled)
+    except LookupError as exc:
+        raise _not_found(exc) from exc
+    return {"ok": True, "task": task.to_dict()}
+
+
+@router.post("/tasks/{taskId}/enable", summary="Enable a cron task", responses=errors(404))
+async def enable_task(request: Request, taskId: str) -> dict[str, Any]:
+    return await _set_enabled(request, taskId, True)
+
+
+@router.post(
+    "/tasks/{taskId}/disable",
+    summary="Disable a cron task (it stays on disk)",
+    responses=errors(404),
+)
+async def disable_task(request: Request, taskId: str) -> dict[str, Any]:
+    return await _set_enabled(request, taskId, False)

@@ -1,0 +1,66 @@
+"""Heartbeat tasks over the API: list, add, remove, run now."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Request
+
+from claybot.api.errors import ApiError
+from claybot.api.responses import BODY_ERRORS, errors
+from claybot.api.routes import engine_of
+from claybot.api.schemas import AddHeartbeatTask, RunHeartbeat
+from claybot.heartbeat.store import HeartbeatTaskError
+
+router = APIRouter(prefix="/v1/engine/heartbeat")
+
+
+@router.get("/tasks", summary="Heartbeat tasks, the last and the next beat")
+async def list_tasks(request: Request) -> dict[str, Any]:
+    return {"ok": True, **(await engine_of(request).heartbeat.listing())}
+
+
+@router.post(
+    "/tasks",
+    status_code=201,
+    summary="Add (or, with overwrite, replace) a task",
+    responses=errors(*BODY_ERRORS, 409),
+)
+async def add_task(request: Request, body: AddHeartbeatTask) -> dict[str, Any]:
+    heartbeat = engine_of(request).heartbeat
+    try:
+        task = await asyncio.to_thread(
+            heartbeat.store.add,
+            body.title,
+            body.prompt,
+            task_id=body.id,
+            gate=body.gate,
+            overwrite=body.overwrite,
+        )
+    except HeartbeatTaskError as exc:
+        raise ApiError(409, "task_exists", str(exc), "body.id") from exc
+    return {"ok": True, "task": task.to_dict()}
+
+
+@router.delete("/tasks/{taskId}", summary="Remove a heartbeat task", responses=errors(404))
+async def remove_task(request: Request, taskId: str) -> dict[str, Any]:
+    heartbeat = engine_of(request).heartbeat
+    try:
+        await asyncio.to_thread(heartbeat.store.remove, taskId)
+    except (LookupError, HeartbeatTaskError) as exc:
+        raise ApiError(404, "task_not_found", str(exc), "taskId") from exc
+    return {"ok": True, "taskId": taskId}
+
+
+@router.post(
+    "/run",
+    status_code=202,
+    summary="Run the heartbeat now (all or some tasks)",
+    responses=errors(*BODY_ERRORS),
+)
+async def run(
+    request: Request, body: Annotated[RunHeartbeat | None, Body()] = None
+) -> dict[str, Any]:
+    engine_of(request).heartbeat.run_now(body.ids if body else None)
+    return {"ok": True}

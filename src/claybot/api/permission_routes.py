@@ -1,0 +1,46 @@
+"""Permission requests: list them, decide them (also what ``claybot permissions`` uses)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query, Request
+
+from claybot.api.errors import ApiError
+from claybot.api.responses import BODY_ERRORS, errors
+from claybot.api.routes import engine_of
+from claybot.api.schemas import DecidePermission
+from claybot.permissions.prompts import PermissionAlreadyDecided
+
+router = APIRouter(prefix="/v1/engine")
+
+
+@router.get(
+    "/permissions",
+    summary="Permission requests: pending ones and past decisions",
+    responses=errors(422),
+)
+async def list_permissions(
+    request: Request,
+    status: Annotated[Literal["pending", "granted", "denied"] | None, Query()] = None,
+) -> dict[str, Any]:
+    requests = engine_of(request).permissions.list(status)
+    return {"ok": True, "requests": [item.to_dict() for item in requests]}
+
+
+@router.post(
+    "/permissions/{requestId}",
+    summary="Allow or deny a pending permission request",
+    responses=errors(*BODY_ERRORS, 404, 409),
+)
+async def decide_permission(
+    request: Request, requestId: str, body: DecidePermission
+) -> dict[str, Any]:
+    engine = engine_of(request)
+    try:
+        decided = await engine.permissions.decide(requestId, body.decision == "allow", body.by)
+    except LookupError as exc:
+        raise ApiError(404, "request_not_found", str(exc), "requestId") from exc
+    except PermissionAlreadyDecided as exc:
+        raise ApiError(409, "already_decided", str(exc), "requestId") from exc
+    return {"ok": True, "request": decided.to_dict()}

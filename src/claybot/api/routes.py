@@ -1,0 +1,355 @@
+"""The engine control API (seed 000), served on the socket and, behind API keys, on TCP."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import asdict
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Header, Query, Request
+from sse_starlette.sse import EventSourceResponse
+
+from claybot.api.errors import ApiError
+from claybot.api.responses import BODY_ERRORS, errors
+from claybot.api.schemas import (
+    CreateKey,
+    LoadPlugin,
+    PostMessage,
+    ResetAgent,
+    SetAuth,
+    UnloadPlugin,
+    UpsertProvider,
+)
+from claybot.api.sse import EventStream, event_frames
+from claybot.config.settings import ProviderSettings
+from claybot.connectors.base import InboundMessage
+from claybot.engine.engine import Engine
+
+router = APIRouter(prefix="/v1/engine")
+SSE_PING_S = 15
+RESET_WAIT_S = 10.0
+
+
+def engine_of(request: Request) -> Engine:
+    engine = request.app.state.engine
+    assert isinstance(engine, Engine)
+    return engine
+
+
+def _agent_id(engine: Engine, agent_id: str) -> str:
+    if not engine.agents.exists(agent_id):
+        raise ApiError(404, "agent_not_found", f"no agent with id {agent_id!r}", "agentId")
+    return agent_id
+
+
+# -- status ---------------------------------------------------------------------
+
+
+@router.get("/status", summary="Engine status with named plugins, connectors and providers")
+async def status(request: Request) -> dict[str, Any]:
+    return {"ok": True, **engine_of(request).status()}
+
+
+@router.post("/shutdown", summary="Stop the engine gracefully")
+async def shutdown(request: Request) -> dict[str, Any]:
+    request.app.state.request_shutdown()
+    return {"ok": True}
+
+
+# -- agents -----------------------------------------------------------------------
+
+
+@router.get("/agents", summary="Every agent, most recently active first")
+async def list_agents(request: Request) -> dict[str, Any]:
+    return {"ok": True, "agents": engine_of(request).agents.list_agents()}
+
+
+@router.get("/agents/background", summary="Background agents, derived from persisted state")
+async def background_agents(request: Request) -> dict[str, Any]:
+    return {"ok": True, "agents": engine_of(request).agents.background_agents()}
+
+
+@router.get(
+    "/agents/{agentId}/history",
+    summary="An agent's history, paged by record number",
+    responses=errors(404, 422),
+    description=(
+        "Records are numbered from 0 (`seq`) and come oldest first. Without `after`, the "
+        "page is the newest `limit` records (below `before`, if given); with `after`, the "
+        "oldest `limit` records above it (and below `before`, if given): with both, the "
+        "records with after < seq < before."
+    ),
+)
+async def agent_history(
+    request: Request,
+    agentId: str,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    before: Annotated[int | None, Query(ge=0, description="records numbered below this")] = None,
+    after: Annotated[int | None, Query(ge=-1, description="records numbered above this")] = None,
+) -> dict[str, Any]:
+    engine = engine_of(request)
+    if after is not None and before is not None:
+        # Paging forward from ``after``; the records from ``before`` on are left out.
+        page = await engine.agents.history(
+            _agent_id(engine, agentId), after=after, before=None, limit=limit
+        )
+        records = [record for record in page.records if record["seq"] < before]
+        return {"ok": True, "agentId": agentId, "total": page.total, "records": records}
+    page = await engine.agents.history(
+        _agent_id(engine, agentId), after=after, before=before, limit=limit
+    )
+    return {"ok": True, "agentId": agentId, "total": page.total, "records": page.records}
+
+
+@router.post(
+    "/agents/{agentId}/reset",
+    summary="Clear an agent's context, keeping its id",
+    responses=errors(*BODY_ERRORS, 404, 503),
+)
+async def reset_agent(
+    request: Request,
+    agentId: str,
+    body: Annotated[ResetAgent | None, Body()] = None,
+) -> dict[str, Any]:
+    engine = engine_of(request)
+    item = await engine.agents.reset(_agent_id(engine, agentId), body.message if body else None)
+    assert item is not None  # a fresh id is never a duplicate
+    done = False
+    if item.processed is not None:
+        try:
+            await asyncio.wait_for(asyncio.shield(item.processed), RESET_WAIT_S)
+            done = True
+        except TimeoutError:
+            done = False  # a long turn is still running; the reset is queued behind it
+    return {"ok": True, "agentId": agentId, "status": "done" if done else "queued"}
+
+
+# -- messages -----------------------------------------------------------------------
+
+
+@router.post(
+    "/messages",
+    status_code=202,
+    summary="Post a message from the local connector",
+    responses=errors(*BODY_ERRORS, 503),
+)
+async def post_message(request: Request, body: PostMessage) -> dict[str, Any]:
+    engine = engine_of(request)
+    posted = await engine.agents.post_message(
+        InboundMessage(
+            connector=body.connector,
+            user_id=body.userId,
+            channel_id=body.channelId,
+            text=body.text,
+            message_id=body.messageId,
+        )
+    )
+    return {
+        "ok": True,
+        "agentId": posted.agent_id,
+        "messageId": posted.message_id,
+        "duplicate": posted.duplicate,
+    }
+
+
+# -- plugins --------------------------------------------------------------------------
+
+
+@router.get("/plugins", summary="Loaded and configured plugin instances, and the catalog")
+async def list_plugins(request: Request) -> dict[str, Any]:
+    return {"ok": True, **engine_of(request).plugin_listing()}
+
+
+@router.post(
+    "/plugins/load",
+    summary="Load a plugin instance (validated, then persisted)",
+    responses=errors(*BODY_ERRORS, 404, 409, 502, 503),
+)
+async def load_plugin(request: Request, body: LoadPlugin) -> dict[str, Any]:
+    loaded = await engine_of(request).load_plugin(body.pluginId, body.instanceId, body.settings)
+    return {"ok": True, "plugin": loaded}
+
+
+@router.post(
+    "/plugins/unload",
+    summary="Unload a plugin instance (persisted as disabled)",
+    responses=errors(*BODY_ERRORS, 404, 409),
+)
+async def unload_plugin(request: Request, body: UnloadPlugin) -> dict[str, Any]:
+    await engine_of(request).unload_plugin(body.instanceId)
+    return {"ok": True, "instanceId": body.instanceId}
+
+
+# -- auth and providers ---------------------------------------------------------------
+
+
+@router.post(
+    "/auth", summary="Set one credential field in auth.json", responses=errors(*BODY_ERRORS)
+)
+async def set_auth(request: Request, body: SetAuth) -> dict[str, Any]:
+    await engine_of(request).set_auth_field(body.id, body.key, body.value)
+    return {"ok": True, "id": body.id, "key": body.key}
+
+
+@router.get("/providers", summary="Configured inference providers in priority order")
+async def list_providers(request: Request) -> dict[str, Any]:
+    engine = engine_of(request)
+    return {
+        "ok": True,
+        "providers": [p.to_public_dict() for p in engine.settings.providers],
+        "types": [
+            {"type": t.type, "label": t.label, "description": t.description}
+            for t in engine.provider_registry.types()
+        ],
+        "failures": engine.provider_failures,
+    }
+
+
+@router.post("/providers", summary="Add or replace a provider", responses=errors(*BODY_ERRORS))
+async def upsert_provider(request: Request, body: UpsertProvider) -> dict[str, Any]:
+    engine = engine_of(request)
+    provider = ProviderSettings.model_validate(body.model_dump(exclude={"position"}))
+    if engine.provider_registry.get(provider.provider_type) is None:
+        known = ", ".join(sorted(t.type for t in engine.provider_registry.types()))
+        raise ApiError(
+            400,
+            "unknown_provider_type",
+            f"unknown provider type {provider.provider_type!r} (known: {known})",
+            "type",
+        )
+    settings = engine.settings.model_copy(deep=True)
+    others = [p for p in settings.providers if p.id != provider.id]
+    position = len(others) if body.position is None else min(body.position, len(others))
+    settings.providers = [*others[:position], provider, *others[position:]]
+    await engine.update_settings(settings)
+    return {"ok": True, "providers": [p.to_public_dict() for p in settings.providers]}
+
+
+@router.delete("/providers/{providerId}", summary="Remove a provider", responses=errors(404))
+async def remove_provider(request: Request, providerId: str) -> dict[str, Any]:
+    engine = engine_of(request)
+    settings = engine.settings.model_copy(deep=True)
+    remaining = [p for p in settings.providers if p.id != providerId]
+    if len(remaining) == len(settings.providers):
+        raise ApiError(
+            404, "provider_not_found", f"no provider with id {providerId!r}", "providerId"
+        )
+    settings.providers = remaining
+    await engine.update_settings(settings)
+    return {"ok": True, "providers": [p.to_public_dict() for p in remaining]}
+
+
+@router.post(
+    "/providers/{providerId}/default",
+    summary="Make a provider the first choice",
+    responses=errors(404),
+)
+async def default_provider(request: Request, providerId: str) -> dict[str, Any]:
+    engine = engine_of(request)
+    settings = engine.settings.model_copy(deep=True)
+    chosen = [p for p in settings.providers if p.id == providerId]
+    if not chosen:
+        raise ApiError(
+            404, "provider_not_found", f"no provider with id {providerId!r}", "providerId"
+        )
+    settings.providers = chosen + [p for p in settings.providers if p.id != providerId]
+    await engine.update_settings(settings)
+    return {"ok": True, "providers": [p.to_public_dict() for p in settings.providers]}
+
+
+# -- API keys ---------------------------------------------------------------------------
+
+
+@router.get("/keys", summary="API keys (never the keys themselves)", responses=errors(503))
+async def list_keys(request: Request) -> dict[str, Any]:
+    records = await engine_of(request).keys.list()
+    return {"ok": True, "keys": [key_to_dict(record) for record in records]}
+
+
+@router.post(
+    "/keys",
+    status_code=201,
+    summary="Create an API key; the key is returned once",
+    responses=errors(*BODY_ERRORS, 503),
+)
+async def create_key(request: Request, body: CreateKey) -> dict[str, Any]:
+    engine = engine_of(request)
+    try:
+        record, plaintext = await engine.keys.create(body.name, body.scopes, body.rateLimitRpm)
+    except ValueError as exc:
+        raise ApiError(422, "invalid_request", str(exc), "scopes") from exc
+    return {"ok": True, "key": plaintext, "record": key_to_dict(record)}
+
+
+@router.post(
+    "/keys/{keyId}/revoke",
+    summary="Revoke an API key by id or prefix",
+    responses=errors(404, 503),
+)
+async def revoke_key(request: Request, keyId: str) -> dict[str, Any]:
+    record = await engine_of(request).keys.revoke(keyId)
+    if record is None:
+        raise ApiError(404, "key_not_found", f"no API key with id or prefix {keyId!r}", "keyId")
+    return {"ok": True, "record": key_to_dict(record)}
+
+
+def key_to_dict(record: Any) -> dict[str, Any]:
+    data = asdict(record)
+    return {
+        "id": data["id"],
+        "prefix": data["prefix"],
+        "name": data["name"],
+        "scopes": list(data["scopes"]),
+        "rateLimitRpm": data["rate_limit_rpm"],
+        "createdAt": _iso(data["created_at"]),
+        "lastUsedAt": _iso(data["last_used_at"]),
+        "usageCount": data["usage_count"],
+        "revoked": data["revoked"],
+    }
+
+
+def _iso(value: Any) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+# -- events -------------------------------------------------------------------------------
+
+
+def resume_after(last_event_id: str | None, since: int | None = None) -> int | None:
+    """The event id a reconnecting stream resumes after (the header wins over ``since``)."""
+    if last_event_id is None:
+        return since
+    try:
+        return int(last_event_id)
+    except ValueError as exc:
+        raise ApiError(
+            400, "invalid_request", "Last-Event-ID must be an integer", "Last-Event-ID"
+        ) from exc
+
+
+@router.get(
+    "/events",
+    summary="Server-sent events: an init frame, then replay, then live events",
+    responses=errors(400, 422),
+)
+async def events(
+    request: Request,
+    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+    since: Annotated[int | None, Query(description="same as the Last-Event-ID header")] = None,
+) -> EventSourceResponse:
+    engine = engine_of(request)
+    subscription = engine.events.subscribe(resume_after(last_event_id, since))
+    init = {
+        "id": engine.events.last_id,
+        "type": "init",
+        "payload": {
+            "status": engine.status(),
+            "cron": engine.cron.listing(),
+            "heartbeat": (await engine.heartbeat.listing())["tasks"],
+            "backgroundAgents": engine.agents.background_agents(),
+            "replayed": subscription.replayed,
+            "gap": subscription.gap,
+        },
+        "timestamp": None,
+    }
+    return EventStream(event_frames(init, subscription), ping_s=SSE_PING_S)

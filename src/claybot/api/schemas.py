@@ -1,0 +1,212 @@
+"""Request bodies of the engine API.
+
+Unknown fields are rejected, so typos are caught, and JSON types are strict: ``0`` is
+not ``false`` and ``"5"`` is not ``5``, which is what the OpenAPI document promises.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Annotated, Any, Literal
+from zoneinfo import available_timezones
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+    JsonValue,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, PydanticCustomError, core_schema
+from typing_extensions import TypeAliasType
+
+from claybot.api.cron_pattern import CRON_DESCRIPTION, cron_pattern, impossible_day_pattern
+from claybot.config.settings import ProviderSettings
+from claybot.cron import task
+from claybot.db.keys import SCOPES
+
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+NAME_PATTERN = r"^[^\x00-\x1f/]+$"
+NAME = Field(min_length=1, max_length=256, pattern=NAME_PATTERN)
+
+
+# The two schemas below are built when the document is generated, not at import (the
+# pattern is 10 kB of text; the zone list reads ~600 files), off the engine's start path.
+
+
+class _CronExpressionSchema:
+    def __get_pydantic_json_schema__(
+        self, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 256,
+            "pattern": cron_pattern(),
+            "not": {"pattern": impossible_day_pattern()},
+            "description": CRON_DESCRIPTION,
+            "examples": ["0 9 * * MON-FRI", "*/15 * * * *", "0 0 L * *"],
+        }
+
+
+@cache
+def zone_names() -> list[str]:
+    return sorted(available_timezones())
+
+
+class _TimeZoneSchema:
+    def __get_pydantic_json_schema__(
+        self, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return {
+            "type": "string",
+            "enum": zone_names(),
+            "description": "An IANA time zone of the engine's zone database, e.g. "
+            "`Europe/Paris`; by default the engine's (settings: engine.timezone)",
+        }
+
+
+# Named aliases: each is one component of the document, however many bodies use it.
+# Validation stays with the engine (CronSchedule.parse, parse_zone), which the
+# schemas describe; the length limits are checked here too.
+CronExpression = TypeAliasType(
+    "CronExpression",
+    Annotated[str, Field(min_length=1, max_length=256), _CronExpressionSchema()],
+)
+TimeZone = TypeAliasType(
+    "TimeZone", Annotated[str, Field(min_length=1, max_length=64), _TimeZoneSchema()]
+)
+
+
+def _json_integer(value: Any) -> Any:
+    if isinstance(value, bool | str):
+        raise PydanticCustomError("int_type", "Input should be a valid integer")
+    return value
+
+
+class JsonInteger:
+    """An integer as JSON has it: ``5`` or ``5.0``, not ``"5"`` or ``true``.
+
+    Strict mode refuses ``5.0``, which JSON Schema counts as an integer (and Python's
+    json module writes for a float); lax mode takes ``"5"`` and ``true``. Put it after
+    the field's bounds in ``Annotated``, so the bounds stay ``minimum``/``maximum`` in
+    the document.
+    """
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> CoreSchema:
+        inner = handler(source)
+        if inner["type"] == "int":
+            inner = {**inner, "strict": False}
+        return core_schema.no_info_before_validator_function(_json_integer, inner)
+
+
+JSON_INTEGER = JsonInteger()
+
+
+SCOPE_NAMES: list[JsonValue] = [*sorted(SCOPES)]
+
+
+class Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class Gate(task.Gate):
+    """The gate of a cron or heartbeat task: the task file's own model, with strict JSON types.
+
+    A model's strictness does not reach the models inside it, so the file's model
+    (lenient, as YAML wants) is narrowed here rather than validated from a dict in
+    the route, which reported its errors as raw pydantic text.
+    """
+
+    model_config = ConfigDict(strict=True)
+
+    # task.Gate's bounds (a test keeps them equal), taking 5000.0 as JSON does.
+    timeoutMs: Annotated[int, Field(ge=100, le=300_000), JSON_INTEGER] = 30_000
+
+
+class PostMessage(Body):
+    connector: Literal["local"] = "local"
+    userId: str = NAME
+    channelId: str = NAME
+    text: str = Field(min_length=1)
+    messageId: str | None = Field(default=None, pattern=ID_PATTERN)
+
+
+class ResetAgent(Body):
+    message: str | None = Field(default=None, max_length=10_000)
+
+
+class LoadPlugin(Body):
+    pluginId: str = Field(min_length=1, max_length=64)
+    instanceId: str | None = Field(default=None, min_length=1, max_length=64)
+    # None keeps the stored settings of a configured instance (reload after unload).
+    settings: dict[str, Any] | None = None
+
+
+class UnloadPlugin(Body):
+    instanceId: str = Field(min_length=1, max_length=64)
+
+
+class SetAuth(Body):
+    id: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    key: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z][A-Za-z0-9_]*$")
+    value: str = Field(min_length=1, max_length=8192)
+
+
+class CreateKey(Body):
+    name: str = Field(min_length=1, max_length=128)
+    # The key store checks the scopes (its 422 names the field "scopes", as clients
+    # know it); the document lists them.
+    scopes: list[str] = Field(
+        min_length=1, json_schema_extra={"items": {"type": "string", "enum": SCOPE_NAMES}}
+    )
+    rateLimitRpm: Annotated[int, Field(ge=1, le=1_000_000), JSON_INTEGER] = 60
+
+
+class UpsertProvider(ProviderSettings):
+    model_config = ConfigDict(strict=True)  # merged with the settings file's camelCase config
+
+    # Where to put a new provider; None: last.
+    position: Annotated[int, Field(ge=0), JSON_INTEGER] | None = None
+
+
+class WebchatMessage(Body):
+    userId: str = NAME
+    channelId: str = Field(default="web", min_length=1, max_length=256, pattern=NAME_PATTERN)
+    text: str = Field(min_length=1)
+    messageId: str | None = Field(default=None, pattern=ID_PATTERN)
+
+
+class DecidePermission(Body):
+    decision: Literal["allow", "deny"]
+    by: str = Field(default="api", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9:._-]+$")
+
+
+class AddCronTask(Body):
+    name: str = Field(min_length=1, max_length=200)
+    schedule: CronExpression
+    prompt: str = Field(min_length=1, max_length=32_000)
+    timezone: TimeZone | None = None
+    description: str = Field(default="", max_length=2000)
+    agentId: str | None = Field(default=None, min_length=1, max_length=64)
+    enabled: bool = True
+    deleteAfterRun: bool = False
+    gate: Gate | None = None
+    misfire: Literal["skip", "run-once"] = "run-once"
+    overlap: Literal["skip", "queue"] = "skip"
+
+
+class AddHeartbeatTask(Body):
+    title: str = Field(min_length=1, max_length=200)
+    prompt: str = Field(min_length=1, max_length=32_000)
+    id: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9-]{0,63}$")
+    gate: Gate | None = None
+    overwrite: bool = False
+
+
+class RunHeartbeat(Body):
+    ids: list[str] | None = Field(default=None, max_length=1000)

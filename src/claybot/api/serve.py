@@ -1,0 +1,113 @@
+"""Running an engine in the foreground: ``claybot start``.
+
+Startup: take the home's lock, start the engine, bind the socket (0600) and TCP,
+write the pid file, print where it listens. SIGTERM/SIGINT (or POST
+/v1/engine/shutdown): stop accepting, end event streams, let running turns finish
+(or leave them durably pending), flush, remove the socket and pid file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import signal
+import sys
+from collections.abc import Callable
+
+from claybot.api.app import create_app
+from claybot.api.server import bind_tcp_socket, bind_unix_socket, make_server
+from claybot.api.tcp_auth import ApiKeyMiddleware
+from claybot.config.home import HomePaths
+from claybot.engine.engine import Engine, EngineOptions
+from claybot.engine.instance import InstanceLock
+
+DRAIN_TIMEOUT_S = 10.0
+
+
+async def serve(
+    paths: HomePaths,
+    options: EngineOptions,
+    *,
+    announce: Callable[[str], None] = lambda line: print(line, flush=True),
+) -> None:
+    paths.ensure()
+    options.defer_database = True  # the socket first; SQLAlchemy imports after it is up
+    lock = InstanceLock(paths)
+    lock.acquire()  # AlreadyRunning if another engine has this home
+    engine = Engine(paths, options)
+    stop = asyncio.Event()
+    stopped_cleanly = False
+    try:
+        await engine.start()
+        freeze_boot_heap()
+        app = create_app(engine, request_shutdown=stop.set)
+        unix_socket = bind_unix_socket(paths.socket)
+        port = options.port if options.port is not None else engine.settings.engine.port
+        tcp_socket = bind_tcp_socket(engine.settings.engine.host, port)
+        engine.tcp_port = tcp_socket.getsockname()[1]
+        servers = [make_server(app), make_server(ApiKeyMiddleware(app, engine.keys))]
+        serving = [
+            asyncio.create_task(servers[0].serve(sockets=[unix_socket])),
+            asyncio.create_task(servers[1].serve(sockets=[tcp_socket])),
+        ]
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        while not all(server.started for server in servers):
+            if any(task.done() for task in serving):
+                break
+            await asyncio.sleep(0.005)
+        lock.write_pid()
+        engine.start_database()
+        await engine.sandbox.support()  # for the line below: can agents run commands here?
+        announce(
+            f"ClayBot engine ready (pid {engine.status()['pid']})\n"
+            f"  socket: {paths.socket}\n"
+            f"  http:   http://{engine.settings.engine.host}:{engine.tcp_port}\n"
+            f"  home:   {paths.home}\n"
+            f"  exec:   {engine.sandbox.announcement()}"
+        )
+        stopped = asyncio.create_task(stop.wait())
+        await asyncio.wait([stopped, *serving], return_when=asyncio.FIRST_COMPLETED)
+        for server in servers:
+            server.should_exit = True
+        engine.events.close_subscriptions()
+        await engine.stop(DRAIN_TIMEOUT_S)
+        stopped_cleanly = True
+        await asyncio.gather(*serving, return_exceptions=True)
+        stopped.cancel()
+    finally:
+        if not stopped_cleanly:
+            await engine.stop(0)
+        lock.release()
+
+
+def freeze_boot_heap() -> None:
+    """Take what boot built out of the garbage collector's sight, once.
+
+    Settings, plugins, thousands of cron tasks and loaded agents live as long as
+    the engine. Left in the oldest generation, every full collection walks them
+    again: with 10,000 cron tasks one took 60-80 ms, long enough to make 1,000
+    runs that fire together late. Boot's own garbage is collected first; later
+    objects are collected as usual.
+    """
+    gc.collect()
+    gc.freeze()
+
+
+def event_loop_runner() -> asyncio.Runner:
+    """The engine's event loop: uvloop when it is installed, asyncio's otherwise."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.Runner()
+    return asyncio.Runner(loop_factory=uvloop.new_event_loop)
+
+
+def run(paths: HomePaths, options: EngineOptions) -> None:
+    """Run until stopped."""
+    with event_loop_runner() as runner:
+        try:
+            runner.run(serve(paths, options))
+        except KeyboardInterrupt:
+            sys.exit(130)

@@ -1,0 +1,202 @@
+"""API keys on the TCP listener: a plain ASGI middleware (it must not buffer SSE).
+
+The Unix socket serves the bare app (the owner's, trusted); TCP serves the app
+wrapped in ``ApiKeyMiddleware``: ``Authorization: Bearer cb_...``, the route's
+scope (``admin`` passes every check), and the key's rate limit. A client address
+that keeps presenting unknown keys is refused (429) before its keys are looked up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from claybot.api.ratelimit import FailureLimiter, RateLimiter, SlidingWindowLimiter
+from claybot.db.errors import StoreError
+
+if TYPE_CHECKING:
+    from claybot.db.keys import ApiKeyStore
+
+log = logging.getLogger(__name__)
+
+# Paths any valid key may read, whatever its scopes: the API's own description.
+OPEN_PATHS = frozenset({"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
+READ_METHODS = frozenset({"GET", "HEAD"})
+ScopeTable = Callable[[str, str], str | None]
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root + "/")
+
+
+def required_scope(method: str, path: str) -> str | None:
+    """The scope a route needs; None means any valid key will do.
+
+    Unknown paths need ``admin``: a route added later is closed until it is listed here.
+    """
+    if path in OPEN_PATHS:
+        return None
+    if path.startswith("/v1/engine/"):
+        return "admin"
+    if _under(path, "/api/agents"):
+        return "agents:read" if method in READ_METHODS else "agents:write"
+    if _under(path, "/api/v1/jobs"):
+        if method in READ_METHODS:
+            return "jobs:read"
+        return "jobs:delete" if method == "DELETE" else "jobs:write"
+    return "admin"
+
+
+class ApiKeyMiddleware:
+    def __init__(
+        self,
+        app: ASGIApp,
+        store: ApiKeyStore,
+        limiter: RateLimiter | None = None,
+        required_scope: ScopeTable = required_scope,
+        failures: FailureLimiter | None = None,
+    ) -> None:
+        self.app = app
+        self.store = store
+        self.limiter = limiter or SlidingWindowLimiter()
+        self.failures = failures or FailureLimiter()
+        self.required_scope = required_scope
+        # Use is recorded off the request path; the set keeps the tasks alive.
+        self._pending: set[asyncio.Task[None]] = set()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):  # lifespan
+            await self.app(scope, receive, send)
+            return
+        client = _client_address(scope)
+        wait_s = self.failures.retry_after(client)
+        if wait_s:
+            await _deny(
+                scope, send, 429, "rate_limited",
+                f"too many unknown API keys from this address; retry in {wait_s} s",
+                retry_after=wait_s,
+            )  # fmt: skip
+            return
+        presented = _bearer(scope)
+        if presented is None:
+            await _deny(
+                scope, send, 401, "unauthorized",
+                "an API key is required: Authorization: Bearer cb_...",
+            )  # fmt: skip
+            return
+        try:
+            record = await self.store.verify(presented)
+        except StoreError as exc:
+            # The caller is not authenticated yet: the database's details stay in the log.
+            log.error(
+                "cannot check an API key: %s",
+                exc,
+                extra={"action": "keys.verify_failed"},
+            )
+            await _deny(
+                scope, send, 503, "unavailable",
+                "API keys cannot be checked right now; retry shortly",
+                retry_after=5,
+            )  # fmt: skip
+            return
+        if record is None:
+            if self.failures.record_failure(client):
+                log.warning(
+                    "%d unknown API keys in a minute from %s: its requests get 429 until the "
+                    "oldest is a minute old; if this is yours, check the key it sends",
+                    self.failures.limit,
+                    client,
+                    extra={"action": "keys.client_limited", "client": client},
+                )
+            await _deny(scope, send, 401, "unauthorized", "the API key is unknown or revoked")
+            return
+        needed = self.required_scope(str(scope.get("method", "GET")), str(scope["path"]))
+        if not record.allows(needed):
+            await _deny(scope, send, 403, "forbidden", f"this API key lacks the scope {needed!r}")
+            return
+        decision = self.limiter.check(record.id, record.rate_limit_rpm)
+        if not decision.allowed:
+            await _deny(
+                scope, send, 429, "rate_limited",
+                f"this API key allows {record.rate_limit_rpm} requests per minute; "
+                f"retry in {decision.retry_after_s} s",
+                retry_after=decision.retry_after_s,
+                extra_headers=[
+                    (b"x-ratelimit-limit", str(record.rate_limit_rpm).encode()),
+                    (b"x-ratelimit-remaining", b"0"),
+                ],
+            )  # fmt: skip
+            return
+        task = asyncio.create_task(self._record_use(record.id))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+        scope.setdefault("state", {})["api_key"] = record
+        await self.app(scope, receive, send)
+
+    async def _record_use(self, key_id: str) -> None:
+        try:
+            await self.store.record_use(key_id)
+        except StoreError as exc:
+            log.warning(
+                "could not record API key use: %s; usage counts may lag",
+                exc,
+                extra={"action": "keys.record_use_failed"},
+            )
+
+
+def _client_address(scope: Scope) -> str:
+    """The peer's address (not its port, which changes with every connection).
+
+    Forwarding headers are not trusted: anyone can send them. Behind a reverse
+    proxy every client is the proxy's address and shares one failure count.
+    """
+    client = scope.get("client")
+    return str(client[0]) if client else "unknown"
+
+
+def _bearer(scope: Scope) -> str | None:
+    """The token of ``Authorization: Bearer <token>``; None if absent or malformed."""
+    for name, value in scope.get("headers", []):
+        if name == b"authorization":
+            header: str = bytes(value).decode("latin-1")
+            scheme, _, token = header.strip().partition(" ")
+            token = token.strip()
+            if scheme.lower() != "bearer" or not token or " " in token:
+                return None
+            return token
+    return None
+
+
+async def _deny(
+    scope: Scope,
+    send: Send,
+    status: int,
+    code: str,
+    message: str,
+    retry_after: int | None = None,
+    extra_headers: list[tuple[bytes, bytes]] | None = None,
+) -> None:
+    body = json.dumps({"ok": False, "error": {"code": code, "message": message}}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if status == 401:
+        headers.append((b"www-authenticate", b'Bearer realm="claybot"'))
+    if retry_after is not None:
+        headers.append((b"retry-after", str(retry_after).encode()))
+    headers.extend(extra_headers or [])
+    if scope["type"] == "websocket":
+        if "websocket.http.response" in scope.get("extensions", {}):
+            # The server can answer the handshake with a real HTTP status and body.
+            prefix = "websocket.http.response"
+        else:
+            # Refusing the handshake is all the protocol offers; the code carries the status.
+            await send({"type": "websocket.close", "code": 4000 + status, "reason": code})
+            return
+    else:
+        prefix = "http.response"
+    await send({"type": f"{prefix}.start", "status": status, "headers": headers})
+    await send({"type": f"{prefix}.body", "body": body})

@@ -1,0 +1,73 @@
+"""The webchat connector's two doors: post a message, follow the conversation."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Query, Request
+from sse_starlette.sse import EventSourceResponse
+
+from claybot.api.responses import BODY_ERRORS, errors
+from claybot.api.routes import SSE_PING_S, engine_of, resume_after
+from claybot.api.schemas import NAME_PATTERN, WebchatMessage
+from claybot.api.sse import EventStream, event_frames
+from claybot.connectors.base import InboundMessage
+from claybot.connectors.webchat import WEBCHAT_CONNECTOR, conversation_event
+from claybot.kernel.events import frame_event
+
+router = APIRouter(prefix="/v1/engine/webchat")
+WEBCHAT_MARK = f'"{WEBCHAT_CONNECTOR}"'.encode()
+
+
+@router.post(
+    "/messages",
+    status_code=202,
+    summary="Post a webchat message (durable on return)",
+    responses=errors(*BODY_ERRORS, 503),
+)
+async def post_message(request: Request, body: WebchatMessage) -> dict[str, Any]:
+    engine = engine_of(request)
+    message = InboundMessage(
+        WEBCHAT_CONNECTOR, body.userId, body.channelId, body.text, body.messageId
+    )
+    posted = await engine.post_inbound(message)  # too large, stopping: the shared handlers
+    return {
+        "ok": True,
+        "agentId": posted.agent_id,
+        "messageId": posted.message_id,
+        "duplicate": posted.duplicate,
+    }
+
+
+@router.get(
+    "/events",
+    summary="SSE: this conversation's replies and permission prompts",
+    responses=errors(400, 422),
+)
+async def events(
+    request: Request,
+    user_id: Annotated[str, Query(alias="userId", pattern=NAME_PATTERN, max_length=256)],
+    channel_id: Annotated[
+        str, Query(alias="channelId", pattern=NAME_PATTERN, max_length=256)
+    ] = "web",
+    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+) -> EventSourceResponse:
+    engine = engine_of(request)
+    subscription = engine.events.subscribe(resume_after(last_event_id))
+    pending = [
+        item.to_dict()
+        for item in engine.permissions.list("pending")
+        if item.connector == WEBCHAT_CONNECTOR
+        and item.user_id == user_id
+        and item.channel_id == channel_id
+    ]
+    init = {"id": engine.events.last_id, "type": "init", "payload": {"pendingPermissions": pending}}
+
+    def in_conversation(frame: bytes) -> bool:
+        # Only a frame that names the webchat connector can belong here: the rest of the
+        # bus is skipped without decoding it.
+        if WEBCHAT_MARK not in frame:
+            return False
+        return conversation_event(frame_event(frame).to_dict(), user_id, channel_id)
+
+    return EventStream(event_frames(init, subscription, in_conversation), ping_s=SSE_PING_S)

@@ -1,0 +1,89 @@
+"""Talking to a running engine over its Unix socket (the CLI's only door)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from claybot.client.errors import EngineApiError, EngineNotRunning
+
+__all__ = ["EngineApiError", "EngineClient", "EngineNotRunning"]
+
+BASE_URL = "http://claybot"
+
+
+class EngineClient:
+    def __init__(self, socket_path: Path, *, timeout_s: float = 30.0) -> None:
+        self.socket_path = socket_path
+        self._client = httpx.Client(
+            transport=httpx.HTTPTransport(uds=str(socket_path)),
+            base_url=BASE_URL,
+            timeout=timeout_s,
+        )
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> EngineClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def is_running(self) -> bool:
+        if not self.socket_path.exists():
+            return False
+        try:
+            self.request("GET", "/v1/engine/status")
+        except EngineNotRunning:
+            return False
+        return True
+
+    def request(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        try:
+            response = self._client.request(method, path, **kwargs)
+        except (httpx.ConnectError, FileNotFoundError, ConnectionRefusedError) as exc:
+            raise EngineNotRunning(f"no engine answers on {self.socket_path}") from exc
+        try:
+            body = response.json()
+        except ValueError:
+            body = {}
+        if response.status_code >= 400:
+            error = body.get("error", {}) if isinstance(body, dict) else {}
+            raise EngineApiError(
+                response.status_code,
+                str(error.get("code", "error")),
+                str(error.get("message", response.text)),
+                error.get("field"),
+            )
+        return body if isinstance(body, dict) else {"value": body}
+
+    def get(self, path: str, **params: Any) -> dict[str, Any]:
+        return self.request("GET", path, params={k: v for k, v in params.items() if v is not None})
+
+    def post(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        return self.request("POST", path, json=body or {})
+
+    def delete(self, path: str) -> dict[str, Any]:
+        return self.request("DELETE", path)
+
+    def events(self, last_event_id: int | None = None) -> Iterator[dict[str, Any]]:
+        """Follow the SSE stream; yields each event envelope (the init frame first)."""
+        headers = {"Last-Event-ID": str(last_event_id)} if last_event_id is not None else {}
+        try:
+            with self._client.stream(
+                "GET", "/v1/engine/events", headers=headers, timeout=httpx.Timeout(None, connect=5)
+            ) as response:
+                data: list[str] = []
+                for line in response.iter_lines():
+                    if line.startswith("data:"):
+                        data.append(line[5:].lstrip())
+                    elif line == "" and data:
+                        yield json.loads("\n".join(data))
+                        data = []
+        except (httpx.ConnectError, FileNotFoundError) as exc:
+            raise EngineNotRunning(f"no engine answers on {self.socket_path}") from exc

@@ -1,6 +1,0 @@
-"""The ``mcp`` plugin: tools from Model Context Protocol servers, as ``mcp__<server>__<tool>``."""
-
-from claybot.engine.plugins.builtin.mcp.definition import mcp_definition
-from claybot.engine.plugins.builtin.mcp.settings import McpServerSettings, McpSettings
-
-__all__ = ["McpServerSettings", "McpSettings", "mcp_definition"]

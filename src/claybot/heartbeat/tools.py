@@ -1,0 +1,97 @@
+"""Heartbeat tools: agents add, list, remove and run the heartbeat's tasks."""
+
+from __future__ import annotations
+
+import asyncio
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from claybot.cron.task import Gate
+from claybot.heartbeat.scheduler import HeartbeatScheduler
+from claybot.heartbeat.store import HeartbeatTaskError
+from claybot.tools.base import ToolContext, ToolDefinition, ToolResult
+
+
+class HeartbeatAdd(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    title: str = Field(min_length=1, max_length=200)
+    prompt: str = Field(min_length=1, max_length=32_000)
+    id: str | None = Field(default=None, description="Default: made from the title.")
+    gate: Gate | None = Field(
+        default=None,
+        description="A command run before each beat, like your exec (your folders, no "
+        "network); exit 0 includes the task and its output.",
+    )
+    overwrite: bool = False
+
+
+class HeartbeatRemove(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str = Field(min_length=1, max_length=64)
+
+
+class HeartbeatRun(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    ids: list[str] | None = Field(default=None, description="Default: every task.")
+
+
+class NoArguments(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class HeartbeatTools:
+    def __init__(self, scheduler: HeartbeatScheduler) -> None:
+        self._scheduler = scheduler
+
+    def definitions(self) -> list[ToolDefinition]:
+        return [
+            ToolDefinition(
+                "heartbeat_add", "Add (or replace) a heartbeat task.", HeartbeatAdd, self.add
+            ),
+            ToolDefinition("heartbeat_list", "List the heartbeat tasks.", NoArguments, self.list),
+            ToolDefinition(
+                "heartbeat_remove", "Remove a heartbeat task.", HeartbeatRemove, self.remove
+            ),
+            ToolDefinition(
+                "heartbeat_run",
+                "Run the heartbeat now (all or some tasks).",
+                HeartbeatRun,
+                self.run,
+            ),
+        ]
+
+    async def add(self, arguments: BaseModel, context: ToolContext) -> ToolResult:
+        assert isinstance(arguments, HeartbeatAdd)
+        try:
+            task = await asyncio.to_thread(
+                self._scheduler.store.add,
+                arguments.title,
+                arguments.prompt,
+                task_id=arguments.id,
+                gate=arguments.gate,
+                overwrite=arguments.overwrite,
+                created_by=context.agent_id,
+            )
+        except HeartbeatTaskError as exc:
+            return ToolResult(str(exc), is_error=True)
+        return ToolResult(f"Heartbeat task {task.id} saved.")
+
+    async def list(self, arguments: BaseModel, context: ToolContext) -> ToolResult:
+        listing = await self._scheduler.listing()
+        lines = [f"{task['id']}\t{task['title']}" for task in listing["tasks"]]
+        lines.append(f"last run: {listing['tasks'][0]['lastRunAt'] if listing['tasks'] else None}")
+        lines.append(f"next run: {listing['nextRunAt']}")
+        return ToolResult("\n".join(lines))
+
+    async def remove(self, arguments: BaseModel, context: ToolContext) -> ToolResult:
+        assert isinstance(arguments, HeartbeatRemove)
+        try:
+            await asyncio.to_thread(self._scheduler.store.remove, arguments.id)
+        except (LookupError, HeartbeatTaskError) as exc:
+            return ToolResult(str(exc), is_error=True)
+        return ToolResult(f"Heartbeat task {arguments.id} removed.")
+
+    async def run(self, arguments: BaseModel, context: ToolContext) -> ToolResult:
+        assert isinstance(arguments, HeartbeatRun)
+        self._scheduler.run_now(arguments.ids)
+        return ToolResult("The heartbeat will run now; its tasks report when done.")

@@ -1,0 +1,463 @@
+"""Running a command in the sandbox: what the machine offers, spawning, capping, killing.
+
+``Sandbox`` is probed once per engine (is there a bubblewrap that works, may the
+engine make pids cgroups) and hands out ``SandboxRunner``s, one per owner (a shell
+plugin instance, the cron and heartbeat gates), each with its own mode and limits.
+
+A command runs in its own session (process group) and, where the engine may make
+one, its own pids cgroup. Past its timeout the group gets SIGTERM and, after a
+grace period, SIGKILL; once the command ends, whatever it left running is killed:
+the group, the cgroup (which ``setsid`` does not leave) and, under bubblewrap, the
+PID namespace, which the kernel empties when the command's init dies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import os
+import pwd
+import shutil
+import signal
+import stat
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from claybot.permissions.model import Permissions
+from claybot.sandbox.cgroup import (
+    CommandCgroup,
+    PidsCgroups,
+    discover_pids_cgroups,
+    remove_parent,
+)
+from claybot.sandbox.limits import DEFAULT_LIMITS, ResourceLimits, limits_applier
+from claybot.sandbox.policy import (
+    NETWORK_ISOLATIONS,
+    Backend,
+    SandboxMode,
+    SandboxPolicy,
+    SandboxUnavailable,
+    bwrap_argv,
+    sandbox_environment,
+    secret_paths,
+    unconfined_argv,
+)
+
+log = logging.getLogger(__name__)
+
+READ_CHUNK = 65536
+KILL_GRACE_S = 2.0
+DRAIN_S = 2.0  # how long output may keep coming once the command has ended
+PROBE_TIMEOUT_S = 10.0
+RETURNCODE_WAIT_S = 5.0
+# bwrap's own processes (the launcher and the namespace's init) count in the cgroup.
+BWRAP_PROCESSES = 2
+INSTALL_HINT = (
+    "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install "
+    "bubblewrap; Arch: pacman -S bubblewrap)"
+)
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    mode: SandboxMode
+    limits: ResourceLimits = DEFAULT_LIMITS
+    max_output_bytes: int = 1_000_000
+    kill_grace_s: float = KILL_GRACE_S
+
+
+@dataclass(frozen=True)
+class SandboxSupport:
+    """What this machine offers, probed once."""
+
+    bwrap: str | None  # a bubblewrap that works here
+    problem: str  # why commands cannot be confined; "" when they can
+    cgroups: PidsCgroups | None  # per-command pids cgroups, when the engine may make them
+    cgroup_problem: str
+
+    @property
+    def process_limit(self) -> str:
+        """What bounds a command's processes here, for the status and the start line."""
+        if self.cgroups is not None:
+            return f"cgroup v{self.cgroups.version} pids.max"
+        if os.geteuid() == 0:
+            return "none: the engine runs as root and may not make pids cgroups"
+        return "RLIMIT_NPROC (counts all of the engine user's processes)"
+
+
+@dataclass
+class CapturedOutput:
+    data: bytearray = field(default_factory=bytearray)
+    dropped: int = 0  # bytes read past the cap and thrown away
+
+    def text(self) -> str:
+        return self.data.decode(errors="replace")
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    backend: Backend
+    exit_code: int | None  # None when the command was killed for running too long
+    stdout: CapturedOutput
+    stderr: CapturedOutput
+    duration_s: float
+    timed_out: bool = False
+
+
+def default_user_homes() -> tuple[str, ...]:
+    """Whose ``~/.ssh``, ``~/.aws`` ... are hidden from commands."""
+    homes = [os.path.expanduser("~"), pwd.getpwuid(os.getuid()).pw_dir, "/root"]
+    return tuple(dict.fromkeys(homes))
+
+
+class Sandbox:
+    """The machine's command sandbox, shared by everything that runs agents' commands."""
+
+    def __init__(
+        self,
+        claybot_home: Path | str,
+        *,
+        which: Callable[[str], str | None] | None = None,
+        environ: Mapping[str, str] | None = None,
+        user_homes: tuple[str, ...] | None = None,
+        discover_cgroups: Callable[[], tuple[PidsCgroups | None, str]] = discover_pids_cgroups,
+    ) -> None:
+        self.claybot_home = str(claybot_home)
+        self.environ = os.environ if environ is None else environ
+        # The helpers are looked for on the engine's PATH; tests pass their own ``which``
+        # (or a PATH without bwrap) to play a poorer machine.
+        if which is None:
+            which = functools.partial(shutil.which, path=self.environ.get("PATH", os.defpath))
+        self.bwrap = which("bwrap")
+        self.unshare = which("unshare")
+        self.user_homes = default_user_homes() if user_homes is None else user_homes
+        self._discover_cgroups = discover_cgroups
+        self._lock = asyncio.Lock()
+        self._support: SandboxSupport | None = None
+        self._isolation: tuple[str, ...] | None = None
+        self._isolation_probed = False
+        self._unconfined: set[str] = set()
+
+    def runner(self, owner: str, config: SandboxConfig) -> SandboxRunner:
+        """A runner for ``owner``; an unconfined one is listed in the status until forgotten."""
+        if config.mode == "unconfined":
+            self._unconfined.add(owner)
+            log.warning(
+                "%s runs commands UNCONFINED: they can read and write whatever the engine's "
+                "user can, the secrets in the ClayBot home included (its settings say "
+                "sandbox: unconfined)",
+                owner,
+                extra={"action": "sandbox.unconfined", "owner": owner},
+            )
+        return SandboxRunner(self, owner, config)
+
+    def forget(self, owner: str) -> None:
+        self._unconfined.discard(owner)
+
+    async def support(self) -> SandboxSupport:
+        async with self._lock:
+            if self._support is None:
+                self._support = await self._probe()
+            return self._support
+
+    async def _probe(self) -> SandboxSupport:
+        cgroups, cgroup_problem = await asyncio.to_thread(self._discover_cgroups)
+        if self.bwrap is None:
+            problem = f"bubblewrap is not installed, so commands cannot be confined; {INSTALL_HINT}"
+            bwrap = None
+        else:
+            probe = [self.bwrap, "--unshare-all", "--die-with-parent", "--cap-drop", "ALL"]
+            probe += ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", "/bin/true"]
+            error = await _failure_of(probe)
+            if error is None:
+                bwrap, problem = self.bwrap, ""
+            else:
+                bwrap = None
+                problem = (
+                    f"bubblewrap ({self.bwrap}) cannot create its namespaces here ({error}), so "
+                    "commands cannot be confined; allow unprivileged user namespaces "
+                    "(sysctl kernel.unprivileged_userns_clone=1, or the AppArmor profile for "
+                    "bwrap) or run the engine where they work"
+                )
+        support = SandboxSupport(bwrap, problem, cgroups, cgroup_problem)
+        log.log(
+            logging.WARNING if problem else logging.INFO,
+            "exec sandbox: %s; processes bounded by %s",
+            problem or f"bubblewrap ({bwrap}) confines commands",
+            support.process_limit,
+            extra={"action": "sandbox.probed", "cgroupProblem": cgroup_problem or None},
+        )
+        return support
+
+    async def network_isolation(self) -> tuple[str, ...] | None:
+        """The ``unshare`` argv prefix that gives an empty network namespace, if any works."""
+        async with self._lock:
+            if not self._isolation_probed:
+                self._isolation = await self._probe_isolation()
+                self._isolation_probed = True
+            return self._isolation
+
+    async def _probe_isolation(self) -> tuple[str, ...] | None:
+        if self.unshare is not None:
+            for flags in NETWORK_ISOLATIONS:
+                prefix = (self.unshare, *flags, "--")
+                if await _failure_of([*prefix, "/bin/true"]) is None:
+                    return prefix
+        return None
+
+    def status(self) -> dict[str, Any]:
+        """For ``GET /v1/engine/status``: whether commands are confined, and what by."""
+        support = self._support
+        return {
+            "confined": bool(support and support.bwrap),
+            "backend": "bwrap" if support and support.bwrap else None,
+            "bwrap": support.bwrap if support else None,
+            "problem": support.problem if support else "not probed yet",
+            "processLimit": support.process_limit if support else None,
+            "unconfined": sorted(self._unconfined),
+            "summary": self.announcement(),
+        }
+
+    def announcement(self) -> str:
+        """One line for ``claybot start``: can agents run commands, and how confined."""
+        support = self._support
+        if support is None:
+            return "not probed"
+        if self._unconfined:
+            return (
+                f"UNCONFINED for {', '.join(sorted(self._unconfined))} (settings say "
+                "sandbox: unconfined): commands can read and write all the engine's user can"
+            )
+        if support.bwrap is None:
+            return f"UNAVAILABLE: exec and gates refuse to run. {support.problem}"
+        return f"confined by bubblewrap; processes bounded by {support.process_limit}"
+
+    async def close(self) -> None:
+        support = self._support
+        if support is not None and support.cgroups is not None:
+            await asyncio.to_thread(remove_parent, support.cgroups)
+
+    def policy(self, cwd: str, permissions: Permissions) -> SandboxPolicy:
+        """What a bubblewrapped command sees (reads the file system: call it off the loop)."""
+        hidden_dirs: list[str] = []
+        hidden_files: list[str] = []
+        for path in secret_paths(self.user_homes, self.claybot_home):
+            resolved = os.path.realpath(path)
+            try:
+                mode = os.lstat(resolved).st_mode
+            except OSError:
+                continue  # nothing there to hide
+            (hidden_dirs if stat.S_ISDIR(mode) else hidden_files).append(resolved)
+        return SandboxPolicy(
+            cwd=cwd,
+            network=permissions.network,
+            read_dirs=tuple(_unmoved_dirs(permissions.readDirs)),
+            write_dirs=tuple(_unmoved_dirs(permissions.writeDirs)),
+            blanked_dirs=tuple(
+                home
+                for home in (os.path.realpath(self.claybot_home),)
+                if os.path.isdir(home)  # bwrap cannot make a mount point on the read-only root
+            ),
+            hidden_dirs=tuple(hidden_dirs),
+            hidden_files=tuple(hidden_files),
+        )
+
+
+class SandboxRunner:
+    """Runs commands for one owner with one configuration."""
+
+    def __init__(self, sandbox: Sandbox, owner: str, config: SandboxConfig) -> None:
+        self.sandbox = sandbox
+        self.owner = owner
+        self.config = config
+
+    async def backend(self) -> Backend:
+        """The backend commands run in; SandboxUnavailable when they cannot be confined."""
+        if self.config.mode == "unconfined":
+            return "unconfined"
+        support = await self.sandbox.support()
+        if support.bwrap is None:
+            raise SandboxUnavailable(f"{support.problem}. The command was not run")
+        return "bwrap"
+
+    async def run(
+        self, command: str, *, cwd: str, home: str, permissions: Permissions, timeout_s: float
+    ) -> ExecResult:
+        """Run ``command`` (already checked: ``cwd`` resolved and granted). Raises
+        ``SandboxUnavailable`` without starting anything when it cannot be confined."""
+        backend = await self.backend()
+        support = await self.sandbox.support()
+        if backend == "bwrap":
+            assert support.bwrap is not None
+            policy = await asyncio.to_thread(self.sandbox.policy, cwd, permissions)
+            argv = bwrap_argv(support.bwrap, command, policy)
+            overhead = BWRAP_PROCESSES
+        else:
+            isolation = None if permissions.network else await self.sandbox.network_isolation()
+            argv = unconfined_argv(command, permissions.network, isolation)
+            overhead = 1 if isolation else 0
+        cgroup: CommandCgroup | None = None
+        if support.cgroups is not None:
+            try:
+                cgroup = await asyncio.to_thread(
+                    support.cgroups.create, self.config.limits.processes + overhead
+                )
+            except OSError as exc:
+                raise SandboxUnavailable(
+                    f"the command's process limit could not be set up ({exc}); it was not run"
+                ) from exc
+        started = time.monotonic()
+        try:
+            exit_code, stdout, stderr, timed_out = await self._spawn(
+                argv, cwd, home, timeout_s, cgroup
+            )
+        finally:
+            if cgroup is not None:
+                await asyncio.to_thread(cgroup.remove)
+        return ExecResult(backend, exit_code, stdout, stderr, time.monotonic() - started, timed_out)
+
+    async def _spawn(
+        self, argv: list[str], cwd: str, home: str, timeout_s: float, cgroup: CommandCgroup | None
+    ) -> tuple[int | None, CapturedOutput, CapturedOutput, bool]:
+        process = await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=cwd,
+            env=sandbox_environment(home, self.sandbox.environ),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+            preexec_fn=limits_applier(self.config.limits, cgroup),
+        )
+        assert process.stdout is not None and process.stderr is not None
+        cap = self.config.max_output_bytes
+        stdout, stderr = CapturedOutput(), CapturedOutput()
+        readers = [
+            asyncio.create_task(_capture(process.stdout, stdout, cap)),
+            asyncio.create_task(_capture(process.stderr, stderr, cap)),
+        ]
+        timed_out = False
+        try:
+            try:
+                await asyncio.wait_for(_exited(process.pid), timeout_s)
+            except TimeoutError:
+                timed_out = True
+                await self._terminate(process)
+        except asyncio.CancelledError:  # the turn was stopped: the command goes with it
+            await asyncio.shield(self._terminate(process))
+            raise
+        finally:
+            # What the command left running goes too: its group, and all of its cgroup
+            # (a `setsid` child has left the group but never the cgroup).
+            _signal_group(process.pid, signal.SIGKILL)
+            if cgroup is not None:
+                await asyncio.shield(asyncio.to_thread(cgroup.kill_all))
+            await _finish_readers(readers)
+        return (None if timed_out else await _returncode(process)), stdout, stderr, timed_out
+
+    async def _terminate(self, process: asyncio.subprocess.Process) -> None:
+        """SIGTERM to the group; SIGKILL once the grace is over."""
+        _signal_group(process.pid, signal.SIGTERM)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(_exited(process.pid), self.config.kill_grace_s)
+        _signal_group(process.pid, signal.SIGKILL)
+        await _exited(process.pid)
+
+
+async def _exited(pid: int) -> None:
+    """Until the process has ended.
+
+    Not ``Process.wait()``: before Python 3.12 it also waits for the pipes to close,
+    and a child the command left behind holds them, so a command that exited would
+    count as running until its timeout. A pidfd becomes readable once the process
+    ends, whoever holds its pipes.
+    """
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return  # already reaped
+    loop = asyncio.get_running_loop()
+    ended: asyncio.Future[None] = loop.create_future()
+
+    def readable() -> None:
+        if not ended.done():
+            ended.set_result(None)
+
+    loop.add_reader(fd, readable)
+    try:
+        await ended
+    finally:
+        loop.remove_reader(fd)
+        os.close(fd)
+
+
+async def _returncode(process: asyncio.subprocess.Process) -> int | None:
+    """The exit status, which the event loop's child watcher records a moment after the
+    end (``returncode``: ``wait()`` may still be held up by pipes, see ``_exited``)."""
+    deadline = time.monotonic() + RETURNCODE_WAIT_S
+    # The watcher sets it from a callback and offers nothing else to wait on.
+    while process.returncode is None and time.monotonic() < deadline:  # noqa: ASYNC110
+        await asyncio.sleep(0.001)
+    return process.returncode
+
+
+def _unmoved_dirs(paths: Iterable[str]) -> list[str]:
+    # Grants are stored resolved; one that has since become a link (or vanished) would
+    # bind whatever it points at now, so it is left out: the command sees less, not more.
+    return [path for path in paths if os.path.realpath(path) == path and os.path.isdir(path)]
+
+
+def _signal_group(pgid: int, signum: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)
+
+
+async def _capture(stream: asyncio.StreamReader, sink: CapturedOutput, cap: int) -> None:
+    # Reading on past the cap keeps the command from blocking on a full pipe.
+    while chunk := await stream.read(READ_CHUNK):
+        room = cap - len(sink.data)
+        if room > 0:
+            sink.data += chunk[:room]
+        sink.dropped += max(0, len(chunk) - max(room, 0))
+
+
+async def _finish_readers(readers: list[asyncio.Task[None]]) -> None:
+    """Let the output drain; a reader still waiting (a pipe held elsewhere) is cancelled."""
+    _done, pending = await asyncio.wait(readers, timeout=DRAIN_S)
+    for task in pending:
+        task.cancel()
+    for result in await asyncio.gather(*readers, return_exceptions=True):
+        if isinstance(result, Exception):
+            log.warning(
+                "reading a command's output failed: %s", result,
+                extra={"action": "sandbox.output_error"},
+            )  # fmt: skip
+
+
+async def _failure_of(argv: list[str]) -> str | None:
+    """None when ``argv`` runs and exits 0; else what went wrong, in a few words."""
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+        )
+    except OSError as exc:
+        return str(exc)
+    try:
+        _, stderr = await asyncio.wait_for(process.communicate(), PROBE_TIMEOUT_S)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        return f"no answer in {PROBE_TIMEOUT_S:g} s"
+    if process.returncode == 0:
+        return None
+    lines = stderr.decode(errors="replace").strip().splitlines()
+    return lines[0][:200] if lines else f"exit code {process.returncode}"

@@ -1,0 +1,80 @@
+"""5-field cron expressions evaluated in an IANA time zone (pure: no clock, no I/O).
+
+The calendar math is cronsim's, which follows Debian cron with ``zoneinfo``:
+a fixed local time that does not exist (spring forward) runs once, right after
+the jump; one that exists twice (fall back) runs once, at its first occurrence;
+a job that runs every few minutes keeps running through both. Instants are
+handled as aware UTC datetimes everywhere else, so a scheduled run is identified
+by one unambiguous instant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
+
+from cronsim import CronSim, CronSimError
+
+from claybot.kernel.clock import UnknownTimeZone, zone
+
+MAX_EXPRESSION_CHARS = 256
+FIELD_COUNT = 5
+
+
+class ScheduleError(ValueError):
+    """A schedule or time zone that cannot be used, with the reason."""
+
+
+def parse_zone(name: str) -> ZoneInfo:
+    try:
+        return zone(name)
+    except UnknownTimeZone as exc:
+        raise ScheduleError(str(exc)) from exc
+
+
+@dataclass(frozen=True)
+class CronSchedule:
+    expression: str
+    timezone: str
+    zone: ZoneInfo = field(compare=False, repr=False)
+
+    @classmethod
+    def parse(cls, expression: str, timezone: str = "UTC") -> CronSchedule:
+        text = " ".join(expression.split())
+        if not text or len(text) > MAX_EXPRESSION_CHARS:
+            raise ScheduleError("the schedule is empty or too long")
+        if len(text.split(" ")) != FIELD_COUNT:
+            raise ScheduleError(
+                f"{expression!r} must have 5 fields: minute hour day-of-month month day-of-week"
+            )
+        zone = parse_zone(timezone)
+        try:
+            CronSim(text, datetime(2000, 1, 1, tzinfo=zone))
+        except CronSimError as exc:
+            raise ScheduleError(f"{expression!r}: {exc}") from exc
+        return cls(text, timezone, zone)
+
+    def _iterate(self, after: datetime) -> Iterator[datetime]:
+        start = after.astimezone(self.zone).replace(microsecond=0)
+        for moment in CronSim(self.expression, start):
+            yield moment.astimezone(UTC)
+
+    def next_after(self, after: datetime) -> datetime | None:
+        """The first scheduled instant strictly after ``after`` (aware), in UTC."""
+        for moment in self._iterate(after):
+            if moment > after:
+                return moment
+        return None  # pragma: no cover - cronsim iterates forever for valid input
+
+    def between(self, after: datetime, until: datetime, limit: int = 1000) -> list[datetime]:
+        """Scheduled instants in (after, until], at most ``limit`` of them, oldest first."""
+        found: list[datetime] = []
+        for moment in self._iterate(after):
+            if moment <= after:
+                continue
+            if moment > until or len(found) >= limit:
+                break
+            found.append(moment)
+        return found
