@@ -15,7 +15,7 @@ from claybot.providers.base import (
     ToolCall,
     ToolSchema,
 )
-from claybot.providers.openai_provider import PLACEHOLDER_KEY
+from claybot.providers.options import PLACEHOLDER_KEY
 from tests.providers.conftest import NO_ENV, SECRET
 from tests.providers.fake_anthropic import FakeAnthropic
 

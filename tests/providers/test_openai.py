@@ -17,7 +17,8 @@ from claybot.providers.base import (
     ToolCall,
     ToolSchema,
 )
-from claybot.providers.openai_provider import PLACEHOLDER_KEY, OpenAIProvider, max_tokens_field
+from claybot.providers.openai_provider import OpenAIProvider, max_tokens_field
+from claybot.providers.options import PLACEHOLDER_KEY
 from claybot.providers.registry import ProviderRegistry, builtin_provider_types
 from tests.providers.conftest import NO_ENV, SECRET, api_key
 from tests.providers.fake_openai import FakeOpenAI
