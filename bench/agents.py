@@ -145,7 +145,7 @@ async def bench_in_process(agents: int, messages: int) -> Row:
     engine.events.add_listener(on_event)
 
     async def post(user: str, message_id: str) -> None:
-        await engine.agents.post_message(InboundMessage("local", user, "bench", "hi", message_id))
+        await engine.post_inbound(InboundMessage("local", user, "bench", "hi", message_id))
 
     # Create the agents first: the table measures messages, not agent creation.
     await asyncio.gather(*(post(f"user{i}", f"warm{i}") for i in range(agents)))

@@ -169,8 +169,8 @@ async def test_restart_restores_context_and_finishes_pending_messages(paths: Any
     )
     engine = Engine(paths, EngineOptions(port=0))
     await engine.start()
-    posted = await engine.agents.post_message(_inbound("pending one"))
-    await engine.agents.post_message(_inbound("pending two"))
+    posted = await engine.post_inbound(_inbound("pending one"))
+    await engine.post_inbound(_inbound("pending two"))
     await engine.stop(drain_timeout_s=0.1)  # the slow provider is still thinking: both stay pending
 
     write_settings(paths, ECHO_SETTINGS)

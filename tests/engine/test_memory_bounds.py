@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from claybot.agents.agent import TurnOutcome
 from claybot.config.settings import ProviderSettings
 from claybot.connectors.base import InboundMessage
 from claybot.engine.engine import Engine
@@ -10,17 +9,23 @@ from claybot.providers.base import ChatMessage, InferenceRequest
 from claybot.providers.scripted import REQUESTS_KEPT, ScriptedProvider
 
 
-async def test_an_outcome_is_kept_for_what_a_scheduler_waits_on_only(engine: Engine) -> None:
+async def test_a_finished_turn_is_answered_from_history_not_kept_in_memory(
+    engine: Engine,
+) -> None:
     agents = engine.agents
-    posted = await agents.post_message(InboundMessage("local", "u1", "c1", "hello", "m1"))
-    # A connector's message: its reply went out; nothing of it is kept to wait on.
-    assert await agents.wait_processed(posted.agent_id, posted.message_id) is None
-    item = await agents.post_to_agent(posted.agent_id, "run the report", origin="cron")
-    assert item is not None
-    outcome = await agents.wait_processed(posted.agent_id, item.id)
-    assert isinstance(outcome, TurnOutcome) and "run the report" in outcome.text
-    # Asked again after it finished (a scheduler that was busy): still there.
-    assert await agents.wait_processed(posted.agent_id, item.id) == outcome
+    turn = await agents.submit_inbound(InboundMessage("local", "u1", "c1", "hello", "m1"))
+    live = await turn.outcome(10)
+    assert "hello" in live.text and not live.failed
+    # Done: nothing of it stays in the engine to wait on...
+    assert agents.inbox_log.pending_item(turn.agent_id, turn.id) is None
+    assert await agents.unload_idle(older_than_s=0) == 1
+    # ...and asked again later (a scheduler after a restart), history answers.
+    again = agents.turn(turn.agent_id, turn.id)
+    assert again.duplicate
+    assert await again.outcome(10) == live
+    assert [reply.text async for reply in agents.turn(turn.agent_id, turn.id).replies()] == [
+        live.text
+    ]
 
 
 async def test_the_scripted_provider_keeps_only_its_recent_requests() -> None:

@@ -19,7 +19,7 @@ async def agent_id(engine: Engine, api: httpx.AsyncClient) -> str:
         assert response.status_code == 202, response.text
         posted = response.json()
         agent = posted["agentId"]
-        await engine.agents.wait_processed(agent, posted["messageId"])
+        await engine.agents.turn(agent, posted["messageId"]).outcome(10)
     return agent
 
 

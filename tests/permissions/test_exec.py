@@ -101,7 +101,7 @@ async def run_turn(
     engine.events.add_listener(events.append)
     await engine.start()
     try:
-        posted = await engine.agents.post_message(InboundMessage("local", "u", "c", "go"))
+        posted = await engine.post_inbound(InboundMessage("local", "u", "c", "go"))
         await next_event(events, "agent.outgoing", timeout_s=60)
         if grant_network_after is not None:
             [request] = engine.permissions.list("pending")

@@ -46,7 +46,7 @@ async def run_script(
     await engine.start()
     prepare()
     try:
-        posted = await engine.agents.post_message(InboundMessage("local", "u", "c", "go"))
+        posted = await engine.post_inbound(InboundMessage("local", "u", "c", "go"))
         after_post(engine, posted.agent_id)
         await next_event(events, "agent.outgoing")
         page = await engine.agents.history(posted.agent_id, after=None, before=None, limit=100)

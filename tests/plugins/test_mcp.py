@@ -170,7 +170,7 @@ async def test_agent_turn_calls_mcp_tools_and_unload_stops_the_server(paths: Hom
         ]
         assert [f["payload"]["server"] for f in failed] == ["broken"]
 
-        posted = await engine.agents.post_message(InboundMessage("local", "u", "c", "go"))
+        posted = await engine.post_inbound(InboundMessage("local", "u", "c", "go"))
         await next_event(events, "agent.outgoing", timeout_s=30)
         page = await engine.agents.history(posted.agent_id, after=None, before=None, limit=100)
         results = [r["output"] for r in page.records if r["type"] == "tool_result"]

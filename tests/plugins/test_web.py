@@ -421,7 +421,7 @@ async def _fetch_after_grant(
     engine.events.add_listener(events.append)
     await engine.start()
     try:
-        posted = await engine.agents.post_message(InboundMessage("local", "u", "c", "read it"))
+        posted = await engine.post_inbound(InboundMessage("local", "u", "c", "read it"))
         await next_event(events, "agent.outgoing")
         [request] = engine.permissions.list("pending")
         await engine.permissions.decide(request.id, True, "test")

@@ -181,18 +181,16 @@ def test_the_official_api_gets_the_current_max_tokens_field() -> None:
     assert max_tokens_field("http://127.0.0.1:11434/v1") == "max_tokens"
 
 
-async def test_a_local_server_needs_no_key(
-    fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Built the way the engine builds it: through the registry, auth looked up by id.
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+async def test_a_local_server_needs_no_key(fake_openai: FakeOpenAI) -> None:
+    # Built the way the engine builds it: through the registry, with the engine's
+    # environment (here one without OPENAI_API_KEY).
     settings = ProviderSettings(
         id="ollama",
         type="openai",
         model="llama3.2",
         options={"baseUrl": fake_openai.api_base, "temperature": 0.2},
     )
-    provider = ProviderRegistry(builtin_provider_types()).create(settings, None)
+    provider = ProviderRegistry(builtin_provider_types()).create(settings, None, {})
     fake_openai.reply_text("hi from ollama")
     result = await provider.complete(HI)
     await provider.close()

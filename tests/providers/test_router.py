@@ -78,5 +78,6 @@ def test_the_registry_knows_the_builtins_and_names_unknown_types() -> None:
 
 def test_the_local_provider_is_created_without_loading_anything() -> None:
     # The engine builds providers at boot; the model must wait for the first message.
-    provider = ProviderRegistry(builtin_provider_types()).create(ProviderSettings(id="local"), None)
+    registry = ProviderRegistry(builtin_provider_types())
+    provider = registry.create(ProviderSettings(id="local"), None, {})
     assert provider.id == "local" and provider.model == "SmolLM2-135M-Instruct"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pydantic import ValidationError
@@ -34,14 +34,16 @@ from claybot.agents.history import (
     user_message_record,
 )
 from claybot.agents.inbox import AgentInbox, InboxItem, InboxLog
+from claybot.agents.ports import Outbox, ProviderRouter
 from claybot.agents.state import AgentState, ProviderSelection, TokenTotals
 from claybot.agents.store import FileAgentStore
+from claybot.agents.turn import TurnOutcome
 from claybot.connectors.base import OutgoingMessage
 from claybot.kernel.events import EventBus
 from claybot.permissions.model import Permissions
 from claybot.permissions.tags import PermissionTagError, apply_grant, parse_tag
 from claybot.providers.base import ChatMessage, InferenceRequest, TokenUsage, ToolCall
-from claybot.providers.router import InferenceFailed, InferenceRouter
+from claybot.providers.router import InferenceFailed
 from claybot.tools.base import ToolContext, ToolRegistry, ToolResult
 
 log = logging.getLogger(__name__)
@@ -57,17 +59,6 @@ TOOL_LIMIT_NOTICE = "[Stopped: the tool limit of {rounds} rounds for one message
 UNEXPECTED_ERROR = "Unexpected error while processing this message; it was not completed."
 
 
-@dataclass(frozen=True)
-class TurnOutcome:
-    """How a message turn ended: its last text, and whether that was a failure."""
-
-    text: str
-    failed: bool = False
-
-
-TurnEnded = Callable[["Agent", InboxItem, TurnOutcome], Awaitable[None]]
-
-
 def truncate(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
@@ -81,18 +72,15 @@ class AgentRuntime:
     store: FileAgentStore
     inbox_log: InboxLog
     events: EventBus
-    router: Callable[[], InferenceRouter]
+    providers: ProviderRouter
     tools: ToolRegistry
-    deliver: Callable[[OutgoingMessage], Awaitable[None]]
+    outbox: Outbox
     now_ms: Callable[[], int]
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     max_tool_iterations: int = 25
     tool_output_limit: int = 16_000
     max_context_messages: int = 200
     default_permissions: Permissions = field(default_factory=Permissions)
-    # Called after every message turn, also one resumed after a crash; the agent
-    # system uses it to report a subagent's result to its parent (idempotently).
-    on_turn_end: TurnEnded | None = None
 
 
 class Agent:
@@ -156,15 +144,16 @@ class Agent:
         task.cancel()
         return True
 
-    async def process(self, item: InboxItem) -> None:
+    async def process(self, item: InboxItem) -> TurnOutcome:
+        """Run one item: a reset, or a message's whole turn (resumed if it had started)."""
         if item.kind == "reset":
             await self._reset(item)
+            outcome = TurnOutcome("")
         else:
             outcome = await self._guarded_turn(item)
-            if self.runtime.on_turn_end is not None:
-                await self.runtime.on_turn_end(self, item, outcome)
         self.state.updatedAt = self.runtime.now_ms()
         self.state_dirty = True
+        return outcome
 
     async def _guarded_turn(self, item: InboxItem) -> TurnOutcome:
         """Run the turn in its own task so ``/stop`` can cancel it without stopping the engine."""
@@ -198,7 +187,7 @@ class Agent:
         records = await asyncio.to_thread(self.runtime.store.read_history, self.id, repair=False)
         progress = turn_progress(records, item.id)
         if progress.done:  # it finished just before the stop arrived
-            return _outcome_of(progress)
+            return outcome_of(progress)
         # Every tool call needs its result, or the next request to the model is invalid.
         for call in progress.unanswered_calls:
             self._append(
@@ -253,7 +242,7 @@ class Agent:
             for outgoing_id, text, final in progress.outgoing:
                 await self._deliver(item, outgoing_id, text, final=final)
             if progress.done:
-                return _outcome_of(progress)
+                return outcome_of(progress)
         if progress is None or not progress.started:
             origin = item.context.get("origin")
             self._append(
@@ -279,7 +268,7 @@ class Agent:
                 tools=schemas,
             )
             try:
-                result = await rt.router().complete(request)
+                result = await rt.providers.complete(request)
             except InferenceFailed as exc:
                 text = f"Inference failed: {exc}"
                 await self._fail(item, sent, text)
@@ -378,23 +367,12 @@ class Agent:
         record_sent: bool = True,
     ) -> None:
         rt = self.runtime
+        message = outgoing_message(self.descriptor, self.id, item.id, outgoing_id, text, final)
+        item.turn.replied(message)
         if rt.inbox_log.already_sent(item, outgoing_id):
             return
-        descriptor = self.descriptor
-        if isinstance(descriptor, UserDescriptor):
-            message = OutgoingMessage(
-                id=outgoing_id,
-                agent_id=self.id,
-                connector=descriptor.connector,
-                user_id=descriptor.userId,
-                channel_id=descriptor.channelId,
-                text=text,
-                in_reply_to=item.id,
-                final=final,
-            )
-        else:
-            message = OutgoingMessage(outgoing_id, self.id, "", "", "", text, item.id, final)
-        await rt.deliver(message)
+        rt.events.emit("agent.outgoing", {"agentId": self.id, "message": message.to_dict()})
+        await rt.outbox.deliver(message)
         if record_sent:
             rt.inbox_log.mark_sent(item, outgoing_id)
 
@@ -411,6 +389,31 @@ class Agent:
             self.state.provider = ProviderSelection(providerId=provider, model=model or None)
 
 
-def _outcome_of(progress: TurnProgress) -> TurnOutcome:
+def outcome_of(progress: TurnProgress) -> TurnOutcome:
+    """How a finished turn ended, from what history says about it."""
     finals = [text for _, text, final in progress.outgoing if final]
     return TurnOutcome(finals[-1] if finals else "", progress.failed)
+
+
+def outgoing_message(
+    descriptor: AgentDescriptor,
+    agent_id: str,
+    item_id: str,
+    outgoing_id: str,
+    text: str,
+    final: bool,
+) -> OutgoingMessage:
+    """A reply of the turn of ``item_id``: to the conversation a user agent belongs to;
+    a background agent's has no connector (its clients follow the events)."""
+    if isinstance(descriptor, UserDescriptor):
+        return OutgoingMessage(
+            id=outgoing_id,
+            agent_id=agent_id,
+            connector=descriptor.connector,
+            user_id=descriptor.userId,
+            channel_id=descriptor.channelId,
+            text=text,
+            in_reply_to=item_id,
+            final=final,
+        )
+    return OutgoingMessage(outgoing_id, agent_id, "", "", "", text, item_id, final)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from claybot.agents.turn import Turn
 from claybot.durable.atomic import atomic_write_bytes
 from claybot.durable.group_commit import GroupCommitWriter, replay_journal
 from claybot.durable.jsonl import encode_record, read_jsonl
@@ -41,9 +42,12 @@ class InboxItem:
     at: int
     text: str = ""
     context: dict[str, Any] = field(default_factory=dict)
-    # Runtime only: resolves when the item is durable / when it has been processed.
+    # Runtime only: resolves when the item is durable; the handle posters wait on.
     durable: asyncio.Future[None] | None = None
-    processed: asyncio.Future[None] | None = None
+    turn: Turn = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.turn = Turn(self.agent_id, self.id)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -141,7 +145,9 @@ class InboxLog:
         """Queue the item's record; the future resolves once it is durable."""
         self._pending[item.key] = item
         self._count()
-        return self.writer.append(self.path, encode_record(item.to_record()))
+        item.durable = self.writer.append(self.path, encode_record(item.to_record()))
+        item.turn.bind(item.durable)
+        return item.durable
 
     def forget(self, item: InboxItem) -> None:
         """The item's append failed: it was never accepted."""

@@ -16,12 +16,12 @@ import asyncio
 import errno
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
-from claybot.agents.agent import Agent, AgentRuntime, TurnOutcome
+from claybot.agents.agent import UNEXPECTED_ERROR, Agent, AgentRuntime, outcome_of, outgoing_message
 from claybot.agents.descriptors import (
     AgentDescriptor,
     FetchStrategy,
@@ -33,10 +33,11 @@ from claybot.agents.descriptors import (
     descriptor_to_dict,
 )
 from claybot.agents.history import Record, start_record, turn_progress
-from claybot.agents.inbox import InboxItem
+from claybot.agents.inbox import InboxItem, ItemKind
 from claybot.agents.state import AgentState
 from claybot.agents.store import AgentProblem, AgentStoreError, IndexEntry
-from claybot.connectors.base import InboundMessage, PostedMessage
+from claybot.agents.turn import Turn, TurnOutcome
+from claybot.connectors.base import InboundMessage, OutgoingMessage
 from claybot.kernel.ids import IdFactory, new_id
 from claybot.kernel.memory import release_freed_memory
 from claybot.permissions.model import Permissions
@@ -44,7 +45,6 @@ from claybot.permissions.model import Permissions
 log = logging.getLogger(__name__)
 
 RUN_BATCH = 32  # items an agent processes before letting other agents run
-OUTCOMES_KEPT = 10_000  # recent outcomes of items with an origin, for callers that wait
 RELEASE_MEMORY_EVERY = 100  # unloads between two returns of freed memory to the system
 STATE_FLUSH_INTERVAL_S = 5.0
 CHECKPOINT_INTERVAL_S = 60.0  # bounds how much journal a boot replays
@@ -86,6 +86,21 @@ class SubagentLimits:
     max_busy_children: int = 8  # children with unfinished work, per parent
 
 
+# (agent id, kind, item id or None for a new one, text, context)
+Admission = tuple[str, ItemKind, str | None, str, dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Submission:
+    """One message of ``submit_many``: to an agent id, like ``submit``."""
+
+    agent_id: str
+    text: str
+    message_id: str | None = None
+    origin: str | None = None
+    context: dict[str, Any] = field(default_factory=dict)
+
+
 @dataclass(frozen=True)
 class HistoryPage:
     records: list[dict[str, Any]]
@@ -105,7 +120,6 @@ class AgentSystem:
         subagent_limits: SubagentLimits | None = None,
     ) -> None:
         self.runtime = runtime
-        runtime.on_turn_end = self._turn_ended
         self.subagent_limits = subagent_limits or SubagentLimits()
         self.store = runtime.store
         self.inbox_log = runtime.inbox_log
@@ -133,7 +147,6 @@ class AgentSystem:
         # _recovered, and a task that loads them again once the disk takes writes.
         self._suspended: dict[str, asyncio.Task[None]] = {}
         self._problems: dict[str, AgentProblem] = {}  # damaged files found while loading
-        self._outcomes: OrderedDict[tuple[str, str], TurnOutcome] = OrderedDict()
         self._unloads_unreleased = 0
 
     # -- lifecycle ------------------------------------------------------------
@@ -281,7 +294,6 @@ class AgentSystem:
                 at=now,
                 text=text,
                 context={"origin": origin},
-                processed=asyncio.get_running_loop().create_future(),
             )
             await self.inbox_log.accept(first)
         entry = IndexEntry(agent_id, descriptor, now)
@@ -405,39 +417,50 @@ class AgentSystem:
 
     # -- posting --------------------------------------------------------------
 
-    async def post_message(self, message: InboundMessage) -> PostedMessage:
-        """Accept a connector message: durable in the agent's inbox when this returns."""
-        size = len(message.text.encode())
-        if size > self._max_message_bytes:
-            raise MessageTooLarge(f"text is {size} bytes; the limit is {self._max_message_bytes}")
-        descriptor = UserDescriptor(
-            connector=message.connector, userId=message.user_id, channelId=message.channel_id
-        )
-        agent_id = await self.resolve(descriptor)
-        context: dict[str, Any] = {"connector": message.connector}
-        if message.metadata:
-            context["metadata"] = message.metadata
-        item = await self._accept(agent_id, "message", message.message_id, message.text, context)
-        if item is None:
-            return PostedMessage(agent_id, message.message_id or "", duplicate=True)
-        return PostedMessage(agent_id, item.id, duplicate=False)
-
-    async def post_to_agent(
+    async def submit(
         self,
-        agent_id: str,
+        target: str | AgentDescriptor,
         text: str,
         *,
         message_id: str | None = None,
         origin: str | None = None,
         context: dict[str, Any] | None = None,
-    ) -> InboxItem | None:
-        """Post a (system) message straight to an agent id; None if ``message_id`` was seen."""
-        if agent_id not in self._entries:
-            raise AgentNotFound(agent_id)
+    ) -> Turn:
+        """Accept a message for an agent: durable in its inbox when this returns.
+
+        ``target`` is an agent id, or a descriptor (a connector's conversation) that
+        is resolved to one, creating the agent on first use; only such inbound text
+        is held to the size limit. ``origin`` marks a system notice (cron, a
+        subagent's result) rather than something a person typed. A ``message_id``
+        seen before returns a handle on that earlier message (``duplicate``).
+        """
+        if isinstance(target, str):
+            agent_id = target
+            if agent_id not in self._entries:
+                raise AgentNotFound(agent_id)
+        else:
+            size = len(text.encode())
+            if size > self._max_message_bytes:
+                raise MessageTooLarge(
+                    f"text is {size} bytes; the limit is {self._max_message_bytes}"
+                )
+            agent_id = await self.resolve(target)
         item_context = dict(context or {})
         if origin:
             item_context["origin"] = origin
         return await self._accept(agent_id, "message", message_id, text, item_context)
+
+    async def submit_inbound(self, message: InboundMessage) -> Turn:
+        """A connector's message, to the agent of its conversation."""
+        descriptor = UserDescriptor(
+            connector=message.connector, userId=message.user_id, channelId=message.channel_id
+        )
+        context: dict[str, Any] = {"connector": message.connector}
+        if message.metadata:
+            context["metadata"] = message.metadata
+        return await self.submit(
+            descriptor, message.text, message_id=message.message_id, context=context
+        )
 
     # -- subagents ----------------------------------------------------------------
 
@@ -511,22 +534,15 @@ class AgentSystem:
         )
         return agent_id
 
-    async def _turn_ended(self, agent: Agent, item: InboxItem, outcome: TurnOutcome) -> None:
+    async def _report_to_parent(self, agent: Agent, item: InboxItem, outcome: TurnOutcome) -> None:
         """A subagent's turn ended: its parent gets the result, or one failure notice.
 
-        The notice's message id is derived from the subagent's item, so a restart
-        that resumes this turn posts it again and the parent's inbox drops it.
+        Durable before the item is marked done, and its message id is derived from
+        the subagent's item, so a restart that resumes this turn posts it again and
+        the parent's inbox drops the repeat.
         """
-        # Only items posted with an origin (cron, heartbeat, subagent results) are ever
-        # waited on; a connector's message gets its reply delivered, and keeping its
-        # outcome only held memory (10,000 of them after any busy hour).
-        if "origin" in item.context:
-            self._outcomes[(agent.id, item.id)] = outcome
-            if len(self._outcomes) > OUTCOMES_KEPT:
-                self._outcomes.popitem(last=False)
         descriptor = agent.descriptor
-        if not isinstance(descriptor, SubagentDescriptor):
-            return
+        assert isinstance(descriptor, SubagentDescriptor)
         parent_id = descriptor.parentAgentId
         if parent_id not in self._entries:
             log.warning(
@@ -539,7 +555,7 @@ class AgentSystem:
             text = f"{who} failed: {outcome.text}"
         else:
             text = f"{who} finished:\n{outcome.text or '(no answer)'}"
-        await self.post_to_agent(
+        await self.submit(
             parent_id, text, message_id=f"{agent.id}:{item.id}:result", origin=agent.id
         )
         self.events.emit(
@@ -547,15 +563,33 @@ class AgentSystem:
             {"agentId": agent.id, "parentAgentId": parent_id, "messageId": item.id},
         )
 
-    async def wait_processed(self, agent_id: str, item_id: str) -> TurnOutcome | None:
-        """Until the item is processed (at once if it already was); its outcome if known
-        (kept for the last ``OUTCOMES_KEPT`` items posted with an origin)."""
-        item = self.inbox_log.pending_item(agent_id, item_id)
-        if item is not None:
-            if item.processed is None:  # recovered at boot: nobody was waiting yet
-                item.processed = asyncio.get_running_loop().create_future()
-            await asyncio.shield(item.processed)
-        return self._outcomes.get((agent_id, item_id))
+    def turn(self, agent_id: str, item_id: str) -> Turn:
+        """The handle of an item accepted earlier (also before a restart).
+
+        An unfinished item's handle follows it live; a finished one's answers from
+        history. An item history does not know ends with an empty outcome.
+        """
+        if agent_id not in self._entries:
+            raise AgentNotFound(agent_id)
+        pending = self.inbox_log.pending_item(agent_id, item_id)
+        if pending is not None:
+            return pending.turn.follower()
+        return Turn(
+            agent_id, item_id, duplicate=True, history=partial(self._ended_turn, agent_id, item_id)
+        )
+
+    async def _ended_turn(
+        self, agent_id: str, item_id: str
+    ) -> tuple[list[OutgoingMessage], TurnOutcome]:
+        await self.store.writer.flush()  # its last records may still be queued
+        records = await asyncio.to_thread(self.store.read_history, agent_id, repair=False)
+        progress = turn_progress(records, item_id)
+        descriptor = self.descriptor_of(agent_id)
+        replies = [
+            outgoing_message(descriptor, agent_id, item_id, outgoing_id, text, final)
+            for outgoing_id, text, final in progress.outgoing
+        ]
+        return replies, outcome_of(progress)
 
     async def warm(self, agent_id: str) -> None:
         """Load an agent that is about to get work, and keep it from the idle sweep a while."""
@@ -573,82 +607,51 @@ class AgentSystem:
 
     async def reset(
         self, agent_id: str, message: str | None = None, *, item_id: str | None = None
-    ) -> InboxItem | None:
-        """Queue a reset of the agent's context; None when ``item_id`` was seen before
-        (a connector's ``/reset`` delivered again), which resets nothing a second time."""
+    ) -> Turn:
+        """Queue a reset of the agent's context. An ``item_id`` seen before (a
+        connector's ``/reset`` delivered again) resets nothing a second time."""
+        if agent_id not in self._entries:
+            raise AgentNotFound(agent_id)
         context = {"message": message} if message else {}
         return await self._accept(agent_id, "reset", item_id, "", context)
 
     async def _accept(
         self,
         agent_id: str,
-        kind: str,
+        kind: ItemKind,
         item_id: str | None,
         text: str,
         context: dict[str, Any],
-    ) -> InboxItem | None:
-        if self._stopping:
-            raise EngineStopping("the engine is shutting down")
-        while True:
-            agent = await self._wake(agent_id)
-            if not agent.unloaded:
-                break
-        item = self._enqueue(agent, kind, item_id, text, context)
-        if item is None:
-            return None
-        await self._settle(agent, item)
-        return item
+    ) -> Turn:
+        (turn,) = await self._accept_many([(agent_id, kind, item_id, text, context)])
+        return turn
 
-    def _enqueue(
-        self,
-        agent: Agent,
-        kind: str,
-        item_id: str | None,
-        text: str,
-        context: dict[str, Any],
-    ) -> InboxItem | None:
-        """Queue an item for a loaded agent; its ``durable`` future says when it is on disk."""
-        item_id = item_id or self._new_id()
-        if agent.has_seen(item_id):
-            return None
-        item = InboxItem(
-            kind="reset" if kind == "reset" else "message",
-            id=item_id,
-            agent_id=agent.id,
-            at=self.runtime.now_ms(),
-            text=text,
-            context=context,
-            processed=asyncio.get_running_loop().create_future(),
-        )
-        agent.remember(item_id)
-        # Queue in memory now so the inbox order is the log order; the runner
-        # waits for durability before it processes the item.
-        item.durable = self.inbox_log.accept(item)
-        agent.inbox.push(item)
-        if isinstance(agent.descriptor, UserDescriptor):
-            self._touch_seq += 1
-            self._touched[agent.id] = self._touch_seq
-        self._schedule(agent)
-        return item
-
-    async def _settle(self, agent: Agent, item: InboxItem) -> None:
-        """Wait until the item is durable; a failed append un-accepts it and raises."""
-        assert item.durable is not None
-        try:
-            await asyncio.shield(item.durable)
-        except Exception:
-            agent.forget(item.id)
-            self.inbox_log.forget(item)
-            raise
-
-    async def post_many(
-        self, posts: list[tuple[str, str, str, dict[str, Any]]]
-    ) -> list[InboxItem | None]:
-        """Several (agent id, text, message id, context) at once: one batch, one sync.
+    async def submit_many(self, submissions: list[Submission]) -> list[Turn]:
+        """Several messages to agents (by id) at once: one batch, one sync.
 
         For schedules that fire many runs together: every item is queued before any
-        is awaited, so they all share the writer's next sync. None marks a duplicate.
+        is awaited, so they all share the writer's next sync.
         """
+        for submission in submissions:
+            if submission.agent_id not in self._entries:
+                raise AgentNotFound(submission.agent_id)
+        return await self._accept_many(
+            [
+                (
+                    s.agent_id,
+                    "message",
+                    s.message_id,
+                    s.text,
+                    {**s.context, "origin": s.origin} if s.origin else dict(s.context),
+                )
+                for s in submissions
+            ]
+        )
+
+    async def _accept_many(
+        self, posts: list[tuple[str, ItemKind, str | None, str, dict[str, Any]]]
+    ) -> list[Turn]:
+        """The one admission path: wake each agent, queue every item, wait for the sync."""
         if self._stopping:
             raise EngineStopping("the engine is shutting down")
         agents: dict[str, Agent] = {}
@@ -658,11 +661,16 @@ class AgentSystem:
                 if not agent.unloaded:
                     break
             agents[agent_id] = agent
-        items = [
-            self._enqueue(agents[agent_id], "message", message_id, text, context)
-            for agent_id, text, message_id, context in posts
-        ]
-        queued = [item for item in items if item is not None]
+        turns: list[Turn] = []
+        queued: list[InboxItem] = []
+        for agent_id, kind, item_id, text, context in posts:
+            agent = agents[agent_id]
+            item = self._enqueue(agent, kind, item_id, text, context)
+            if item is None:
+                turns.append(self.turn(agent_id, item_id or ""))
+            else:
+                queued.append(item)
+                turns.append(item.turn)
         durables = [item.durable for item in queued if item.durable is not None]
         if durables:
             # Waiting on the futures themselves (not a task per item) wakes this poster
@@ -678,7 +686,38 @@ class AgentSystem:
                 failure = failure or error
         if failure is not None:
             raise failure
-        return items
+        return turns
+
+    def _enqueue(
+        self,
+        agent: Agent,
+        kind: ItemKind,
+        item_id: str | None,
+        text: str,
+        context: dict[str, Any],
+    ) -> InboxItem | None:
+        """Queue an item for a loaded agent; None if its id was seen before."""
+        item_id = item_id or self._new_id()
+        if agent.has_seen(item_id):
+            return None
+        item = InboxItem(
+            kind=kind,
+            id=item_id,
+            agent_id=agent.id,
+            at=self.runtime.now_ms(),
+            text=text,
+            context=context,
+        )
+        agent.remember(item_id)
+        # Queue in memory now so the inbox order is the log order; the runner
+        # waits for durability before it processes the item.
+        self.inbox_log.accept(item)
+        agent.inbox.push(item)
+        if isinstance(agent.descriptor, UserDescriptor):
+            self._touch_seq += 1
+            self._touched[agent.id] = self._touch_seq
+        self._schedule(agent)
+        return item
 
     # -- running ----------------------------------------------------------------
 
@@ -716,7 +755,9 @@ class AgentSystem:
             # through a shield, one callback further down the queue).
             await asyncio.sleep(0)
         try:
-            await agent.process(item)
+            outcome = await agent.process(item)
+            if item.kind == "message" and isinstance(agent.descriptor, SubagentDescriptor):
+                await self._report_to_parent(agent, item, outcome)
         except asyncio.CancelledError:
             raise  # shutdown: the item stays pending in the log and resumes next boot
         except EngineStopping:
@@ -730,9 +771,9 @@ class AgentSystem:
                 "processing an inbox item failed",
                 extra={"action": "agent.item_failed", "agentId": agent.id, "itemId": item.id},
             )
+            outcome = TurnOutcome(UNEXPECTED_ERROR, failed=True)
         self.inbox_log.mark_done(item)
-        if item.processed is not None and not item.processed.done():
-            item.processed.set_result(None)
+        item.turn.ended(outcome)
 
     def _suspend(self, agent: Agent, item: InboxItem, error: OSError) -> None:
         """A write failed in the middle of ``item``: stop this agent and try again later.

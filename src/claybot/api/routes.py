@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import asdict
 from typing import Annotated, Any
 
@@ -112,15 +111,12 @@ async def reset_agent(
     body: Annotated[ResetAgent | None, Body()] = None,
 ) -> dict[str, Any]:
     engine = engine_of(request)
-    item = await engine.agents.reset(_agent_id(engine, agentId), body.message if body else None)
-    assert item is not None  # a fresh id is never a duplicate
-    done = False
-    if item.processed is not None:
-        try:
-            await asyncio.wait_for(asyncio.shield(item.processed), RESET_WAIT_S)
-            done = True
-        except TimeoutError:
-            done = False  # a long turn is still running; the reset is queued behind it
+    turn = await engine.agents.reset(_agent_id(engine, agentId), body.message if body else None)
+    try:
+        await turn.outcome(RESET_WAIT_S)
+        done = True
+    except TimeoutError:
+        done = False  # a long turn is still running; the reset is queued behind it
     return {"ok": True, "agentId": agentId, "status": "done" if done else "queued"}
 
 
@@ -135,7 +131,7 @@ async def reset_agent(
 )
 async def post_message(request: Request, body: PostMessage) -> dict[str, Any]:
     engine = engine_of(request)
-    posted = await engine.agents.post_message(
+    posted = await engine.post_inbound(
         InboundMessage(
             connector=body.connector,
             user_id=body.userId,

@@ -18,35 +18,31 @@ from typing import Any
 from claybot import __version__
 from claybot.agents.agent import DEFAULT_SYSTEM_PROMPT, AgentRuntime
 from claybot.agents.agent_tools import AgentTools
-from claybot.agents.descriptors import (
-    CronDescriptor,
-    HeartbeatDescriptor,
-    SubagentDescriptor,
-    UserDescriptor,
-    descriptor_label,
-)
+from claybot.agents.control import AgentConversationControl
 from claybot.agents.inbox import InboxLog
+from claybot.agents.permission_desk import PermissionDesk
 from claybot.agents.permission_tools import PermissionTools
 from claybot.agents.store import FileAgentStore
-from claybot.agents.system import AgentNotFound, AgentSystem, SubagentLimits
+from claybot.agents.system import AgentSystem, SubagentLimits
 from claybot.config.auth import AuthFile
 from claybot.config.home import HomePaths
 from claybot.config.settings import ProviderSettings, Settings
 from claybot.config.store import ConfigStore
 from claybot.connectors.base import (
     InboundMessage,
-    OutgoingMessage,
-    PermissionPrompter,
     PostedMessage,
 )
+from claybot.connectors.outbox import ConnectorOutbox
 from claybot.connectors.webchat import WEBCHAT_CONNECTOR
+from claybot.cron.host import AgentCronHost
 from claybot.cron.ledger import RunLedger
 from claybot.cron.scheduler import CronScheduler
-from claybot.cron.store import CronStore, CronTask
+from claybot.cron.store import CronStore
 from claybot.cron.tools import CronTools
 from claybot.db.location import database_url
 from claybot.durable.group_commit import GroupCommitWriter
 from claybot.engine.keystore import DeferredApiKeyStore, open_database
+from claybot.heartbeat.host import AgentHeartbeatHost
 from claybot.heartbeat.scheduler import HeartbeatScheduler
 from claybot.heartbeat.store import HeartbeatStore
 from claybot.heartbeat.tools import HeartbeatTools
@@ -55,9 +51,7 @@ from claybot.kernel.events import EventBus
 from claybot.permissions.model import Permissions
 from claybot.permissions.prompts import PermissionOutcome
 from claybot.permissions.requests import (
-    Conversation,
     PermissionBroker,
-    PermissionRequest,
 )
 from claybot.plugins import LoadedPlugin, PluginCatalog, PluginManager, Registries
 from claybot.proactive.service import ProactiveService
@@ -71,11 +65,7 @@ from claybot.providers.registry import (
 from claybot.providers.router import InferenceRouter
 from claybot.sandbox import Sandbox
 from claybot.scheduling.gate import (
-    GateGrant,
-    GateRefused,
-    agent_gate_grant,
     gate_runner,
-    owner_gate_grant,
 )
 from claybot.tools.base import ToolRegistry
 
@@ -130,6 +120,7 @@ class Engine:
         self.tcp_port: int | None = None
         self._agents: AgentSystem | None = None
         self._permissions: PermissionBroker | None = None
+        self._control: AgentConversationControl | None = None
         self._cron: CronScheduler | None = None
         self._heartbeat: HeartbeatScheduler | None = None
         self.database_url = database_url(paths, self.options.env)
@@ -168,9 +159,9 @@ class Engine:
             store=FileAgentStore(self.paths.agents, self.writer),
             inbox_log=InboxLog(self.paths.agents / "inbox.wal", self.writer),
             events=self.events,
-            router=lambda: self.router,
+            providers=self.router,
             tools=self.tools,
-            deliver=self.deliver,
+            outbox=ConnectorOutbox(self.registries.connectors),
             now_ms=now_ms,
             system_prompt=agent_settings.system_prompt or DEFAULT_SYSTEM_PROMPT,
             max_context_messages=agent_settings.max_context_messages,
@@ -188,24 +179,25 @@ class Engine:
                 max_busy_children=agent_settings.max_children,
             ),
         )
-        for tool in [
-            *AgentTools(self._agents).definitions(),
-            *PermissionTools(self.ask_permission).definitions(),
-        ]:
-            self.tools.register(tool)
-        self._permissions = PermissionBroker(
-            self.paths.home / "permissions" / "requests.jsonl",
+        desk = PermissionDesk(
+            self._agents,
+            self.registries.connectors,
+            path=self.paths.home / "permissions" / "requests.jsonl",
             events=self.events,
             now_ms=now_ms,
             timeout_s=self.settings.permissions.request_timeout_s,
-            present=self._present_permission,
-            withdraw=self._withdraw_permission,
-            deliver=self._deliver_permission,
         )
+        self._permissions = desk.broker
+        self._control = AgentConversationControl(self._agents, desk.broker)
+        for tool in [
+            *AgentTools(self._agents).definitions(),
+            *PermissionTools(desk.ask).definitions(),
+        ]:
+            self.tools.register(tool)
         self._cron = CronScheduler(
             CronStore(self.paths.home / "cron", self.settings.engine.timezone),
             RunLedger(self.paths.home / "cron" / ".runs.jsonl", durable=self.options.durable),
-            self,
+            AgentCronHost(self._agents),
             self.events,
             self.options.clock,
             gate_runner(self.sandbox),
@@ -213,7 +205,7 @@ class Engine:
         )
         self._heartbeat = HeartbeatScheduler(
             HeartbeatStore(self.paths.home / "heartbeat"),
-            self,
+            AgentHeartbeatHost(self._agents),
             self.events,
             self.options.clock,
             gate_runner(self.sandbox),
@@ -313,9 +305,10 @@ class Engine:
                     "provider unavailable",
                     extra={"action": "provider.unavailable", "provider": provider_settings.id},
                 )
-        old, self.router = self.router, InferenceRouter(providers)
+        old = self.router.replace(providers)
         self.provider_failures = failures
-        await old.close()
+        for provider in old:
+            await provider.close()
 
     # -- settings and auth mutations ------------------------------------------------
 
@@ -356,27 +349,9 @@ class Engine:
     # -- messages in and out ------------------------------------------------------------
 
     async def post_inbound(self, message: InboundMessage) -> PostedMessage:
-        return await self.agents.post_message(message)
-
-    async def deliver(self, message: OutgoingMessage) -> None:
-        """Publish an agent's outgoing message, then hand it to its connector.
-
-        The ``local`` connector (CLI, socket API) has no sender of its own: its
-        clients follow the ``agent.outgoing`` events.
-        """
-        self.events.emit(
-            "agent.outgoing", {"agentId": message.agent_id, "message": message.to_dict()}
-        )
-        connector = self.registries.connectors.get(message.connector)
-        if connector is None:
-            return
-        try:
-            await connector.send(message)
-        except Exception:
-            log.exception(
-                "connector send failed",
-                extra={"action": "connector.send_failed", "connector": message.connector},
-            )
+        """What connectors post through (``PostInbound``): durable when this returns."""
+        turn = await self.agents.submit_inbound(message)
+        return PostedMessage(turn.agent_id, turn.id, duplicate=turn.duplicate)
 
     # -- permission requests ----------------------------------------------------------
 
@@ -386,83 +361,6 @@ class Engine:
             raise RuntimeError("the engine is not started")
         return self._permissions
 
-    async def ask_permission(
-        self, agent_id: str, permission: str, reason: str
-    ) -> PermissionRequest:
-        """Route a request to a user: the asker's own conversation, else the most recent one."""
-        descriptor = self.agents.descriptor_of(agent_id)
-        if isinstance(descriptor, UserDescriptor):
-            where, label = descriptor, "this conversation"
-        else:
-            foreground = self.agents.agent_for("most-recent-foreground")
-            if foreground is None:
-                raise ValueError("No user has talked to the engine yet, so nobody can be asked.")
-            found = self.agents.descriptor_of(foreground)
-            assert isinstance(found, UserDescriptor)
-            where = found
-            label = (
-                f'background agent "{descriptor.name}" ({agent_id})'
-                if isinstance(descriptor, SubagentDescriptor)
-                else f"{descriptor_label(descriptor)} ({agent_id})"
-            )
-        return await self.permissions.request(
-            agent_id=agent_id,
-            agent_label=label,
-            permission=permission,
-            reason=reason,
-            where=Conversation(where.connector, where.userId, where.channelId),
-        )
-
-    async def _present_permission(self, request: PermissionRequest) -> None:
-        """Show the prompt through its connector; the local and web chats follow the events."""
-        connector = self.registries.connectors.get(request.connector)
-        if connector is None:
-            return
-        if isinstance(connector, PermissionPrompter):
-            await connector.request_permission(request.prompt())
-            return
-        text = (
-            f"{request.prompt().text()}\n"
-            f"Answer with `claybot permissions allow {request.id}` (or deny)."
-        )
-        await connector.send(
-            OutgoingMessage(
-                f"perm:{request.id}",
-                request.agent_id,
-                request.connector,
-                request.user_id,
-                request.channel_id,
-                text,
-            )
-        )
-
-    async def _withdraw_permission(self, request: PermissionRequest) -> None:
-        connector = self.registries.connectors.get(request.connector)
-        if isinstance(connector, PermissionPrompter):
-            await connector.permission_decided(request.prompt(), request.outcome())
-
-    async def _deliver_permission(self, request: PermissionRequest) -> None:
-        """The decision goes to the asking agent by id, through its durable inbox."""
-        try:
-            await self.agents.post_to_agent(
-                request.agent_id,
-                request.decision_text(),
-                message_id=f"perm:{request.id}",
-                origin="permissions",
-                context={
-                    "grant": {
-                        "requestId": request.id,
-                        "permission": request.permission,
-                        "approved": request.approved,
-                    }
-                },
-            )
-        except AgentNotFound:
-            log.warning(
-                "the agent of a decided permission request is gone",
-                extra={"action": "permission.orphan", "requestId": request.id},
-            )
-
     # -- cron (the scheduler's host) -----------------------------------------------------
 
     @property
@@ -470,80 +368,6 @@ class Engine:
         if self._cron is None:
             raise RuntimeError("the engine is not started")
         return self._cron
-
-    async def _cron_agent(self, task: CronTask) -> str:
-        """The agent a task's runs go to: the one it names, or its own (created on first use)."""
-        if task.spec.agentId is not None:
-            if not self.agents.exists(task.spec.agentId):
-                raise LookupError(f"the task's agentId {task.spec.agentId!r} does not exist")
-            return task.spec.agentId
-        descriptor = CronDescriptor(id=task.id)
-        existing = self.agents.agent_id_for(descriptor)
-        if existing is not None:  # the usual case: no permissions to build for 1,000 runs
-            return existing
-        return await self.agents.resolve(descriptor, permissions=await self._cron_grants(task))
-
-    async def _cron_grants(self, task: CronTask) -> Permissions:
-        """A new cron agent's grants: its files folder, plus the workspace for the owner's
-        tasks or, for a task an agent made, no more than that agent holds."""
-        files = task.files_path
-        maker = task.spec.createdBy
-        if maker is None:
-            base = self.agents.runtime.default_permissions
-        else:
-            try:
-                base = await self.agents.permissions_of(maker)
-            except AgentNotFound:
-                base = Permissions()  # its maker is gone: the folder alone
-        return Permissions(
-            workingDir=files,
-            readDirs=[*base.readDirs, files],
-            writeDirs=[*base.writeDirs, files],
-            network=base.network,
-        )
-
-    async def post_run(self, task: CronTask, message_id: str, text: str) -> tuple[str, str]:
-        """A cron run's prompt, to the agent it names or to the task's own cron agent."""
-        agent_id = await self._cron_agent(task)
-        await self.agents.post_to_agent(agent_id, text, message_id=message_id, origin="cron")
-        return agent_id, message_id
-
-    async def prepare_run(self, task: CronTask) -> None:
-        await self.agents.warm(await self._cron_agent(task))
-
-    async def post_runs(
-        self, runs: list[tuple[CronTask, str, str]]
-    ) -> list[tuple[str, str] | Exception]:
-        targets: list[str | Exception] = []
-        for task, _, _ in runs:
-            try:
-                targets.append(await self._cron_agent(task))
-            except LookupError as exc:
-                targets.append(exc)
-        posts = [
-            (target, text, message_id, {"origin": "cron"})
-            for target, (_, message_id, text) in zip(targets, runs, strict=True)
-            if isinstance(target, str)
-        ]
-        await self.agents.post_many(posts)
-        return [
-            (target, message_id) if isinstance(target, str) else target
-            for target, (_, message_id, _) in zip(targets, runs, strict=True)
-        ]
-
-    async def gate_grant(self, made_by: str | None, folder: str) -> GateGrant:
-        """Cron and heartbeat gates: see ``claybot.scheduling.gate``."""
-        if made_by is None:
-            return await owner_gate_grant(folder)
-        try:
-            permissions = await self.agents.permissions_of(made_by)
-        except AgentNotFound as exc:
-            raise GateRefused(f"the agent that made it ({made_by}) no longer exists") from exc
-        return agent_gate_grant(made_by, permissions)
-
-    async def wait_run(self, agent_id: str, item_id: str) -> bool:
-        outcome = await self.agents.wait_processed(agent_id, item_id)
-        return outcome is None or not outcome.failed
 
     # -- heartbeat (the scheduler's host) -------------------------------------------------
 
@@ -553,51 +377,28 @@ class Engine:
             raise RuntimeError("the engine is not started")
         return self._heartbeat
 
-    async def post_beat(self, message_id: str, text: str) -> tuple[str, str]:
-        agent_id = await self.agents.resolve(HeartbeatDescriptor())
-        await self.agents.post_to_agent(agent_id, text, message_id=message_id, origin="heartbeat")
-        return agent_id, message_id
-
-    async def wait_beat(self, agent_id: str, item_id: str) -> str | None:
-        outcome = await self.agents.wait_processed(agent_id, item_id)
-        return None if outcome is None or outcome.failed else outcome.text
-
-    async def forward_beat(self, message_id: str, text: str) -> None:
-        target = self.agents.agent_for("most-recent-foreground")
-        if target is None:
-            log.info("no user to tell about the heartbeat", extra={"action": "heartbeat.unheard"})
-            return
-        await self.agents.post_to_agent(
-            target,
-            f"Heartbeat report:\n{text}",
-            message_id=f"{message_id}:report",
-            origin="heartbeat",
-        )
-
     # -- conversation control (what connectors may ask) -----------------------------
 
     async def reset_conversation(
         self, connector: str, user_id: str, channel_id: str, command_id: str | None = None
     ) -> bool:
-        descriptor = UserDescriptor(connector=connector, userId=user_id, channelId=channel_id)
-        agent_id = self.agents.agent_id_for(descriptor)
-        if agent_id is None:
-            return False
-        await self.agents.reset(agent_id, item_id=command_id)
-        return True
+        return await self._conversations.reset_conversation(
+            connector, user_id, channel_id, command_id
+        )
 
     async def stop_conversation(self, connector: str, user_id: str, channel_id: str) -> bool:
-        descriptor = UserDescriptor(connector=connector, userId=user_id, channelId=channel_id)
-        agent_id = self.agents.agent_id_for(descriptor)
-        return agent_id is not None and self.agents.abort(agent_id)
+        return await self._conversations.stop_conversation(connector, user_id, channel_id)
 
     async def decide_permission(
         self, connector: str, request_id: str, approved: bool
     ) -> PermissionOutcome:
-        request = await self.permissions.decide(
-            request_id, approved, f"user:{connector}", connector=connector
-        )
-        return request.outcome()
+        return await self._conversations.decide_permission(connector, request_id, approved)
+
+    @property
+    def _conversations(self) -> AgentConversationControl:
+        if self._control is None:
+            raise RuntimeError("the engine is not started")
+        return self._control
 
     # -- status -----------------------------------------------------------------
 

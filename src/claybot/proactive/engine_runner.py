@@ -17,7 +17,7 @@ from typing import Any
 
 from claybot.agents.descriptors import CronDescriptor
 from claybot.agents.system import AgentSystem, EngineStopping
-from claybot.kernel.events import Event, EventBus
+from claybot.agents.turn import Turn
 from claybot.proactive.runner import RunOutcome, RunRequest, RunSink
 
 ABORT_WAIT_S = 5.0
@@ -29,75 +29,45 @@ def engine_agent_descriptor(proactive_id: str) -> CronDescriptor:
 
 
 class EngineRunner:
-    def __init__(self, agents: AgentSystem, events: EventBus) -> None:
+    def __init__(self, agents: AgentSystem) -> None:
         self._agents = agents
-        self._events = events
 
     async def run(self, request: RunRequest, sink: RunSink) -> RunOutcome:
         message_id = f"proactive:{request.execution_id}"
+        text = f"Working directory: {request.cwd}\n\n{request.objective}"
         try:
             agent_id = await self._agents.resolve(engine_agent_descriptor(request.agent_id))
             await self._agents.reset(agent_id)
+            # The owner wrote the objective: it is the turn's user message, not a notice.
+            turn = await self._agents.submit(agent_id, text, message_id=message_id)
         except EngineStopping:
             return RunOutcome("failure", None, "the engine is shutting down")
-        texts: asyncio.Queue[str] = asyncio.Queue()
-
-        def on_event(event: Event) -> None:
-            if event.type != "agent.outgoing" or event.payload.get("agentId") != agent_id:
-                return
-            message = event.payload.get("message")
-            if isinstance(message, dict) and message.get("inReplyTo") == message_id:
-                text = message.get("text")
-                if isinstance(text, str) and text:
-                    texts.put_nowait(text)
-
-        remove_listener = self._events.add_listener(on_event)
-        streamed = asyncio.create_task(_stream(texts, sink))
-        try:
-            return await self._turn(agent_id, message_id, request, sink)
-        finally:
-            remove_listener()
-            await _drain(texts, streamed)
-
-    async def _turn(
-        self, agent_id: str, message_id: str, request: RunRequest, sink: RunSink
-    ) -> RunOutcome:
-        text = f"Working directory: {request.cwd}\n\n{request.objective}"
-        try:
-            # The owner wrote the objective: it is the turn's user message, not a system notice.
-            item = await self._agents.post_to_agent(agent_id, text, message_id=message_id)
-        except EngineStopping:
-            return RunOutcome("failure", None, "the engine is shutting down")
-        if item is None or item.processed is None:
-            return RunOutcome("failure", None, "the engine refused the run's message")
+        streamed = asyncio.create_task(_stream(turn, sink))
         timed_out = False
         try:
-            await asyncio.wait_for(asyncio.shield(item.processed), request.timeout_s)
+            outcome = await turn.outcome(request.timeout_s)
         except TimeoutError:
             timed_out = True
             self._agents.abort(agent_id)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(item.processed), ABORT_WAIT_S)
+                outcome = await turn.outcome(ABORT_WAIT_S)
         except asyncio.CancelledError:
             self._agents.abort(agent_id)
+            streamed.cancel()
             raise
+        # Every message the turn sent reaches the sink before the run ends.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(streamed), ABORT_WAIT_S)
+        streamed.cancel()
         records = await self._turn_records(agent_id, message_id)
         for record in records:
             await sink.raw(json.dumps(record, ensure_ascii=False).encode() + b"\n")
         if timed_out:
             return RunOutcome("timeout", None, f"timed out after {request.timeout_s:g} s")
-        final = next(
-            (
-                r
-                for r in reversed(records)
-                if r.get("type") == "assistant_message" and r.get("final")
-            ),
-            None,
-        )
-        if final is None:
+        if not any(r.get("type") == "assistant_message" and r.get("final") for r in records):
             return RunOutcome("failure", None, "the turn ended without an answer")
-        if final.get("error"):
-            return RunOutcome("failure", None, str(final.get("text") or "the turn failed")[:300])
+        if outcome.failed:
+            return RunOutcome("failure", None, (outcome.text or "the turn failed")[:300])
         return RunOutcome("success", 0)
 
     async def _turn_records(self, agent_id: str, message_id: str) -> list[dict[str, Any]]:
@@ -105,17 +75,7 @@ class EngineRunner:
         return [r for r in page.records if r.get("messageId") == message_id]
 
 
-async def _stream(texts: asyncio.Queue[str], sink: RunSink) -> None:
-    while True:
-        text = await texts.get()
-        await sink.text(text + "\n")
-        texts.task_done()
-
-
-async def _drain(texts: asyncio.Queue[str], streamed: asyncio.Task[None]) -> None:
-    """Everything the turn sent reaches the sink before the run ends."""
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(texts.join(), ABORT_WAIT_S)
-    streamed.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await streamed
+async def _stream(turn: Turn, sink: RunSink) -> None:
+    async for message in turn.replies():
+        if message.text:
+            await sink.text(message.text + "\n")

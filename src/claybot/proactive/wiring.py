@@ -61,7 +61,7 @@ def build_proactive_service(
 
     runners: dict[str, Runner] = {
         "claude": ClaudeRunner(claude_environment),
-        "engine": EngineRunner(agents, events),
+        "engine": EngineRunner(agents),
     }
     workspace = home / "workspace"
     if settings.workspace:

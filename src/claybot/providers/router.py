@@ -36,6 +36,14 @@ class InferenceRouter:
                 )
         raise InferenceFailed(failures)
 
+    def replace(self, providers: Sequence[InferenceProvider]) -> list[InferenceProvider]:
+        """Route to ``providers`` from now on; returns the previous ones, to close.
+
+        A call already under way finishes over the list it started with.
+        """
+        old, self.providers = self.providers, list(providers)
+        return old
+
     async def close(self) -> None:
         for provider in self.providers:
             await provider.close()
