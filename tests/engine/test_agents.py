@@ -33,6 +33,18 @@ async def next_event(
             await asyncio.sleep(0.002)
 
 
+async def next_reply(events: list[Event], agent_id: str, text: str, timeout_s: float = 5) -> Event:
+    """The ``agent.outgoing`` event of one agent's reply with exactly this text."""
+    async with asyncio.timeout(timeout_s):
+        while True:
+            for event in events:
+                if event.type != "agent.outgoing" or event.payload["agentId"] != agent_id:
+                    continue
+                if event.payload["message"]["text"] == text:
+                    return event
+            await asyncio.sleep(0.002)
+
+
 def record_events(engine: Engine) -> list[Event]:
     events: list[Event] = []
     engine.events.add_listener(events.append)

@@ -13,7 +13,7 @@ from claybot.connectors.base import InboundMessage
 from claybot.engine.engine import Engine, EngineOptions
 from claybot.kernel.events import Event
 from tests.conftest import EngineProcess, write_settings
-from tests.engine.test_agents import next_event, record_events
+from tests.engine.test_agents import next_event, next_reply, record_events
 
 
 def call(tool: str, **arguments: Any) -> dict[str, Any]:
@@ -211,7 +211,8 @@ async def test_send_agent_message_defaults_to_the_parent_and_checks_targets(
         posted = await engine.post_inbound(InboundMessage("local", "ann", "cli", "get going"))
         finished = await next_event(events, "agent.subagent.finished")
         child = finished[0].payload["agentId"]
-        await next_event(events, "agent.outgoing", count=3)
+        # The parent's answer to the child's result: the last thing that happens.
+        await next_reply(events, posted.agent_id, "all done")
         parent_records = await history(engine, posted.agent_id)
         child_records = await history(engine, child)
     finally:

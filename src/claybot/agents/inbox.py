@@ -138,8 +138,9 @@ class InboxLog:
         """The accepted item if it is not processed yet."""
         return self._pending.get((agent_id, item_id))
 
-    def already_sent(self, item: InboxItem, outgoing_id: str) -> bool:
-        return outgoing_id in self._sent.get(item.key, ())
+    def already_sent(self, key: tuple[str, str], outgoing_id: str) -> bool:
+        """Whether the outgoing message was delivered; ``key`` is (agent id, item id)."""
+        return outgoing_id in self._sent.get(key, ())
 
     def accept(self, item: InboxItem) -> asyncio.Future[None]:
         """Queue the item's record; the future resolves once it is durable."""
@@ -153,9 +154,10 @@ class InboxLog:
         """The item's append failed: it was never accepted."""
         self._pending.pop(item.key, None)
 
-    def mark_sent(self, item: InboxItem, outgoing_id: str) -> None:
-        self._sent.setdefault(item.key, set()).add(outgoing_id)
-        record = {"op": "sent", "agentId": item.agent_id, "id": item.id, "outgoingId": outgoing_id}
+    def mark_sent(self, key: tuple[str, str], outgoing_id: str) -> None:
+        self._sent.setdefault(key, set()).add(outgoing_id)
+        agent_id, item_id = key
+        record = {"op": "sent", "agentId": agent_id, "id": item_id, "outgoingId": outgoing_id}
         self.writer.append_nowait(self.path, encode_record(record))
         self._count()
 

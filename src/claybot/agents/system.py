@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from claybot.agents.agent import UNEXPECTED_ERROR, Agent, AgentRuntime, outcome_of, outgoing_message
+from claybot.agents.agent import UNEXPECTED_ERROR, Agent, AgentRuntime, outgoing_message
 from claybot.agents.descriptors import (
     AgentDescriptor,
     FetchStrategy,
@@ -37,6 +37,7 @@ from claybot.agents.inbox import InboxItem, ItemKind
 from claybot.agents.state import AgentState
 from claybot.agents.store import AgentProblem, AgentStoreError, IndexEntry
 from claybot.agents.turn import Turn, TurnOutcome
+from claybot.agents.turn_loop import outcome_of
 from claybot.connectors.base import InboundMessage, OutgoingMessage
 from claybot.kernel.ids import IdFactory, new_id
 from claybot.kernel.memory import release_freed_memory

@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from claybot import __version__
-from claybot.agents.agent import DEFAULT_SYSTEM_PROMPT, AgentRuntime
+from claybot.agents.agent import AgentRuntime
 from claybot.agents.agent_tools import AgentTools
 from claybot.agents.control import AgentConversationControl
 from claybot.agents.inbox import InboxLog
@@ -24,6 +24,7 @@ from claybot.agents.permission_desk import PermissionDesk
 from claybot.agents.permission_tools import PermissionTools
 from claybot.agents.store import FileAgentStore
 from claybot.agents.system import AgentSystem, SubagentLimits
+from claybot.agents.turn_loop import DEFAULT_SYSTEM_PROMPT, LoopLimits, TurnLoop
 from claybot.config.auth import AuthFile
 from claybot.config.home import HomePaths
 from claybot.config.settings import ProviderSettings, Settings
@@ -159,14 +160,20 @@ class Engine:
             store=FileAgentStore(self.paths.agents, self.writer),
             inbox_log=InboxLog(self.paths.agents / "inbox.wal", self.writer),
             events=self.events,
-            providers=self.router,
-            tools=self.tools,
             outbox=ConnectorOutbox(self.registries.connectors),
+            loop=TurnLoop(
+                providers=self.router,
+                tools=self.tools,
+                events=self.events,
+                now_ms=now_ms,
+                limits=LoopLimits(
+                    system_prompt=agent_settings.system_prompt or DEFAULT_SYSTEM_PROMPT,
+                    max_context_messages=agent_settings.max_context_messages,
+                    max_tool_iterations=agent_settings.max_tool_iterations,
+                    tool_output_limit=agent_settings.tool_output_limit,
+                ),
+            ),
             now_ms=now_ms,
-            system_prompt=agent_settings.system_prompt or DEFAULT_SYSTEM_PROMPT,
-            max_context_messages=agent_settings.max_context_messages,
-            max_tool_iterations=agent_settings.max_tool_iterations,
-            tool_output_limit=agent_settings.tool_output_limit,
             default_permissions=self._default_permissions(),
         )
         self._agents = AgentSystem(

@@ -1,0 +1,110 @@
+"""The transcript port: one conversation's records, as the turn loop reads and writes them.
+
+The turn loop (``claybot.agents.turn_loop``) never touches files: it appends
+records and reads them back through this protocol, and asks it whether a reply
+was already delivered. An agent's transcript is its history.jsonl plus the inbox
+log's ``sent`` marks (``FileTranscript``); ``MemoryTranscript`` keeps the same
+contract in memory (tests, and a model for other stores: a job's rows in the
+database implement the same four calls).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Protocol
+
+from claybot.agents.history import Record
+from claybot.agents.inbox import InboxLog
+from claybot.agents.store import FileAgentStore
+
+
+class Transcript(Protocol):
+    def append(self, record: Record) -> None:
+        """Queue a record; it is durable with the next ``append_durably`` (or sync)."""
+        ...
+
+    async def append_durably(self, record: Record) -> None:
+        """Append a record and return once it, and everything queued before it, is durable."""
+        ...
+
+    async def read(self) -> list[Record]:
+        """Every record so far, in order (those queued included)."""
+        ...
+
+    def delivered(self, item_id: str, outgoing_id: str) -> bool:
+        """Whether this reply of the item's turn already reached its recipient."""
+        ...
+
+    def mark_delivered(self, item_id: str, outgoing_id: str) -> None:
+        """Remember a delivery (durable with the next sync; a repeat after a crash is
+        harmless: replies carry stable ids that recipients drop when seen)."""
+        ...
+
+
+class FileTranscript:
+    """An agent's history.jsonl, through the engine's group-commit writer."""
+
+    def __init__(self, store: FileAgentStore, inbox_log: InboxLog, agent_id: str) -> None:
+        self._store = store
+        self._inbox = inbox_log
+        self._agent_id = agent_id
+
+    def append(self, record: Record) -> None:
+        self._store.append_history_nowait(self._agent_id, record)
+
+    async def append_durably(self, record: Record) -> None:
+        await self._store.append_history(self._agent_id, record)
+
+    async def read(self) -> list[Record]:
+        await self._store.writer.flush()
+        return await asyncio.to_thread(self._store.read_history, self._agent_id, repair=False)
+
+    def delivered(self, item_id: str, outgoing_id: str) -> bool:
+        return self._inbox.already_sent((self._agent_id, item_id), outgoing_id)
+
+    def mark_delivered(self, item_id: str, outgoing_id: str) -> None:
+        self._inbox.mark_sent((self._agent_id, item_id), outgoing_id)
+
+
+class MemoryTranscript:
+    """The same contract in memory; ``crash()`` drops what was not made durable."""
+
+    def __init__(
+        self,
+        records: list[Record] | None = None,
+        *,
+        delivered: set[tuple[str, str]] | None = None,
+    ) -> None:
+        self.durable: list[Record] = list(records or [])
+        self._queued: list[Record] = []
+        self._delivered: set[tuple[str, str]] = set(delivered or ())
+        self._queued_deliveries: set[tuple[str, str]] = set()
+
+    def append(self, record: Record) -> None:
+        self._queued.append(record)
+
+    async def append_durably(self, record: Record) -> None:
+        self._queued.append(record)
+        await asyncio.sleep(0)  # a real store suspends here too
+        self.durable.extend(self._queued)
+        self._queued.clear()
+        self._delivered |= self._queued_deliveries
+        self._queued_deliveries.clear()
+
+    async def read(self) -> list[Record]:
+        return [*self.durable, *self._queued]
+
+    def delivered(self, item_id: str, outgoing_id: str) -> bool:
+        key = (item_id, outgoing_id)
+        return key in self._delivered or key in self._queued_deliveries
+
+    def mark_delivered(self, item_id: str, outgoing_id: str) -> None:
+        self._queued_deliveries.add((item_id, outgoing_id))
+
+    @property
+    def durable_deliveries(self) -> set[tuple[str, str]]:
+        return set(self._delivered)
+
+    def crash(self) -> None:
+        self._queued.clear()
+        self._queued_deliveries.clear()

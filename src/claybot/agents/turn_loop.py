@@ -1,0 +1,289 @@
+"""The turn loop: one message's turn, over a transcript.
+
+It appends ``user_message``, then loops: inference, an ``assistant_message``
+(durable before its text goes out), tool calls and their ``tool_result``s, until
+the model answers without tool calls (the ``final`` record), with a cap on tool
+rounds and on each tool's output. After a crash the turn resumes from what the
+transcript holds: text already produced is re-delivered under the same outgoing
+ids instead of being generated again, and a tool call that was running when the
+engine died is reported to the model as interrupted rather than silently re-run.
+
+The loop knows nothing of files, inboxes or connectors: it reads and appends
+through a ``Transcript`` and answers through its ``TurnOwner`` (an agent today,
+a job over database rows tomorrow), so both run the very same loop.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from pydantic import ValidationError
+
+from claybot.agents.history import (
+    Record,
+    TurnProgress,
+    assistant_message_record,
+    context_window,
+    record_to_message,
+    tool_result_record,
+    turn_progress,
+    user_message_record,
+)
+from claybot.agents.ports import ProviderRouter
+from claybot.agents.transcript import Transcript
+from claybot.agents.turn import TurnOutcome
+from claybot.kernel.events import EventBus
+from claybot.permissions.model import Permissions
+from claybot.providers.base import ChatMessage, InferenceRequest, TokenUsage, ToolCall
+from claybot.providers.router import InferenceFailed
+from claybot.tools.base import AgentKind, ToolContext, ToolRegistry, ToolResult
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SYSTEM_PROMPT = "You are ClayBot, a helpful assistant. Answer clearly and briefly."
+INTERRUPTED_TOOL = (
+    "The engine restarted while this tool call was running, so it may or may not have "
+    "completed. It was not run again; check its effect before retrying."
+)
+TOOL_LIMIT_NOTICE = "[Stopped: the tool limit of {rounds} rounds for one message was reached.]"
+
+
+@dataclass(frozen=True)
+class LoopLimits:
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    max_tool_iterations: int = 25
+    tool_output_limit: int = 16_000
+    max_context_messages: int = 200
+
+
+class TurnOwner(Protocol):
+    """Whom the loop works for: whose tools run, where replies go, who pays the tokens."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def kind(self) -> AgentKind: ...
+
+    @property
+    def permissions(self) -> Permissions: ...
+
+    async def reply(
+        self, item_id: str, outgoing_id: str, text: str, *, final: bool, delivered_before: bool
+    ) -> None:
+        """Hand a reply on (unless ``delivered_before``: then only note it)."""
+        ...
+
+    def count_usage(self, usage: TokenUsage, provider: str, model: str) -> None: ...
+
+
+@dataclass
+class TurnWork:
+    """One message's turn, as the loop sees it."""
+
+    item_id: str
+    text: str
+    origin: str | None
+    transcript: Transcript
+    # The inference context since the last reset; the loop extends it as it appends.
+    context: list[ChatMessage] = field(default_factory=list)
+    progress: TurnProgress | None = None  # what the transcript held of it after a crash
+
+
+def truncate(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n[truncated: {len(text) - limit} more characters]"
+
+
+def outcome_of(progress: TurnProgress) -> TurnOutcome:
+    """How a finished turn ended, from what the transcript says about it."""
+    finals = [text for _, text, final in progress.outgoing if final]
+    return TurnOutcome(finals[-1] if finals else "", progress.failed)
+
+
+class TurnLoop:
+    def __init__(
+        self,
+        *,
+        providers: ProviderRouter,
+        tools: ToolRegistry,
+        events: EventBus,
+        now_ms: Callable[[], int],
+        limits: LoopLimits,
+    ) -> None:
+        self.providers = providers
+        self.tools = tools
+        self.events = events
+        self.now_ms = now_ms
+        self.limits = limits
+
+    async def run(self, owner: TurnOwner, work: TurnWork) -> TurnOutcome:
+        limits = self.limits
+        progress = work.progress
+        if progress is not None:
+            for outgoing_id, text, final in progress.outgoing:
+                await self._reply(owner, work, outgoing_id, text, final=final)
+            if progress.done:
+                return outcome_of(progress)
+        if progress is None or not progress.started:
+            self._append(
+                work,
+                user_message_record(self.now_ms(), work.text, work.item_id, origin=work.origin),
+            )
+        if progress is not None:
+            for call in progress.unanswered_calls:
+                self._append(
+                    work,
+                    tool_result_record(
+                        self.now_ms(), work.item_id, call, INTERRUPTED_TOOL, is_error=True
+                    ),
+                )
+        sent = len(progress.outgoing) if progress is not None else 0
+        schemas = self.tools.schemas_for(owner.kind)
+        for iteration in range(limits.max_tool_iterations + 1):
+            self._trim(work)
+            request = InferenceRequest(
+                messages=context_window(work.context, limits.max_context_messages),
+                system_prompt=limits.system_prompt,
+                tools=schemas,
+            )
+            try:
+                result = await self.providers.complete(request)
+            except InferenceFailed as exc:
+                text = f"Inference failed: {exc}"
+                await self._fail(owner, work, sent, text)
+                return TurnOutcome(text, failed=True)
+            calls = result.tool_calls
+            text = result.text
+            if calls and iteration == limits.max_tool_iterations:
+                # Out of rounds: the calls are not run, and the user is told why it stopped.
+                calls = ()
+                text = (text + "\n\n" if text else "") + TOOL_LIMIT_NOTICE.format(
+                    rounds=limits.max_tool_iterations
+                )
+            outgoing: str | None = f"{work.item_id}#{sent}" if text else None
+            await self._append_durably(
+                work,
+                assistant_message_record(
+                    self.now_ms(),
+                    text,
+                    work.item_id,
+                    tool_calls=calls,
+                    usage=result.usage,
+                    provider=result.provider_id,
+                    model=result.model,
+                    final=not calls,
+                    outgoing_id=outgoing,
+                ),
+            )
+            owner.count_usage(result.usage, result.provider_id, result.model)
+            if outgoing is not None:
+                sent += 1
+                # The last message of a turn needs no delivery mark: `done` follows at once.
+                await self._reply(owner, work, outgoing, text, final=not calls, mark=bool(calls))
+            if not calls:
+                return TurnOutcome(text)
+            for call in calls:
+                output = await self._run_tool(owner, call, work.item_id)
+                self._append(
+                    work,
+                    tool_result_record(
+                        self.now_ms(), work.item_id, call, output.text, is_error=output.is_error
+                    ),
+                )
+        raise AssertionError("the last iteration never has tool calls")  # pragma: no cover
+
+    async def close(
+        self, owner: TurnOwner, work: TurnWork, text: str, *, failed: bool
+    ) -> TurnOutcome:
+        """End a turn that did not finish normally (stopped, or a bug) with a final record
+        and message; if it finished just before, its own outcome stands."""
+        progress = turn_progress(await work.transcript.read(), work.item_id)
+        if progress.done:
+            return outcome_of(progress)
+        # Every tool call needs its result, or the next request to the model is invalid.
+        for call in progress.unanswered_calls:
+            self._append(
+                work,
+                tool_result_record(
+                    self.now_ms(), work.item_id, call, f"Not completed: {text}", is_error=True
+                ),
+            )
+        await self._fail(owner, work, len(progress.outgoing), text, error=failed)
+        return TurnOutcome(text, failed)
+
+    # -- steps -------------------------------------------------------------------------
+
+    def _append(self, work: TurnWork, record: Record) -> None:
+        work.transcript.append(record)
+        message = record_to_message(record)
+        if message is not None:
+            work.context.append(message)
+
+    async def _append_durably(self, work: TurnWork, record: Record) -> None:
+        await work.transcript.append_durably(record)
+        message = record_to_message(record)
+        if message is not None:
+            work.context.append(message)
+
+    def _trim(self, work: TurnWork) -> None:
+        """Keep memory bounded: what is beyond the window lives only in the transcript."""
+        limit = self.limits.max_context_messages
+        if len(work.context) > 2 * limit:
+            work.context[:] = context_window(work.context, limit)
+
+    async def _reply(
+        self,
+        owner: TurnOwner,
+        work: TurnWork,
+        outgoing_id: str,
+        text: str,
+        *,
+        final: bool,
+        mark: bool = True,
+    ) -> None:
+        before = work.transcript.delivered(work.item_id, outgoing_id)
+        await owner.reply(work.item_id, outgoing_id, text, final=final, delivered_before=before)
+        if mark and not before:
+            work.transcript.mark_delivered(work.item_id, outgoing_id)
+
+    async def _fail(
+        self, owner: TurnOwner, work: TurnWork, sent: int, text: str, *, error: bool = True
+    ) -> None:
+        outgoing_id = f"{work.item_id}#{sent}"
+        await self._append_durably(
+            work,
+            assistant_message_record(
+                self.now_ms(), text, work.item_id, final=True, outgoing_id=outgoing_id, error=error
+            ),
+        )
+        if error:
+            self.events.emit(
+                "agent.error", {"agentId": owner.id, "messageId": work.item_id, "error": text}
+            )
+        await self._reply(owner, work, outgoing_id, text, final=True, mark=False)
+
+    async def _run_tool(self, owner: TurnOwner, call: ToolCall, message_id: str) -> ToolResult:
+        tool = self.tools.get(call.name)
+        if tool is None or owner.kind not in tool.visible_to:
+            return ToolResult(f"Unknown tool {call.name!r}.", is_error=True)
+        try:
+            arguments = tool.parameters.model_validate(call.arguments)
+        except ValidationError as exc:
+            return ToolResult(f"Invalid arguments for {call.name!r}: {exc}", is_error=True)
+        try:
+            context = ToolContext(owner.id, owner.kind, message_id, owner.permissions)
+            output = await tool.run(arguments, context)
+        except Exception as exc:  # a failing tool is a result the model reads, never a dead agent
+            log.warning(
+                "tool raised",
+                extra={"action": "tool.error", "tool": call.name, "agentId": owner.id},
+                exc_info=True,
+            )
+            return ToolResult(f"{call.name} failed: {type(exc).__name__}: {exc}", is_error=True)
+        result = output if isinstance(output, ToolResult) else ToolResult(str(output))
+        return ToolResult(truncate(result.text, self.limits.tool_output_limit), result.is_error)

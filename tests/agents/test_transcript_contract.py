@@ -1,0 +1,202 @@
+"""One contract for every transcript: the file-backed agent store and its in-memory twin.
+
+The same tests, and the very same turn loop, run over both, so a store that passes
+them (a job's rows in the database, next) can carry a turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from claybot.agents.history import (
+    Record,
+    assistant_message_record,
+    build_context,
+    turn_progress,
+    user_message_record,
+)
+from claybot.agents.inbox import InboxItem, InboxLog
+from claybot.agents.store import FileAgentStore
+from claybot.agents.transcript import FileTranscript, MemoryTranscript, Transcript
+from claybot.agents.turn_loop import INTERRUPTED_TOOL, LoopLimits, TurnLoop, TurnWork
+from claybot.config.settings import ProviderSettings
+from claybot.durable.group_commit import GroupCommitWriter
+from claybot.kernel.events import EventBus
+from claybot.permissions.model import Permissions
+from claybot.providers.base import TokenUsage, ToolCall
+from claybot.providers.scripted import ScriptedProvider
+from claybot.tools.base import AgentKind, ToolContext, ToolDefinition, ToolRegistry
+
+
+@dataclass
+class Store:
+    """A transcript, and how to get it back as a restarted engine would see it."""
+
+    transcript: Transcript
+    reopen: Callable[[], Awaitable[Transcript]]
+
+
+@pytest.fixture(params=["file", "memory"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    if request.param == "memory":
+        memory = MemoryTranscript()
+
+        async def reopen_memory() -> Transcript:
+            memory.crash()
+            return MemoryTranscript(memory.durable, delivered=memory.durable_deliveries)
+
+        yield Store(memory, reopen_memory)
+        return
+    writer = GroupCommitWriter(journal=tmp_path / "inbox.wal", root=tmp_path)
+    await writer.start()
+    (tmp_path / "agents" / "a1").mkdir(parents=True)
+    files = FileAgentStore(tmp_path / "agents", writer)
+    inbox = InboxLog(tmp_path / "inbox.wal", writer)
+    # The turn of m1 runs for an item pending in the inbox log, as in the engine: the
+    # log keeps the delivery marks of unfinished items only.
+    await inbox.accept(InboxItem("message", "m1", "a1", 1, "remember milk"))
+
+    writers = [writer]
+
+    async def reopen_file() -> Transcript:
+        await writers[-1].close()
+        again = GroupCommitWriter(journal=tmp_path / "inbox.wal", root=tmp_path)
+        await again.start()
+        writers.append(again)
+        log = InboxLog(tmp_path / "inbox.wal", again)
+        log.recover()  # the sent marks come back from the log, as at boot
+        return FileTranscript(FileAgentStore(tmp_path / "agents", again), log, "a1")
+
+    yield Store(FileTranscript(files, inbox, "a1"), reopen_file)
+    await writers[-1].close()
+
+
+def said(text: str, n: int) -> Record:
+    return user_message_record(n, text, f"m{n}")
+
+
+async def test_records_read_back_in_order_queued_ones_included(store: Store) -> None:
+    transcript = store.transcript
+    transcript.append(said("one", 1))
+    await transcript.append_durably(said("two", 2))
+    transcript.append(said("three", 3))
+    assert [r["text"] for r in await transcript.read()] == ["one", "two", "three"]
+
+
+async def test_a_durable_append_keeps_everything_before_it(store: Store) -> None:
+    store.transcript.append(said("one", 1))
+    await store.transcript.append_durably(said("two", 2))
+    reopened = await store.reopen()
+    assert [r["text"] for r in await reopened.read()][:2] == ["one", "two"]
+
+
+async def test_deliveries_are_remembered_per_reply(store: Store) -> None:
+    transcript = store.transcript
+    assert not transcript.delivered("m1", "m1#0")
+    transcript.mark_delivered("m1", "m1#0")
+    assert transcript.delivered("m1", "m1#0")
+    assert not transcript.delivered("m1", "m1#1") and not transcript.delivered("m2", "m1#0")
+
+
+# -- the turn loop over each ---------------------------------------------------------
+
+
+class Noted(BaseModel):
+    note: str
+
+
+@dataclass
+class Owner:
+    """A ``TurnOwner`` that keeps what it is given."""
+
+    id: str = "a1"
+    kind: AgentKind = "user"
+    permissions: Permissions = field(default_factory=Permissions)
+    replies: list[tuple[str, str, bool, bool]] = field(default_factory=list)
+    usage: list[TokenUsage] = field(default_factory=list)
+
+    async def reply(
+        self, item_id: str, outgoing_id: str, text: str, *, final: bool, delivered_before: bool
+    ) -> None:
+        self.replies.append((outgoing_id, text, final, delivered_before))
+
+    def count_usage(self, usage: TokenUsage, provider: str, model: str) -> None:
+        self.usage.append(usage)
+
+
+def loop_with(*responses: Any) -> tuple[TurnLoop, list[str]]:
+    notes: list[str] = []
+
+    async def note(arguments: BaseModel, context: ToolContext) -> str:
+        assert isinstance(arguments, Noted)
+        notes.append(arguments.note)
+        return f"noted {arguments.note}"
+
+    provider = ScriptedProvider(
+        ProviderSettings(id="scripted", model="script", options={"responses": list(responses)})
+    )
+    tools = ToolRegistry([ToolDefinition("note", "Keep a note.", Noted, note)])
+    loop = TurnLoop(
+        providers=provider, tools=tools, events=EventBus(), now_ms=lambda: 7, limits=LoopLimits()
+    )
+    return loop, notes
+
+
+async def test_a_turn_with_a_tool_call(store: Store) -> None:
+    loop, notes = loop_with(
+        {"text": "on it", "toolCalls": [{"name": "note", "arguments": {"note": "milk"}}]}, "done"
+    )
+    owner = Owner()
+    work = TurnWork("m1", "remember milk", None, store.transcript)
+    outcome = await loop.run(owner, work)
+    assert (outcome.text, outcome.failed) == ("done", False)
+    assert notes == ["milk"]
+    assert owner.replies == [("m1#0", "on it", False, False), ("m1#1", "done", True, False)]
+    records = await store.transcript.read()
+    assert [r["type"] for r in records] == [
+        "user_message",
+        "assistant_message",
+        "tool_result",
+        "assistant_message",
+    ]
+    assert turn_progress(records, "m1").done
+    assert [m.role for m in work.context] == ["user", "assistant", "tool", "assistant"]
+    assert store.transcript.delivered("m1", "m1#0")  # the final reply needs no mark
+
+
+async def test_a_turn_resumes_where_the_crash_left_it(store: Store) -> None:
+    # Before the crash: the question, and a reply that called a tool and was sent.
+    call = ToolCall("c1", "note", {"note": "milk"})
+    store.transcript.append(said("remember milk", 1))
+    await store.transcript.append_durably(
+        assistant_message_record(
+            7, "on it", "m1", tool_calls=(call,), final=False, outgoing_id="m1#0"
+        )
+    )
+    store.transcript.mark_delivered("m1", "m1#0")
+    await store.transcript.append_durably(said("unrelated", 2))  # makes the mark durable too
+    transcript = await store.reopen()
+    records = await transcript.read()
+    loop, notes = loop_with("done after all")
+    owner = Owner()
+    work = TurnWork(
+        "m1",
+        "remember milk",
+        None,
+        transcript,
+        build_context(records),
+        turn_progress(records, "m1"),
+    )
+    outcome = await loop.run(owner, work)
+    assert outcome.text == "done after all"
+    assert notes == []  # the interrupted call is reported, never run again
+    assert owner.replies[0] == ("m1#0", "on it", False, True)  # re-noted, not re-sent
+    assert owner.replies[1] == ("m1#1", "done after all", True, False)
+    results = [r for r in await transcript.read() if r["type"] == "tool_result"]
+    assert results[0]["output"] == {"text": INTERRUPTED_TOOL, "isError": True}
