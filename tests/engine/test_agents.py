@@ -140,7 +140,7 @@ async def test_reset_keeps_the_id_and_starts_a_new_context(
         "user_message",
         "assistant_message",
     ]
-    agent = engine.agents._loaded[posted["agentId"]]
+    agent = engine.agents.residency.loaded[posted["agentId"]]
     assert [m.text for m in agent.context] == ["after", "echo: after"]
 
 
@@ -166,7 +166,7 @@ async def test_idle_agents_sleep_and_wake_with_their_context(
     await post(api, "again")
     await next_event(events, "agent.woke")
     await next_event(events, "agent.outgoing", count=2)
-    agent = engine.agents._loaded[posted["agentId"]]
+    agent = engine.agents.residency.loaded[posted["agentId"]]
     assert [m.text for m in agent.context] == [
         "remember me",
         "echo: remember me",

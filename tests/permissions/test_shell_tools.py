@@ -125,7 +125,7 @@ async def test_the_engines_files_are_refused_even_to_an_agent_granted_the_whole_
 
     def grant_the_home(engine: Engine, agent_id: str) -> None:
         # A user who granted the home itself, on purpose or by mistake.
-        agent = engine.agents._loaded[agent_id]
+        agent = engine.agents.residency.loaded[agent_id]
         agent.state.permissions = agent.state.permissions.model_copy(
             update={"readDirs": [str(home)], "writeDirs": [str(home)]}
         )

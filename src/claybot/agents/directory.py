@@ -1,0 +1,161 @@
+"""The directory of agents: every agent id, its descriptor, and how recent it is.
+
+Built from ``agents/index.jsonl`` at boot and kept in memory for the engine's
+life (an agent at rest costs only its entry here). A descriptor maps to one
+agent id forever (``descriptor_key``). Recency answers seed 003's fetch
+strategies ("the most recent user agent") without reading any agent's files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from claybot.agents.descriptors import (
+    AgentDescriptor,
+    FetchStrategy,
+    HeartbeatDescriptor,
+    SubagentDescriptor,
+    UserDescriptor,
+    descriptor_key,
+    descriptor_label,
+    descriptor_to_dict,
+)
+from claybot.agents.store import AgentStoreError, FileAgentStore, IndexEntry
+
+
+class AgentNotFound(LookupError):
+    def __init__(self, agent_id: str) -> None:
+        super().__init__(f"no agent with id {agent_id!r}")
+        self.agent_id = agent_id
+
+
+class AgentDirectory:
+    def __init__(self, store: FileAgentStore) -> None:
+        self._store = store
+        self._entries: dict[str, IndexEntry] = {}
+        self._by_key: dict[str, str] = {}
+        self._updated: dict[str, int] = {}  # last known updatedAt of agents at rest
+        # Recency of foreground activity since boot; milliseconds tie too easily.
+        self._touched: dict[str, int] = {}
+        self._touch_seq = 0
+
+    def add(self, entry: IndexEntry) -> None:
+        self._entries[entry.agent_id] = entry
+        self._by_key[descriptor_key(entry.descriptor)] = entry.agent_id
+
+    def __contains__(self, agent_id: object) -> bool:
+        return agent_id in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __iter__(self) -> Iterator[IndexEntry]:
+        return iter(self._entries.values())
+
+    def entry(self, agent_id: str) -> IndexEntry:
+        entry = self._entries.get(agent_id)
+        if entry is None:
+            raise AgentNotFound(agent_id)
+        return entry
+
+    def id_for(self, descriptor: AgentDescriptor) -> str | None:
+        """The agent id a descriptor maps to, if it has one yet."""
+        return self._by_key.get(descriptor_key(descriptor))
+
+    # -- recency ----------------------------------------------------------------------
+
+    def touch(self, agent_id: str) -> None:
+        """Foreground activity now (a user's message)."""
+        self._touch_seq += 1
+        self._touched[agent_id] = self._touch_seq
+
+    def rested(self, agent_id: str, updated_at: int) -> None:
+        """The agent left memory; this was its last ``updatedAt``."""
+        self._updated[agent_id] = updated_at
+
+    def updated_at(self, agent_id: str, live: int | None = None) -> int:
+        """``live`` is a loaded agent's own ``updatedAt``; otherwise the last known one."""
+        if live is not None:
+            return live
+        known = self._updated.get(agent_id)
+        if known is None:
+            # Not touched since boot: the last history append is its last activity.
+            known = self._updated[agent_id] = self._store.history_mtime_ms(agent_id)
+        return known
+
+    def most_recent(self, strategy: FetchStrategy, live: Callable[[str], int | None]) -> str | None:
+        """Seed 003: the most recent user agent, or the most recent heartbeat agent."""
+        wanted: type[UserDescriptor] | type[HeartbeatDescriptor]
+        wanted = UserDescriptor if strategy == "most-recent-foreground" else HeartbeatDescriptor
+        best: tuple[int, int, str] | None = None
+        for agent_id, entry in self._entries.items():
+            if isinstance(entry.descriptor, wanted):
+                touched = self._touched.get(agent_id)
+                # Anything touched since boot is more recent than anything that was not.
+                candidate = (
+                    (1, touched, agent_id)
+                    if touched is not None
+                    else (0, self.updated_at(agent_id, live(agent_id)), agent_id)
+                )
+                if best is None or candidate > best:
+                    best = candidate
+        return best[2] if best else None
+
+    # -- the subagent tree ------------------------------------------------------------
+
+    def depth_of(self, agent_id: str) -> int:
+        """0 for user, cron and heartbeat agents; a subagent is one deeper than its parent."""
+        depth = 0
+        seen: set[str] = set()
+        entry = self._entries.get(agent_id)
+        while entry is not None and isinstance(entry.descriptor, SubagentDescriptor):
+            if agent_id in seen:  # a cycle can only come from hand-edited files
+                break
+            seen.add(agent_id)
+            depth += 1
+            agent_id = entry.descriptor.parentAgentId
+            entry = self._entries.get(agent_id)
+        return depth
+
+    def children_of(self, parent_id: str) -> Iterator[str]:
+        for agent_id, entry in self._entries.items():
+            descriptor = entry.descriptor
+            if isinstance(descriptor, SubagentDescriptor) and descriptor.parentAgentId == parent_id:
+                yield agent_id
+
+    # -- listings -----------------------------------------------------------------------
+
+    def listing(self, agent_id: str, live: int | None) -> dict[str, Any]:
+        entry = self._entries[agent_id]
+        return {
+            "agentId": agent_id,
+            "descriptor": descriptor_to_dict(entry.descriptor),
+            "type": entry.descriptor.type,
+            "label": descriptor_label(entry.descriptor),
+            "createdAt": entry.created_at,
+            "updatedAt": self.updated_at(agent_id, live),
+        }
+
+    def background_agents(self) -> list[dict[str, Any]]:
+        """Subagents as persisted on disk (no live inbox status, seed 000)."""
+        result = []
+        for agent_id, entry in self._entries.items():
+            descriptor = entry.descriptor
+            if not isinstance(descriptor, SubagentDescriptor):
+                continue
+            try:
+                state = self._store.read_state(agent_id)
+            except AgentStoreError:
+                state = None  # listed from its descriptor; the damage is in problems()
+            result.append(
+                {
+                    "agentId": agent_id,
+                    "name": descriptor.name,
+                    "parentAgentId": descriptor.parentAgentId,
+                    "createdAt": state.createdAt if state else entry.created_at,
+                    "updatedAt": state.updatedAt if state else entry.created_at,
+                    "status": "idle",
+                }
+            )
+        return result
