@@ -5,7 +5,9 @@ It resolves targets to agents, admits items to their inboxes through one path
 each agent processes at most one item at a time, at most ``max_concurrent``
 agents at once. Behind it: the directory of every agent (``directory.py``), the
 agents in memory (``residency.py``), the turn loop (``turn_loop.py``) and the
-subagent rules (``subagents.py``).
+subagent rules (``subagents.py``), admission (``admission.py``). It stays longer
+than those parts because every public operation of the runtime is here, each a
+few lines that delegate: callers have one door.
 """
 
 from __future__ import annotations
@@ -15,28 +17,23 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
-from claybot.agents.agent import UNEXPECTED_ERROR, Agent, AgentRuntime, outgoing_message
+from claybot.agents.admission import Admissions, EngineStopping
+from claybot.agents.agent import UNEXPECTED_ERROR, Agent, AgentRuntime
 from claybot.agents.descriptors import (
     AgentDescriptor,
     FetchStrategy,
     SubagentDescriptor,
     UserDescriptor,
-    descriptor_key,
-    descriptor_to_dict,
 )
 from claybot.agents.directory import AgentDirectory, AgentNotFound
-from claybot.agents.history import start_record, turn_progress
 from claybot.agents.inbox import InboxItem, ItemKind
 from claybot.agents.residency import Residency, StorageFull
-from claybot.agents.state import AgentState
-from claybot.agents.store import AgentStoreError, IndexEntry
-from claybot.agents.subagents import SubagentLimit, SubagentLimits, result_notice
+from claybot.agents.store import AgentStoreError
+from claybot.agents.subagents import SubagentLimit, SubagentLimits, Subagents
 from claybot.agents.turn import Turn, TurnOutcome
-from claybot.agents.turn_loop import outcome_of
-from claybot.connectors.base import InboundMessage, OutgoingMessage
+from claybot.connectors.base import InboundMessage
 from claybot.kernel.ids import IdFactory, new_id
 from claybot.permissions.model import Permissions
 
@@ -60,14 +57,6 @@ CHECKPOINT_INTERVAL_S = 60.0  # bounds how much journal a boot replays
 
 class MessageTooLarge(ValueError):
     pass
-
-
-class EngineStopping(RuntimeError):
-    pass
-
-
-# (agent id, kind, item id or None for a new one, text, context)
-Admission = tuple[str, ItemKind, str | None, str, dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -116,7 +105,18 @@ class AgentSystem:
         self._new_id = id_factory
         self._monotonic = monotonic
         self._semaphore = asyncio.Semaphore(max_concurrent)
-        self._creating: dict[str, asyncio.Future[str]] = {}
+        self.admissions = Admissions(
+            directory=self.directory,
+            residency=self.residency,
+            new_id=id_factory,
+            runtime=runtime,
+            monotonic=monotonic,
+            schedule=self._schedule,
+            stopping=lambda: self._stopping,
+        )
+        self.subagents = Subagents(
+            self.subagent_limits, self.directory, self.residency, self.admissions, id_factory
+        )
         self._tasks: set[asyncio.Task[None]] = set()
         self._background: list[asyncio.Task[None]] = []
         self._stopping = False
@@ -219,83 +219,7 @@ class AgentSystem:
         ``permissions`` are what a newly created agent starts with (default: the
         runtime's defaults); an existing agent keeps its own.
         """
-        agent_id = self.directory.id_for(descriptor)
-        if agent_id is not None:
-            return agent_id
-        key = descriptor_key(descriptor)
-        pending = self._creating.get(key)
-        if pending is not None:
-            return await asyncio.shield(pending)
-        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        self._creating[key] = future
-        try:
-            agent_id = await self._create(descriptor, permissions=permissions)
-            future.set_result(agent_id)
-            return agent_id
-        except BaseException as exc:
-            future.set_exception(exc)
-            future.exception()  # retrieved: waiters re-raise it themselves
-            raise
-        finally:
-            del self._creating[key]
-
-    async def _create(
-        self,
-        descriptor: AgentDescriptor,
-        *,
-        agent_id: str | None = None,
-        permissions: Permissions | None = None,
-        first_message: tuple[str, str] | None = None,
-    ) -> str:
-        """Create an agent; with ``first_message`` (text, origin) it starts with that item.
-
-        The first item is made durable *before* the agent's files: a crash in between
-        leaves an item whose agent is missing, which boot drops, rather than an agent
-        that exists but never got its task.
-        """
-        if self._stopping:
-            raise EngineStopping("the engine is shutting down")
-        agent_id = agent_id or self._new_id()
-        now = self.runtime.now_ms()
-        state = AgentState(
-            createdAt=now,
-            updatedAt=now,
-            permissions=permissions or self.runtime.default_permissions,
-        )
-        first: InboxItem | None = None
-        if first_message is not None:
-            text, origin = first_message
-            first = InboxItem(
-                kind="message",
-                id=self._new_id(),
-                agent_id=agent_id,
-                at=now,
-                text=text,
-                context={"origin": origin},
-            )
-            await self.inbox_log.accept(first)
-        entry = IndexEntry(agent_id, descriptor, now)
-        try:
-            await self.store.create(entry, state, start_record(now, descriptor_to_dict(descriptor)))
-        except BaseException:
-            if first is not None:
-                self.inbox_log.mark_done(first)  # its agent never came to be
-            raise
-        self.directory.add(entry)
-        self.directory.rested(agent_id, now)
-        self.directory.touch(agent_id)
-        agent = Agent(agent_id, descriptor, state, [start_record(now)], self.runtime)
-        agent.last_active = self._monotonic()
-        self.residency.adopt(agent)
-        self.events.emit(
-            "agent.created",
-            {"agentId": agent_id, "descriptor": descriptor_to_dict(descriptor), "source": "agent"},
-        )
-        if first is not None:
-            agent.remember(first.id)
-            agent.inbox.push(first)
-            self._schedule(agent)
-        return agent_id
+        return await self.admissions.resolve(descriptor, permissions=permissions)
 
     def problems(self) -> list[dict[str, str]]:
         """Damaged agent files: those that could not be routed at boot, and those found
@@ -357,12 +281,7 @@ class AgentSystem:
         return self.directory.depth_of(agent_id)
 
     def busy_children(self, parent_id: str) -> int:
-        count = 0
-        for agent_id in self.directory.children_of(parent_id):
-            agent = self.residency.loaded.get(agent_id)
-            if (agent is not None and agent.busy) or agent_id in self.residency.recovered:
-                count += 1
-        return count
+        return self.subagents.busy_children(parent_id)
 
     async def permissions_of(self, agent_id: str) -> Permissions:
         agent = self.residency.loaded.get(agent_id)
@@ -385,71 +304,12 @@ class AgentSystem:
         permissions: Permissions | None = None,
     ) -> str:
         """Create a new background agent (a new id every time) and post its first message."""
-        if parent_id not in self.directory:
-            raise AgentNotFound(parent_id)
-        self.subagent_limits.check(self.depth_of(parent_id) + 1, self.busy_children(parent_id))
-        agent_id = self._new_id()
-        descriptor = SubagentDescriptor(id=agent_id, parentAgentId=parent_id, name=name)
-        await self._create(
-            descriptor,
-            agent_id=agent_id,
-            permissions=permissions,
-            first_message=(prompt, parent_id),
-        )
-        return agent_id
-
-    async def _report_to_parent(self, agent: Agent, item: InboxItem, outcome: TurnOutcome) -> None:
-        """A subagent's turn ended: its parent gets the result, or one failure notice.
-
-        Durable before the item is marked done, and its message id is derived from
-        the subagent's item, so a restart that resumes this turn posts it again and
-        the parent's inbox drops the repeat.
-        """
-        descriptor = agent.descriptor
-        assert isinstance(descriptor, SubagentDescriptor)
-        parent_id = descriptor.parentAgentId
-        if parent_id not in self.directory:
-            log.warning(
-                "a subagent's parent is gone; its result is dropped",
-                extra={"action": "subagent.orphan", "agentId": agent.id, "parentId": parent_id},
-            )
-            return
-        text = result_notice(descriptor.name, agent.id, outcome)
-        await self.submit(
-            parent_id, text, message_id=f"{agent.id}:{item.id}:result", origin=agent.id
-        )
-        self.events.emit(
-            "agent.subagent.failed" if outcome.failed else "agent.subagent.finished",
-            {"agentId": agent.id, "parentAgentId": parent_id, "messageId": item.id},
-        )
+        return await self.subagents.start(parent_id, name, prompt, permissions=permissions)
 
     def turn(self, agent_id: str, item_id: str) -> Turn:
-        """The handle of an item accepted earlier (also before a restart).
-
-        An unfinished item's handle follows it live; a finished one's answers from
-        history. An item history does not know ends with an empty outcome.
-        """
-        if agent_id not in self.directory:
-            raise AgentNotFound(agent_id)
-        pending = self.inbox_log.pending_item(agent_id, item_id)
-        if pending is not None:
-            return pending.turn.follower()
-        return Turn(
-            agent_id, item_id, duplicate=True, history=partial(self._ended_turn, agent_id, item_id)
-        )
-
-    async def _ended_turn(
-        self, agent_id: str, item_id: str
-    ) -> tuple[list[OutgoingMessage], TurnOutcome]:
-        await self.store.writer.flush()  # its last records may still be queued
-        records = await asyncio.to_thread(self.store.read_history, agent_id, repair=False)
-        progress = turn_progress(records, item_id)
-        descriptor = self.descriptor_of(agent_id)
-        replies = [
-            outgoing_message(descriptor, agent_id, item_id, outgoing_id, text, final)
-            for outgoing_id, text, final in progress.outgoing
-        ]
-        return replies, outcome_of(progress)
+        """The handle of an item accepted earlier (also before a restart): live while it
+        is unfinished, answered from history once it ended."""
+        return self.admissions.turn(agent_id, item_id)
 
     async def warm(self, agent_id: str) -> None:
         """Load an agent that is about to get work, and keep it from the idle sweep a while."""
@@ -479,7 +339,7 @@ class AgentSystem:
         text: str,
         context: dict[str, Any],
     ) -> Turn:
-        (turn,) = await self._accept_many([(agent_id, kind, item_id, text, context)])
+        (turn,) = await self.admissions.accept([(agent_id, kind, item_id, text, context)])
         return turn
 
     async def submit_many(self, submissions: list[Submission]) -> list[Turn]:
@@ -491,7 +351,7 @@ class AgentSystem:
         for submission in submissions:
             if submission.agent_id not in self.directory:
                 raise AgentNotFound(submission.agent_id)
-        return await self._accept_many(
+        return await self.admissions.accept(
             [
                 (
                     s.agent_id,
@@ -503,76 +363,6 @@ class AgentSystem:
                 for s in submissions
             ]
         )
-
-    async def _accept_many(
-        self, posts: list[tuple[str, ItemKind, str | None, str, dict[str, Any]]]
-    ) -> list[Turn]:
-        """The one admission path: wake each agent, queue every item, wait for the sync."""
-        if self._stopping:
-            raise EngineStopping("the engine is shutting down")
-        agents: dict[str, Agent] = {}
-        for agent_id in {post[0] for post in posts}:
-            while True:
-                agent = await self.residency.wake(agent_id)
-                if not agent.unloaded:
-                    break
-            agents[agent_id] = agent
-        turns: list[Turn] = []
-        queued: list[InboxItem] = []
-        for agent_id, kind, item_id, text, context in posts:
-            agent = agents[agent_id]
-            item = self._enqueue(agent, kind, item_id, text, context)
-            if item is None:
-                turns.append(self.turn(agent_id, item_id or ""))
-            else:
-                queued.append(item)
-                turns.append(item.turn)
-        durables = [item.durable for item in queued if item.durable is not None]
-        if durables:
-            # Waiting on the futures themselves (not a task per item) wakes this poster
-            # before the agents start on the work.
-            await asyncio.wait(durables)
-        failure: BaseException | None = None
-        for item in queued:
-            assert item.durable is not None
-            error = item.durable.exception()
-            if error is not None:
-                agents[item.agent_id].forget(item.id)
-                self.inbox_log.forget(item)
-                failure = failure or error
-        if failure is not None:
-            raise failure
-        return turns
-
-    def _enqueue(
-        self,
-        agent: Agent,
-        kind: ItemKind,
-        item_id: str | None,
-        text: str,
-        context: dict[str, Any],
-    ) -> InboxItem | None:
-        """Queue an item for a loaded agent; None if its id was seen before."""
-        item_id = item_id or self._new_id()
-        if agent.has_seen(item_id):
-            return None
-        item = InboxItem(
-            kind=kind,
-            id=item_id,
-            agent_id=agent.id,
-            at=self.runtime.now_ms(),
-            text=text,
-            context=context,
-        )
-        agent.remember(item_id)
-        # Queue in memory now so the inbox order is the log order; the runner
-        # waits for durability before it processes the item.
-        self.inbox_log.accept(item)
-        agent.inbox.push(item)
-        if isinstance(agent.descriptor, UserDescriptor):
-            self.directory.touch(agent.id)
-        self._schedule(agent)
-        return item
 
     # -- running ----------------------------------------------------------------
 
@@ -612,7 +402,7 @@ class AgentSystem:
         try:
             outcome = await agent.process(item)
             if item.kind == "message" and isinstance(agent.descriptor, SubagentDescriptor):
-                await self._report_to_parent(agent, item, outcome)
+                await self.subagents.report(agent, item, outcome)
         except asyncio.CancelledError:
             raise  # shutdown: the item stays pending in the log and resumes next boot
         except EngineStopping:
