@@ -21,6 +21,9 @@ from claybot.config.home import HomePaths
 from claybot.engine.engine import Engine, EngineOptions
 from claybot.kernel.events import Event
 
+# No network beyond loopback, and a watch on the event loop: see tests/guards.py.
+pytest_plugins = ["tests.guards"]
+
 ECHO_SETTINGS: dict[str, Any] = {"providers": [{"id": "scripted", "model": "echo"}]}
 
 
