@@ -27,7 +27,7 @@ from claybot.agents.system import AgentSystem, SubagentLimits
 from claybot.agents.turn_loop import DEFAULT_SYSTEM_PROMPT, LoopLimits, TurnLoop
 from claybot.config.auth import AuthFile
 from claybot.config.home import HomePaths
-from claybot.config.settings import ProviderSettings, Settings
+from claybot.config.settings import Settings
 from claybot.config.store import ConfigStore
 from claybot.connectors.base import (
     InboundMessage,
@@ -57,9 +57,8 @@ from claybot.permissions.requests import (
 from claybot.plugins import LoadedPlugin, PluginCatalog, PluginManager, Registries
 from claybot.proactive.service import ProactiveService
 from claybot.proactive.wiring import build_proactive_service
-from claybot.providers.base import InferenceProvider
+from claybot.providers.configured import ConfiguredProviders
 from claybot.providers.registry import (
-    DEFAULT_PROVIDER,
     ProviderRegistry,
     builtin_provider_types,
 )
@@ -115,8 +114,7 @@ class Engine:
             control=self,
             sandbox=self.sandbox,
         )
-        self.router = InferenceRouter([])
-        self.provider_failures: dict[str, str] = {}
+        self.providers = ConfiguredProviders(self.provider_registry, self.options.env)
         self.started_at = datetime.now(UTC)
         self.tcp_port: int | None = None
         self._agents: AgentSystem | None = None
@@ -162,7 +160,7 @@ class Engine:
             events=self.events,
             outbox=ConnectorOutbox(self.registries.connectors),
             loop=TurnLoop(
-                providers=self.router,
+                providers=self.providers.router,
                 tools=self.tools,
                 events=self.events,
                 now_ms=now_ms,
@@ -268,7 +266,7 @@ class Engine:
             await self._permissions.shutdown()
         if self._agents is not None:
             await self._agents.shutdown(drain_timeout_s)
-        await self.router.close()
+        await self.providers.close()
         await self.writer.close()
         if self._sandbox_probe is not None:
             await asyncio.gather(self._sandbox_probe, return_exceptions=True)
@@ -291,31 +289,17 @@ class Engine:
 
     # -- providers --------------------------------------------------------------
 
-    def _provider_settings(self) -> list[ProviderSettings]:
-        return self.settings.enabled_providers() or [DEFAULT_PROVIDER]
-
     async def rebuild_providers(self) -> None:
         """Create the enabled providers in priority order; a broken one is reported, not fatal."""
-        auth = self.config.read_auth()
-        providers: list[InferenceProvider] = []
-        failures: dict[str, str] = {}
-        for provider_settings in self._provider_settings():
-            try:
-                providers.append(
-                    self.provider_registry.create(
-                        provider_settings, auth.get(provider_settings.id), self.options.env
-                    )
-                )
-            except Exception as exc:
-                failures[provider_settings.id] = str(exc)
-                log.error(
-                    "provider unavailable",
-                    extra={"action": "provider.unavailable", "provider": provider_settings.id},
-                )
-        old = self.router.replace(providers)
-        self.provider_failures = failures
-        for provider in old:
-            await provider.close()
+        await self.providers.rebuild(self.settings, self.config.read_auth())
+
+    @property
+    def router(self) -> InferenceRouter:
+        return self.providers.router
+
+    @property
+    def provider_failures(self) -> dict[str, str]:
+        return self.providers.failures
 
     # -- settings and auth mutations ------------------------------------------------
 
