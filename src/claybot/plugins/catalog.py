@@ -64,10 +64,9 @@ def _describe(entry_point: EntryPoint) -> str:
 def _where(dist: Distribution) -> str:
     """A damaged distribution, as far as it can still be named."""
     try:
-        name = repr(dist.name)
+        return f"distribution {dist.name!r} in {dist.locate_file('')}"
     except Exception:
-        name = "without a readable name"
-    return f"distribution {name} in {dist.locate_file('')}"
+        return f"distribution {dist!r}"
 
 
 def _definition_from(entry_point: EntryPoint) -> PluginDefinition[Any]:
