@@ -20,6 +20,10 @@ from claybot.api.app import create_app
 from claybot.config.home import HomePaths
 from claybot.engine.engine import Engine, EngineOptions
 from claybot.kernel.events import Event
+from tests.installed_metadata import use_declared_entry_points
+
+# Before any engine (or catalog) is built: the built-in plugins are entry points.
+use_declared_entry_points()
 
 # No network beyond loopback, and a watch on the event loop: see tests/guards.py.
 pytest_plugins = ["tests.guards"]

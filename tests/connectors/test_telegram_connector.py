@@ -27,8 +27,8 @@ from claybot.permissions.prompts import (
     PermissionOutcome,
     PermissionPrompt,
 )
-from claybot.plugins.api import PluginApi
-from claybot.plugins.registrar import PluginRegistrar, Registries
+from claybot.plugin import PluginApi, PluginRegistrar
+from claybot.plugins import Registries
 from claybot.plugins.telegram.connector import (
     NOTHING_RUNNING_TEXT,
     RESET_TEXT,

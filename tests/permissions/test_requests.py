@@ -13,7 +13,8 @@ from claybot.config.home import HomePaths
 from claybot.connectors.base import InboundMessage, OutgoingMessage
 from claybot.engine.engine import Engine, EngineOptions
 from claybot.permissions.prompts import PermissionOutcome, PermissionPrompt
-from claybot.plugins import PluginApi, PluginCatalog, PluginDefinition
+from claybot.plugin import PluginApi, PluginDefinition
+from claybot.plugins import PluginCatalog
 from tests.conftest import write_settings
 from tests.engine.test_agents import next_event, record_events
 from tests.engine.test_subagents import call, history, rules_settings, system_messages
@@ -82,13 +83,9 @@ def approver_catalog(registry: dict[str, ApproverConnector]) -> PluginCatalog:
         settings_model=ApproverSettings,
         create=lambda api: ApproverPlugin(api, registry),
     )
-    return PluginCatalog.discover(third_party_definitions(definition))
-
-
-def third_party_definitions(definition: PluginDefinition[Any]) -> list[PluginDefinition[Any]]:
-    from claybot.plugins.builtin import builtin_definitions
-
-    return [*builtin_definitions(), definition]
+    catalog = PluginCatalog.discover()
+    catalog.add(definition, source="tests.permissions.test_requests")
+    return catalog
 
 
 # The user asks for news; the user agent delegates; the helper needs the network.

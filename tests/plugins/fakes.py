@@ -8,10 +8,17 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from claybot.connectors.base import InboundMessage, OutgoingMessage, PostedMessage
-from claybot.plugins import PluginApi, PluginDefinition, PluginNotReady
-from claybot.providers.base import ImageProvider
-from claybot.tools.base import ToolContext, ToolDefinition
+from claybot.plugin import (
+    ImageProvider,
+    InboundMessage,
+    OutgoingMessage,
+    PluginApi,
+    PluginDefinition,
+    PluginNotReady,
+    PostedMessage,
+    ToolContext,
+    ToolDefinition,
+)
 
 
 class NoSettings(BaseModel):

@@ -1,4 +1,4 @@
-"""Third-party plugins are found through the ``claybot.plugins`` entry-point group.
+"""Plugins, built-in and third-party, are found through the ``claybot.plugins`` entry points.
 
 Each test installs a real distribution (a ``*.dist-info`` folder and its module)
 into a temporary directory on ``sys.path``, the way pip would.
@@ -13,17 +13,18 @@ from pathlib import Path
 
 import pytest
 
+from claybot.plugin import ToolContext
 from claybot.plugins import PluginCatalog
-from claybot.plugins.builtin import builtin_definitions
 from claybot.plugins.builtin.clock import clock_definition
-from claybot.tools.base import ToolContext
+from tests.installed_metadata import declared_entry_points
 from tests.plugins.conftest import Harness
+
+BUILTINS = ["clock", "mcp", "shell", "telegram", "web"]
 
 WEATHER_MODULE = """
 from pydantic import BaseModel
 
-from claybot.plugins import PluginDefinition
-from claybot.tools.base import ToolDefinition
+from claybot.plugin import PluginDefinition, ToolDefinition
 
 
 class WeatherSettings(BaseModel):
@@ -103,17 +104,27 @@ unrelated = claybot_test_weather:definition
 MODULES = ("claybot_test_weather", "claybot_test_exploding", "claybot_test_missing_module")
 
 
+def install(site: Path, name: str, entry_points: str, modules: dict[str, str]) -> None:
+    dist_info = site / f"{name.replace('-', '_')}-1.0.dist-info"
+    dist_info.mkdir(parents=True)
+    (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    (dist_info / "entry_points.txt").write_text(textwrap.dedent(entry_points))
+    for module, text in modules.items():
+        (site / f"{module}.py").write_text(text)
+
+
 @pytest.fixture
 def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     site = tmp_path / "site-packages"
-    dist_info = site / "claybot_test_weather-1.0.dist-info"
-    dist_info.mkdir(parents=True)
-    (dist_info / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: claybot-test-weather\nVersion: 1.0\n"
+    install(
+        site,
+        "claybot-test-weather",
+        ENTRY_POINTS,
+        {
+            "claybot_test_weather": WEATHER_MODULE,
+            "claybot_test_exploding": "raise RuntimeError('boom at import')\n",
+        },
     )
-    (dist_info / "entry_points.txt").write_text(textwrap.dedent(ENTRY_POINTS))
-    (site / "claybot_test_weather.py").write_text(WEATHER_MODULE)
-    (site / "claybot_test_exploding.py").write_text("raise RuntimeError('boom at import')\n")
     monkeypatch.syspath_prepend(str(site))
     yield site
     for name in MODULES:
@@ -163,12 +174,57 @@ async def test_a_discovered_plugin_loads_like_a_built_in(installed: Path, harnes
     assert manager.configured()[0]["pluginId"] == "weather"
 
 
-def test_a_failing_entry_point_listing_is_a_problem_not_a_crash() -> None:
+def test_the_built_ins_are_entry_points_of_claybot_itself() -> None:
+    catalog = PluginCatalog.discover()
+
+    assert sorted(declared_entry_points()) == BUILTINS
+    assert catalog.problems == []
+    assert [plugin_id for plugin_id in BUILTINS if catalog.is_builtin(plugin_id)] == BUILTINS
+    described = {item["id"]: item for item in catalog.describe()}
+    assert all(described[plugin_id]["builtin"] for plugin_id in BUILTINS)
+
+
+def test_a_damaged_distribution_is_a_problem_and_hides_nothing_else(
+    installed: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # importlib.metadata.entry_points() fails as a whole on this one.
+    damaged = tmp_path / "damaged"
+    install(damaged, "claybot-test-damaged", "[claybot.plugins]\nno equals sign\n", {})
+    monkeypatch.syspath_prepend(str(damaged))
+
+    catalog = PluginCatalog.discover()
+
+    [problem] = [p for p in catalog.problems if "claybot-test-damaged" in p.source]
+    assert "unreadable" in problem.message
+    assert {*BUILTINS, "weather", "forecast"} <= set(catalog.ids())
+    assert catalog.is_builtin("clock")
+
+
+def test_the_first_copy_of_a_distribution_on_the_path_wins(
+    installed: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shadowing = tmp_path / "shadowing"
+    install(
+        shadowing,
+        "claybot-test-weather",
+        "[claybot.plugins]\nforecast = claybot_test_weather:make_forecast\n",
+        {},
+    )
+    monkeypatch.syspath_prepend(str(shadowing))
+
+    catalog = PluginCatalog.discover()
+
+    assert catalog.get("forecast") is not None
+    assert catalog.get("weather") is None  # declared by the shadowed copy only
+    assert not any("claybot-test-weather" in problem.source for problem in catalog.problems)
+
+
+def test_a_failing_listing_is_a_problem_not_a_crash() -> None:
     def explode() -> list[object]:
         raise OSError("unreadable site-packages")
 
     catalog = PluginCatalog.discover(source=explode)  # type: ignore[arg-type]
-    assert catalog.ids() == [definition.id for definition in builtin_definitions()]
+    assert catalog.ids() == []
     assert "unreadable site-packages" in catalog.problems[0].message
 
 
@@ -181,7 +237,7 @@ def test_import_registers_nothing() -> None:
 
 
 def test_a_definition_with_a_bad_id_is_refused() -> None:
-    from claybot.plugins import PluginDefinition
+    from claybot.plugin import PluginDefinition
     from tests.plugins.fakes import NoSettings, QuietPlugin
 
     with pytest.raises(ValueError, match="plugin id"):

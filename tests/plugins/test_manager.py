@@ -7,13 +7,13 @@ import asyncio
 import pytest
 
 from claybot.config.settings import ProviderSettings
+from claybot.plugin import PluginApi
 from claybot.plugins import (
     ExclusivePluginConflict,
     InstanceAlreadyLoaded,
     InstanceIdTaken,
     InstanceNotFound,
     InvalidInstanceId,
-    PluginApi,
     PluginLoadFailed,
     PluginSettingsInvalid,
     SettingsFileError,
@@ -191,7 +191,8 @@ async def test_a_load_that_hangs_times_out_and_leaves_nothing_behind(harness: Ha
 
 
 async def test_a_failing_create_is_a_load_failure(harness: Harness) -> None:
-    from claybot.plugins import PluginCatalog, PluginDefinition
+    from claybot.plugin import PluginDefinition
+    from claybot.plugins import PluginCatalog
     from tests.plugins.fakes import NoSettings
 
     def create(api: object) -> object:
@@ -284,7 +285,8 @@ async def test_an_exclusive_plugin_runs_alone(harness: Harness) -> None:
 
 async def test_registrations_never_take_over_existing_ones(harness: Harness) -> None:
     harness.registries.providers.register(SCRIPTED)
-    from claybot.plugins import PluginCatalog, PluginDefinition
+    from claybot.plugin import PluginDefinition
+    from claybot.plugins import PluginCatalog
     from tests.plugins.fakes import NoSettings, QuietPlugin
 
     class Hijacker(QuietPlugin):
@@ -391,7 +393,8 @@ async def test_a_cancelled_load_cleans_up_and_releases_the_manager(harness: Harn
 
 
 async def test_an_unload_that_fails_still_unloads(harness: Harness) -> None:
-    from claybot.plugins import PluginCatalog, PluginDefinition
+    from claybot.plugin import PluginDefinition
+    from claybot.plugins import PluginCatalog
     from tests.plugins.fakes import NoSettings, tool
 
     class Stubborn:

@@ -1,13 +1,12 @@
-"""Plugins: definitions, the catalog of installed ones, and the manager that runs instances.
+"""The plugin host: the catalog of installed plugins, the manager that runs instances, and
+the built-in plugins (``builtin/``, ``telegram/``).
 
+What a plugin itself sees is ``claybot.plugin``; this package is the engine's side.
 The engine builds ``Registries`` once, a ``PluginCatalog.discover()`` and a
 ``PluginManager``; ``restore()`` at boot, ``shutdown()`` on exit.
 """
 
-from claybot.plugins.api import PluginApi
-from claybot.plugins.catalog import CatalogProblem, PluginCatalog
-from claybot.plugins.definition import PluginDefinition, PluginInstance
-from claybot.plugins.errors import (
+from claybot.plugin.errors import (
     ExclusivePluginConflict,
     InstanceAlreadyLoaded,
     InstanceIdTaken,
@@ -22,14 +21,15 @@ from claybot.plugins.errors import (
     SettingsFileError,
     UnknownPlugin,
 )
-from claybot.plugins.manager import LoadedPlugin, PluginFailure, PluginManager
-from claybot.plugins.registrar import PluginRegistrar
-from claybot.plugins.registries import (
+from claybot.plugin.registrar import PluginRegistrar
+from claybot.plugin.registries import (
     ConnectorEntry,
     ConnectorRegistry,
     ImageProviderRegistry,
     Registries,
 )
+from claybot.plugins.catalog import CatalogProblem, PluginCatalog
+from claybot.plugins.manager import LoadedPlugin, PluginFailure, PluginManager
 
 __all__ = [
     "CatalogProblem",
@@ -42,13 +42,10 @@ __all__ = [
     "InstanceNotFound",
     "InvalidInstanceId",
     "LoadedPlugin",
-    "PluginApi",
     "PluginAuthFailed",
     "PluginCatalog",
-    "PluginDefinition",
     "PluginError",
     "PluginFailure",
-    "PluginInstance",
     "PluginLoadFailed",
     "PluginManager",
     "PluginNotReady",

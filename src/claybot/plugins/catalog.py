@@ -1,52 +1,72 @@
-"""The plugins this engine can load: built-ins plus installed third-party packages.
+"""The plugins this engine can load: every one declared in the ``claybot.plugins`` group.
 
-A third-party package announces its plugin with an entry point in the
-``claybot.plugins`` group, pointing at a ``PluginDefinition`` or at a zero-argument
-callable returning one::
+A package announces its plugin with an entry point in that group, pointing at a
+``PluginDefinition`` or at a zero-argument callable returning one::
 
     [project.entry-points."claybot.plugins"]
     weather = "claybot_weather:definition"
 
-One broken package must not take the others (or the engine) down with it, so
-every failure is logged and kept in ``problems`` for the status payload.
+The built-in plugins are declared the same way, in ClayBot's own ``pyproject.toml``;
+what makes them built-in is only that the ``claybot`` distribution declares them,
+so they are listed first and keep their ids against a third-party clash.
+
+One broken package must not take the others (or the engine) down with it, so every
+failure (an unreadable ``entry_points.txt``, an import error, a wrong target, an id
+already taken) is logged with its reason and kept in ``problems``, and the rest load.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import Distribution, EntryPoint, distributions
 from typing import Any
 
 from claybot.config.redaction import redact_value
 from claybot.config.settings import PluginInstanceSettings
-from claybot.plugins.definition import PluginDefinition
+from claybot.plugin.definition import PluginDefinition
 
 log = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "claybot.plugins"
+OWN_DISTRIBUTION = "claybot"
 
-EntryPointSource = Callable[[], Iterable[EntryPoint]]
+DistributionSource = Callable[[], Iterable[Distribution]]
 
 
 @dataclass(frozen=True)
 class CatalogProblem:
-    source: str  # "entry point name = module:attr (distribution)" or "builtin"
+    source: str  # "entry point name = module:attr (distribution version)", or what was unreadable
     message: str
 
     def to_dict(self) -> dict[str, str]:
         return {"source": self.source, "message": self.message}
 
 
-def _installed_entry_points() -> Iterable[EntryPoint]:
-    return entry_points(group=ENTRY_POINT_GROUP)
+@dataclass(frozen=True)
+class DeclaredPlugin:
+    entry_point: EntryPoint
+    builtin: bool  # declared by ClayBot's own distribution
+
+
+def _normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def _describe(entry_point: EntryPoint) -> str:
     dist = entry_point.dist
     owner = f" ({dist.name} {dist.version})" if dist is not None else ""
     return f"{entry_point.name} = {entry_point.value}{owner}"
+
+
+def _where(dist: Distribution) -> str:
+    """A damaged distribution, as far as it can still be named."""
+    try:
+        return f"distribution {dist.name!r} in {dist.locate_file('')}"
+    except Exception:
+        return f"distribution {dist!r}"
 
 
 def _definition_from(entry_point: EntryPoint) -> PluginDefinition[Any]:
@@ -79,35 +99,54 @@ class PluginCatalog:
             self.add(definition, source=definition.id)
 
     @classmethod
-    def discover(
-        cls,
-        builtins: Iterable[PluginDefinition[Any]] | None = None,
-        *,
-        source: EntryPointSource = _installed_entry_points,
-    ) -> PluginCatalog:
-        """Built-ins (the shipped ones unless given) plus every installed entry point."""
-        if builtins is None:
-            from claybot.plugins.builtin import builtin_definitions
-
-            builtins = builtin_definitions()
-        catalog = cls(builtins)
+    def discover(cls, *, source: DistributionSource = distributions) -> PluginCatalog:
+        """Every plugin the installed distributions declare: ClayBot's own first."""
+        catalog = cls()
         try:
-            found = list(source())
-        except Exception as exc:  # a corrupt installed METADATA must not stop the engine
+            declared = catalog._declared(source())
+        except Exception as exc:  # e.g. an unreadable folder on sys.path
             catalog._problem("entry points", f"could not list installed plugins: {exc}")
             return catalog
-        for entry_point in found:
-            described = _describe(entry_point)
+        # Stable: within each kind, sys.path order, as the distributions were found.
+        for plugin in sorted(declared, key=lambda plugin: not plugin.builtin):
+            described = _describe(plugin.entry_point)
             try:
-                definition = _definition_from(entry_point)
+                definition = _definition_from(plugin.entry_point)
             except (Exception, SystemExit) as exc:
                 catalog._problem(described, f"{type(exc).__name__}: {exc}")
                 continue
-            catalog.add(definition, source=described)
+            catalog.add(definition, source=described, builtin=plugin.builtin)
         return catalog
 
-    def add(self, definition: PluginDefinition[Any], *, source: str) -> bool:
-        """Add a third-party definition; an id already taken is a problem, and the first wins."""
+    def _declared(self, found: Iterable[Distribution]) -> list[DeclaredPlugin]:
+        """The group's entry points, read one distribution at a time.
+
+        ``importlib.metadata.entry_points()`` fails as a whole when one installed
+        package has a damaged ``entry_points.txt``; read separately, that package is a
+        problem and the others (the built-ins among them) still load. Only a distribution
+        that declares plugins has its name read (parsing every METADATA costs ~45 ms of
+        each start): of two copies of one name, the first on sys.path wins, as for imports.
+        """
+        declared: list[DeclaredPlugin] = []
+        seen: set[str] = set()
+        for dist in found:
+            try:
+                entry_points = [ep for ep in dist.entry_points if ep.group == ENTRY_POINT_GROUP]
+                if not entry_points:
+                    continue
+                name = _normalized(dist.name or "")
+            except Exception as exc:
+                self._problem(_where(dist), f"its entry points are unreadable: {exc}")
+                continue
+            if name and name in seen:
+                continue
+            seen.add(name)
+            builtin = name == OWN_DISTRIBUTION
+            declared += [DeclaredPlugin(ep, builtin) for ep in entry_points]
+        return declared
+
+    def add(self, definition: PluginDefinition[Any], *, source: str, builtin: bool = False) -> bool:
+        """Add a definition; an id already taken is a problem, and the first wins."""
         existing = self._definitions.get(definition.id)
         if existing is not None:
             if existing is not definition:
@@ -117,6 +156,8 @@ class PluginCatalog:
                 )
             return False
         self._definitions[definition.id] = definition
+        if builtin:
+            self._builtin_ids.add(definition.id)
         return True
 
     def _problem(self, source: str, message: str) -> None:

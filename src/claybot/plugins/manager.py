@@ -25,10 +25,9 @@ from claybot.config.settings import PluginInstanceSettings, Settings
 from claybot.config.store import ConfigStore, describe_validation_error
 from claybot.connectors.base import ConversationControl, PostInbound
 from claybot.kernel.events import EventBus
-from claybot.plugins.api import AuthLookup, PluginApi
-from claybot.plugins.catalog import PluginCatalog
-from claybot.plugins.definition import PluginDefinition, PluginInstance
-from claybot.plugins.errors import (
+from claybot.plugin.api import AuthLookup, PluginApi
+from claybot.plugin.definition import PluginDefinition, PluginInstance
+from claybot.plugin.errors import (
     InstanceAlreadyLoaded,
     InstanceIdTaken,
     InstanceNotFound,
@@ -41,8 +40,9 @@ from claybot.plugins.errors import (
     SettingsFileError,
     UnknownPlugin,
 )
-from claybot.plugins.registrar import PluginRegistrar
-from claybot.plugins.registries import Registries
+from claybot.plugin.registrar import PluginRegistrar
+from claybot.plugin.registries import Registries
+from claybot.plugins.catalog import PluginCatalog
 from claybot.plugins.rules import (
     RunningInstance,
     check_exclusive,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from claybot.config.settings import PluginInstanceSettings, Settings
 from claybot.config.store import ConfigError, ConfigStore
-from claybot.plugins.errors import SettingsFileError
+from claybot.plugin.errors import SettingsFileError
 
 
 class PluginSettingsFile:

@@ -159,6 +159,10 @@ class Sandbox:
     def forget(self, owner: str) -> None:
         self._unconfined.discard(owner)
 
+    def secret_paths(self) -> list[str]:
+        """What no command, and no file tool, may reach: the engine's files and the keys."""
+        return secret_paths(self.user_homes, self.claybot_home)
+
     async def support(self) -> SandboxSupport:
         async with self._lock:
             if self._support is None:
@@ -246,7 +250,7 @@ class Sandbox:
         """What a bubblewrapped command sees (reads the file system: call it off the loop)."""
         hidden_dirs: list[str] = []
         hidden_files: list[str] = []
-        for path in secret_paths(self.user_homes, self.claybot_home):
+        for path in self.secret_paths():
             resolved = os.path.realpath(path)
             try:
                 mode = os.lstat(resolved).st_mode

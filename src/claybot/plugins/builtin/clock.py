@@ -8,10 +8,7 @@ from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from claybot.config.settings import CamelModel
-from claybot.plugins.api import PluginApi
-from claybot.plugins.definition import PluginDefinition
-from claybot.tools.base import ToolContext, ToolDefinition
+from claybot.plugin import CamelModel, PluginApi, PluginDefinition, ToolContext, ToolDefinition
 
 PLUGIN_ID = "clock"
 DEFAULT_TOOL_NAME = "current_time"

@@ -24,29 +24,28 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from claybot.config.settings import CamelModel
-from claybot.permissions.model import Permissions
-from claybot.permissions.safe_open import open_beneath
-from claybot.permissions.tags import (
-    PermissionTagError,
-    check_path,
-    granting_folder,
-    is_within,
-)
-from claybot.plugins.api import PluginApi
-from claybot.plugins.definition import PluginDefinition
-from claybot.plugins.errors import PluginSettingsInvalid
-from claybot.sandbox import (
+from claybot.plugin import (
     MIB,
+    CamelModel,
     CapturedOutput,
     ExecResult,
+    Permissions,
+    PermissionTagError,
+    PluginApi,
+    PluginDefinition,
+    PluginSettingsInvalid,
     ResourceLimits,
     SandboxConfig,
     SandboxMode,
     SandboxUnavailable,
-    secret_paths,
+    ToolContext,
+    ToolDefinition,
+    ToolResult,
+    check_path,
+    granting_folder,
+    is_within,
+    open_beneath,
 )
-from claybot.tools.base import ToolContext, ToolDefinition, ToolResult
 
 PLUGIN_ID = "shell"
 DEFAULT_TIMEOUT_MS = 30_000
@@ -193,11 +192,7 @@ class ShellPlugin:
         self._api = api
         self._max_read = api.settings.max_read_bytes
         self._runner = api.sandbox.runner(api.instance_id, sandbox_config(api.settings))
-        sandbox = api.sandbox
-        self._protected = tuple(
-            os.path.realpath(path)
-            for path in secret_paths(sandbox.user_homes, sandbox.claybot_home)
-        )
+        self._protected = tuple(os.path.realpath(path) for path in api.sandbox.secret_paths())
 
     async def load(self) -> None:
         if self._api.settings.sandbox == "bwrap":

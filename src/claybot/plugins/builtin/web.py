@@ -22,10 +22,14 @@ from dataclasses import dataclass
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
-from claybot.config.settings import CamelModel
-from claybot.plugins.api import PluginApi
-from claybot.plugins.definition import PluginDefinition
-from claybot.tools.base import ToolContext, ToolDefinition, ToolResult
+from claybot.plugin import (
+    CamelModel,
+    PluginApi,
+    PluginDefinition,
+    ToolContext,
+    ToolDefinition,
+    ToolResult,
+)
 
 PLUGIN_ID = "web"
 TOOL_NAME = "fetch_url"

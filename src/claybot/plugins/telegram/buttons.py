@@ -6,7 +6,7 @@ Telegram allows at most 64 bytes of callback data.
 
 from __future__ import annotations
 
-from claybot.permissions.prompts import PermissionOutcome
+from claybot.plugin import PermissionOutcome
 
 CALLBACK_PREFIX = "perm"
 CALLBACK_DATA_MAX_BYTES = 64

@@ -33,13 +33,14 @@ from telegram.error import (
 )
 from telegram.warnings import PTBDeprecationWarning
 
-from claybot.connectors.base import InboundMessage, OutgoingMessage
-from claybot.permissions.prompts import (
+from claybot.plugin import (
+    InboundMessage,
+    OutgoingMessage,
     PermissionAlreadyDecided,
     PermissionOutcome,
     PermissionPrompt,
+    PluginApi,
 )
-from claybot.plugins.api import PluginApi
 from claybot.plugins.telegram.backoff import Backoff
 from claybot.plugins.telegram.buttons import (
     CALLBACK_DATA_MAX_BYTES,

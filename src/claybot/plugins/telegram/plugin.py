@@ -8,10 +8,13 @@ from typing import Any
 
 from pydantic import Field
 
-from claybot.config.settings import CamelModel
-from claybot.plugins.api import PluginApi
-from claybot.plugins.definition import PluginDefinition
-from claybot.plugins.errors import PluginAuthFailed, PluginNotReady
+from claybot.plugin import (
+    CamelModel,
+    PluginApi,
+    PluginAuthFailed,
+    PluginDefinition,
+    PluginNotReady,
+)
 
 PLUGIN_ID = "telegram"
 DEFAULT_BASE_URL = "https://api.telegram.org/bot"

@@ -13,7 +13,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from claybot.durable.atomic import atomic_write_json
+from claybot.plugin import atomic_write_json
 
 log = logging.getLogger(__name__)
 

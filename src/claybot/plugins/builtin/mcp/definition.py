@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from claybot.plugins.api import PluginApi
+from claybot.plugin import PluginApi, PluginDefinition, PluginInstance
 from claybot.plugins.builtin.mcp.settings import McpSettings
-from claybot.plugins.definition import PluginDefinition, PluginInstance
 
 PLUGIN_ID = "mcp"
 

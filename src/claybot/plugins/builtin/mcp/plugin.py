@@ -14,7 +14,14 @@ import asyncio
 import mcp_types
 from pydantic import BaseModel
 
-from claybot.plugins.api import PluginApi
+from claybot.plugin import (
+    PluginApi,
+    PluginNotReady,
+    RegistrationError,
+    ToolContext,
+    ToolDefinition,
+    ToolResult,
+)
 from claybot.plugins.builtin.mcp.connection import McpConnection, McpServerError, describe
 from claybot.plugins.builtin.mcp.settings import McpSettings
 from claybot.plugins.builtin.mcp.tools import (
@@ -24,8 +31,6 @@ from claybot.plugins.builtin.mcp.tools import (
     tool_name,
     tool_schema,
 )
-from claybot.plugins.errors import PluginNotReady, RegistrationError
-from claybot.tools.base import ToolContext, ToolDefinition, ToolResult
 
 SERVER_FAILED = "mcp.server_failed"
 SERVER_CONNECTED = "mcp.server_connected"

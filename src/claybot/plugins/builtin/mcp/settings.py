@@ -6,8 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from claybot.config.redaction import SECRET
-from claybot.config.settings import CamelModel
+from claybot.plugin import SECRET, CamelModel
 
 SERVER_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$"
 

@@ -10,7 +10,7 @@ from typing import Any
 import mcp_types
 from pydantic import RootModel
 
-from claybot.tools.base import ToolResult
+from claybot.plugin import ToolResult
 
 TOOL_NAME_MAX = 64
 MAX_DESCRIPTION_CHARS = 2000

@@ -14,8 +14,8 @@ from datetime import UTC, datetime
 from typing import Literal, assert_never
 
 from claybot.connectors.base import Connector
-from claybot.plugins.errors import RegistrationError
-from claybot.plugins.registries import (
+from claybot.plugin.errors import RegistrationError
+from claybot.plugin.registries import (
     ConnectorRegistry,
     ImageProviderRegistry,
     Registries,

@@ -20,8 +20,8 @@ from claybot.config.auth import AuthEntry
 from claybot.connectors.base import ConversationControl, InboundMessage, PostedMessage, PostInbound
 from claybot.kernel.events import EventBus
 from claybot.permissions.prompts import PermissionOutcome
-from claybot.plugins.errors import InstanceNotFound
-from claybot.plugins.registrar import PluginRegistrar
+from claybot.plugin.errors import InstanceNotFound
+from claybot.plugin.registrar import PluginRegistrar
 from claybot.sandbox import Sandbox
 
 S = TypeVar("S", bound=BaseModel)
