@@ -39,6 +39,7 @@ from claybot.agents.store import AgentProblem, AgentStoreError, IndexEntry
 from claybot.connectors.base import InboundMessage, PostedMessage
 from claybot.kernel.ids import IdFactory, new_id
 from claybot.kernel.memory import release_freed_memory
+from claybot.kernel.supervise import Supervisor
 from claybot.permissions.model import Permissions
 
 log = logging.getLogger(__name__)
@@ -127,7 +128,7 @@ class AgentSystem:
         self._touched: dict[str, int] = {}
         self._touch_seq = 0
         self._tasks: set[asyncio.Task[None]] = set()
-        self._background: list[asyncio.Task[None]] = []
+        self.side_tasks = Supervisor()  # the sweeper, the state flush, the checkpoint
         self._stopping = False
         # Agents whose turn a failed write stopped: unloaded, their items waiting in
         # _recovered, and a task that loads them again once the disk takes writes.
@@ -158,18 +159,17 @@ class AgentSystem:
         for agent_id in list(self._recovered):
             agent = await self._wake(agent_id)
             self._schedule(agent)
-        self._background = [
-            asyncio.create_task(self._sweep_idle(), name="agents-idle-sweeper"),
-            asyncio.create_task(self._flush_states_periodically(), name="agents-state-flush"),
-            asyncio.create_task(self._checkpoint_periodically(), name="agents-checkpoint"),
-        ]
+        self.side_tasks.start("agents-idle-sweeper", self._sweep_idle)
+        self.side_tasks.start("agents-state-flush", self._flush_states_periodically)
+        self.side_tasks.start("agents-checkpoint", self._checkpoint_periodically)
         return len(recovered)
 
     async def shutdown(self, drain_timeout_s: float = 10.0) -> None:
         """Stop taking items; let running turns finish, leaving the rest durably pending."""
         self._stopping = True
-        for task in [*self._background, *self._suspended.values()]:
+        for task in self._suspended.values():
             task.cancel()
+        await self.side_tasks.stop()
         running = [task for task in self._tasks if not task.done()]
         if running:
             _, stragglers = await asyncio.wait(running, timeout=drain_timeout_s)
