@@ -35,6 +35,7 @@ from claybot.agents.subagents import SubagentLimit, SubagentLimits, Subagents
 from claybot.agents.turn import Turn, TurnOutcome
 from claybot.connectors.base import InboundMessage
 from claybot.kernel.ids import IdFactory, new_id
+from claybot.kernel.supervise import Supervisor
 from claybot.permissions.model import Permissions
 
 __all__ = [
@@ -118,7 +119,7 @@ class AgentSystem:
             self.subagent_limits, self.directory, self.residency, self.admissions, id_factory
         )
         self._tasks: set[asyncio.Task[None]] = set()
-        self._background: list[asyncio.Task[None]] = []
+        self.side_tasks = Supervisor()  # the sweeper, the state flush, the checkpoint
         self._stopping = False
 
     # -- lifecycle ------------------------------------------------------------
@@ -144,22 +145,17 @@ class AgentSystem:
         for agent_id in list(waiting):
             agent = await self.residency.wake(agent_id)
             self._schedule(agent)
-        self._background = [
-            asyncio.create_task(self.residency.sweep_idle(), name="agents-idle-sweeper"),
-            asyncio.create_task(
-                self.residency.flush_states_periodically(), name="agents-state-flush"
-            ),
-            asyncio.create_task(self._checkpoint_periodically(), name="agents-checkpoint"),
-        ]
+        self.side_tasks.start("agents-idle-sweeper", self.residency.sweep_idle)
+        self.side_tasks.start("agents-state-flush", self.residency.flush_states_periodically)
+        self.side_tasks.start("agents-checkpoint", self._checkpoint_periodically)
         return len(recovered)
 
     async def shutdown(self, drain_timeout_s: float = 10.0) -> None:
         """Stop taking items; let running turns finish, leaving the rest durably pending."""
         self._stopping = True
         self.residency.stopping = True
-        for task in self._background:
-            task.cancel()
         self.residency.cancel_resumes()
+        await self.side_tasks.stop()
         running = [task for task in self._tasks if not task.done()]
         if running:
             _, stragglers = await asyncio.wait(running, timeout=drain_timeout_s)

@@ -1,7 +1,7 @@
 """The cron scheduler: fires each task at its scheduled instants, exactly once.
 
-One timer for all tasks: a heap of (next instant, task) and a single sleep until
-the earliest, so 10,000 idle tasks cost nothing between runs. When an instant
+One timer for all tasks (``DueTimer``: each task's next instant and a single sleep
+until the earliest), so 10,000 idle tasks cost nothing between runs. When an instant
 comes, the run (task, instant) is recorded in the ledger *before* anything else
 happens; the prompt then goes to the task's agent under the message id
 ``cron:<taskId>:<instant ms>``. A restart finds started-but-unfinished runs in
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import heapq
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from claybot.cron.task import CronTaskSpec, TaskFileError
 from claybot.kernel.clock import Clock, from_ms, to_ms
 from claybot.kernel.events import EventBus
 from claybot.sandbox import SandboxRunner
+from claybot.scheduling.due_timer import DueTimer
 from claybot.scheduling.gate import GateGrant, GateRefused, GateResult, run_gate
 from claybot.scheduling.schedule import CronSchedule
 
@@ -39,7 +39,7 @@ MINUTE_MS = 60_000
 POSTING_WAIT_S = 5.0  # at most this long before the next instants are planned anyway
 # Fifteen seconds before its instant a run's agent is loaded (or created), so that
 # 1,000 runs due together are posted in milliseconds rather than after 1,000 loads.
-WARM_AHEAD_MS = 15_000
+WARM_AHEAD = timedelta(seconds=15)
 WARM_CONCURRENCY = 64
 RESCAN_FALLBACK_S = 5.0  # polling interval when file watching is unavailable
 LEDGER_RETRY_S = 1.0  # pause before trying again when the ledger cannot be written
@@ -119,17 +119,17 @@ class CronScheduler:
         self.problems: list[TaskProblem] = []
         self._watch = watch
         self._grace = misfire_grace
-        self._heap: list[tuple[int, str]] = []
-        self._next: dict[str, int] = {}  # task id -> its next instant (heap entries may be stale)
+        # Each task's next instant. Cron instants are whole seconds, so the milliseconds
+        # a run is keyed by come back exactly from the datetime kept here.
+        self._timer = DueTimer(clock)
+        self._warm_timer = DueTimer(clock)  # when to load each task's agent, ahead of its instant
         self._inflight: dict[RunKey, asyncio.Task[None]] = {}
         self._running: dict[str, int] = {}  # task id -> runs in flight
         self._replanning: asyncio.Task[None] | None = None
-        self._warm_heap: list[tuple[int, str, int]] = []  # (warm at, task id, due instant)
         self._warming: set[asyncio.Task[None]] = set()
         self._by_folder: dict[str, str] = {}  # task folder name -> task id
         self._versions: dict[str, tuple[int, int]] = {}  # folder -> its TASK.md (mtime, size)
         self._gates = gates
-        self._changed = asyncio.Event()
         self._loops: list[asyncio.Task[None]] = []
         self._reload_lock = asyncio.Lock()
         # Lateness hooks (the benchmark): ("recorded" | "posted", run, seconds late).
@@ -168,7 +168,10 @@ class CronScheduler:
             for at_ms in sorted(runs.running):
                 if unfinished is not None:
                     self._launch(unfinished, RunKey(task_id, at_ms), resumed=True)
-        self._loops = [asyncio.create_task(self._timer(), name="cron-timer")]
+        self._loops = [
+            asyncio.create_task(self._timer.run(self._on_due), name="cron-timer"),
+            asyncio.create_task(self._warm_timer.run(self._warm_due), name="cron-warm-timer"),
+        ]
         if self._watch:
             self._loops.append(asyncio.create_task(self._watch_files(), name="cron-watch"))
         self.events.emit("cron.started", {"tasks": len(self.tasks), "problems": len(self.problems)})
@@ -191,19 +194,22 @@ class CronScheduler:
     # -- planning -------------------------------------------------------------------
 
     def _plan(self, task: CronTask, now: datetime) -> None:
-        """Put the task's next instant to consider on the heap."""
+        """Put the task's next instant to consider on the timer."""
         planned = self._first_instants([task], now)
         if not planned:
-            self._next.pop(task.id, None)
+            self._unschedule(task.id)
             return
         self._schedule_at(*planned[0])
 
     def _schedule_at(self, task_id: str, due_ms: int) -> None:
-        if self._next.get(task_id) != due_ms:
-            self._next[task_id] = due_ms
-            heapq.heappush(self._heap, (due_ms, task_id))
-            heapq.heappush(self._warm_heap, (due_ms - WARM_AHEAD_MS, task_id, due_ms))
-            self._changed.set()
+        due = from_ms(due_ms)
+        if self._timer.get(task_id) != due:
+            self._timer.set(task_id, due)
+            self._warm_timer.set(task_id, due - WARM_AHEAD)
+
+    def _unschedule(self, task_id: str) -> None:
+        self._timer.discard(task_id)
+        self._warm_timer.discard(task_id)
 
     def _first_instants(self, tasks: list[CronTask], now: datetime) -> list[tuple[str, int]]:
         """Each enabled task's next instant after its last decided one (pure; run in a thread)."""
@@ -223,47 +229,23 @@ class CronScheduler:
         return planned
 
     def next_run(self, task_id: str) -> datetime | None:
-        due = self._next.get(task_id)
-        return from_ms(due) if due is not None else None
+        return self._timer.get(task_id)
 
-    async def _timer(self) -> None:
-        while True:
-            while self._heap and self._next.get(self._heap[0][1]) != self._heap[0][0]:
-                heapq.heappop(self._heap)  # superseded entries
-            while (
-                self._warm_heap and self._next.get(self._warm_heap[0][1]) != self._warm_heap[0][2]
-            ):
-                heapq.heappop(self._warm_heap)
-            self._changed.clear()
-            if not self._heap:
-                await self._changed.wait()
-                continue
-            wake_ms = self._heap[0][0]
-            if self._warm_heap:
-                wake_ms = min(wake_ms, self._warm_heap[0][0])
-            sleeper = asyncio.ensure_future(self.clock.sleep_until(from_ms(wake_ms)))
-            changed = asyncio.ensure_future(self._changed.wait())
-            try:
-                await asyncio.wait({sleeper, changed}, return_when=asyncio.FIRST_COMPLETED)
-            finally:  # also when the timer itself is cancelled: no waiter outlives it
-                for waiter in (sleeper, changed):
-                    waiter.cancel()
-            self._warm_due()
-            try:
-                await self._fire_due()
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # one bad moment must not stop every schedule for good
-                log.exception("firing cron runs failed", extra={"action": "cron.fire_failed"})
+    async def _on_due(self, now: datetime) -> None:
+        try:
+            await self._fire_due(now)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # one bad moment must not stop every schedule for good
+            log.exception("firing cron runs failed", extra={"action": "cron.fire_failed"})
 
-    def _warm_due(self) -> None:
-        """Load (or create) the agents of runs due within WARM_AHEAD_MS, so firing is quick."""
-        now_ms = to_ms(self.clock.now())
+    async def _warm_due(self, now: datetime) -> None:
+        """Load (or create) the agents of runs due within WARM_AHEAD, so firing is quick."""
         tasks: list[CronTask] = []
-        while self._warm_heap and self._warm_heap[0][0] <= now_ms:
-            _, task_id, due_ms = heapq.heappop(self._warm_heap)
+        for task_id, warm_at in self._warm_timer.take_due(now):
             task = self.tasks.get(task_id)
-            if task is not None and self._next.get(task_id) == due_ms and due_ms > now_ms:
+            due = self._timer.get(task_id)
+            if task is not None and due == warm_at + WARM_AHEAD and due > now:
                 tasks.append(task)
         if tasks:
             warming = asyncio.create_task(self._warm(tasks), name="cron-warm")
@@ -282,15 +264,9 @@ class CronScheduler:
 
         await asyncio.gather(*(one(task) for task in tasks))
 
-    async def _fire_due(self) -> None:
-        now = self.clock.now()
+    async def _fire_due(self, now: datetime) -> None:
         now_ms = to_ms(now)
-        due: list[tuple[str, int]] = []
-        while self._heap and self._heap[0][0] <= now_ms:
-            due_ms, task_id = heapq.heappop(self._heap)
-            if self._next.get(task_id) == due_ms:
-                del self._next[task_id]
-                due.append((task_id, due_ms))
+        due = [(task_id, to_ms(when)) for task_id, when in self._timer.take_due(now)]
         if not due:
             return
         starts: list[tuple[CronTask, RunKey]] = []
@@ -379,7 +355,7 @@ class CronScheduler:
             if key not in memo:
                 memo[key] = task.schedule.next_after(from_ms(after_ms))
             following = memo[key]
-            if following is not None and task.id not in self._next:
+            if following is not None and self._timer.get(task.id) is None:
                 self._schedule_at(task.id, to_ms(following))
 
     def _decide(
@@ -601,7 +577,7 @@ class CronScheduler:
         self.tasks[task.id] = task
         self._by_folder[task.directory.name] = task.id
         self._versions[task.directory.name] = task.version
-        self._next.pop(task.id, None)
+        self._unschedule(task.id)
         self._plan(task, now)
 
     async def _forget(self, task_id: str) -> None:
@@ -610,7 +586,7 @@ class CronScheduler:
             return
         if self._by_folder.get(task.directory.name) == task_id:
             del self._by_folder[task.directory.name]
-        self._next.pop(task_id, None)
+        self._unschedule(task_id)
         await self.ledger.deleted(task_id)
         self.events.emit("cron.task.removed", {"taskId": task_id})
 

@@ -437,6 +437,9 @@ class Engine:
                 "pendingItems": self.agents.pending_count() if self._agents else 0,
                 "problems": self.agents.problems() if self._agents else [],
             },
+            "sideTasks": [task.to_dict() for task in self.agents.side_tasks.status()]
+            if self._agents
+            else [],
         }
 
     def _builtin_connector_summaries(self) -> list[dict[str, Any]]:

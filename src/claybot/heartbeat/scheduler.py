@@ -21,11 +21,13 @@ from claybot.heartbeat.store import HeartbeatStore, HeartbeatTask
 from claybot.kernel.clock import Clock, from_ms, to_ms
 from claybot.kernel.events import EventBus
 from claybot.sandbox import SandboxRunner
+from claybot.scheduling.due_timer import DueTimer
 from claybot.scheduling.gate import GateGrant, GateRefused, GateResult, run_gate
 
 log = logging.getLogger(__name__)
 
 HEARTBEAT_OK = "HEARTBEAT_OK"
+BEAT = "beat"  # the timer's one key: there is one next beat
 
 
 class HeartbeatHost(Protocol):
@@ -78,7 +80,7 @@ class HeartbeatScheduler:
         self.interval = interval
         self.last_run_at: datetime | None = None
         self._beat_lock = asyncio.Lock()
-        self._wakeup = asyncio.Event()
+        self._timer = DueTimer(clock)
         self._loop: asyncio.Task[None] | None = None
         self._manual: set[asyncio.Task[Any]] = set()
         self._gates = gates
@@ -105,19 +107,11 @@ class HeartbeatScheduler:
         if isinstance(running, dict):  # a beat was under way when the engine stopped
             with contextlib.suppress(Exception):
                 await self._finish_interrupted(running)
-        while True:
-            due = self.next_beat()
-            self._wakeup.clear()
-            sleeper = asyncio.ensure_future(self.clock.sleep_until(due))
-            woken = asyncio.ensure_future(self._wakeup.wait())
-            try:
-                await asyncio.wait({sleeper, woken}, return_when=asyncio.FIRST_COMPLETED)
-                slept = sleeper.done() and not sleeper.cancelled()
-            finally:  # also when the loop itself is cancelled: no waiter outlives it
-                for waiter in (sleeper, woken):
-                    waiter.cancel()
-            if not slept:
-                continue  # a manual beat moved lastRunAt: recompute the next one
+        self._timer.set(BEAT, self.next_beat())
+        await self._timer.run(self._beat_due)
+
+    async def _beat_due(self, now: datetime) -> None:
+        for _, due in self._timer.take_due(now):
             try:
                 await self.beat(due)
             except asyncio.CancelledError:
@@ -125,6 +119,7 @@ class HeartbeatScheduler:
             except Exception:
                 log.exception("heartbeat failed", extra={"action": "heartbeat.failed"})
                 self.last_run_at = due  # try again next interval, not in a tight loop
+            self._timer.set(BEAT, self.next_beat())
 
     async def _finish_interrupted(self, running: dict[str, Any]) -> None:
         at = from_ms(int(running["at"]))
@@ -208,8 +203,8 @@ class HeartbeatScheduler:
         if self.last_run_at is None or at > self.last_run_at:
             self.last_run_at = at
         await asyncio.to_thread(self.store.write_state, self._state())
-        if manual:
-            self._wakeup.set()  # the next scheduled beat counts from this one
+        if manual:  # the next scheduled beat counts from this one
+            self._timer.set(BEAT, self.next_beat())
         for task_id in task_ids:
             self.events.emit("heartbeat.task.ran", {"taskId": task_id, "lastRunAt": at.isoformat()})
         if reply is not None and reply.strip() and reply.strip() != HEARTBEAT_OK:

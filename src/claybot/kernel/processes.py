@@ -1,8 +1,23 @@
-"""Processes the engine watches or supervises."""
+"""Processes the engine watches or supervises.
+
+A command the sandbox runs and a proactive agent's CLI run both start in a new
+session, so the child leads its own process group and a signal to the group also
+reaches whatever it started. ``ProcessGroup`` is that part, written once: wait
+for the leader with a timeout, and on timeout or cancellation SIGTERM the group,
+then SIGKILL it once the grace period is over. How the end of the leader is
+detected is the caller's (the sandbox watches a pidfd, because its commands may
+leave children holding the pipes), and so is what is killed besides the group (a
+cgroup) and how output is read and capped.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
+import signal
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
 
 
 def process_alive(pid: int) -> bool:
@@ -13,3 +28,101 @@ def process_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def signal_group(pgid: int, signum: signal.Signals) -> None:
+    """``signum`` to every process of the group; a group already gone is no error."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)
+
+
+async def start_group(
+    argv: Sequence[str],
+    *,
+    cwd: str | Path,
+    env: Mapping[str, str],
+    preexec_fn: Callable[[], object] | None = None,
+) -> asyncio.subprocess.Process:
+    """``argv`` in a new session (its own process group), stdin empty, output piped."""
+    return await asyncio.create_subprocess_exec(
+        *argv,
+        cwd=cwd,
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
+        preexec_fn=preexec_fn,
+    )
+
+
+class ProcessGroup:
+    """A child that leads its own process group, and how to stop all of it."""
+
+    def __init__(
+        self,
+        pid: int,
+        *,
+        exited: Callable[[], Awaitable[object]],
+        kill_grace_s: float,
+        on_sigkill: Callable[[], None] | None = None,
+    ) -> None:
+        self.pid = pid  # also the group's id
+        self._exited = exited  # resolves once the leader has ended
+        self._kill_grace_s = kill_grace_s
+        self._on_sigkill = on_sigkill  # told when SIGTERM was not enough
+
+    def kill(self) -> None:
+        signal_group(self.pid, signal.SIGKILL)
+
+    async def wait(self, timeout_s: float, *, on_timeout: Callable[[], None] | None = None) -> bool:
+        """Until the leader ends; whether it ran past ``timeout_s`` (then it is terminated).
+
+        Cancelled (a turn stopped, the engine shutting down), the group is terminated
+        first, shielded from the cancellation, and the cancellation goes on.
+        """
+        try:
+            try:
+                await asyncio.wait_for(self._exited(), timeout_s)
+            except TimeoutError:
+                if on_timeout is not None:
+                    on_timeout()
+                await self.terminate()
+                return True
+        except asyncio.CancelledError:
+            await asyncio.shield(self.terminate())
+            raise
+        return False
+
+    async def terminate(self) -> None:
+        """SIGTERM to the group; SIGKILL once the grace is over."""
+        signal_group(self.pid, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(self._exited(), self._kill_grace_s)
+        except TimeoutError:
+            if self._on_sigkill is not None:
+                self._on_sigkill()
+        self.kill()
+        await self._exited()
+
+
+async def drain(
+    readers: list[asyncio.Task[None]],
+    drain_s: float,
+    *,
+    kill_stragglers: ProcessGroup | None = None,
+) -> list[Exception]:
+    """Let the output readers finish once the process has ended; their errors.
+
+    A reader still waiting after ``drain_s`` reads a pipe that something else holds
+    (a child left running). With ``kill_stragglers`` that group is killed and the
+    reader given ``drain_s`` more; a reader still waiting then is cancelled.
+    """
+    _done, pending = await asyncio.wait(readers, timeout=drain_s)
+    if pending and kill_stragglers is not None:
+        kill_stragglers.kill()
+        _done, pending = await asyncio.wait(pending, timeout=drain_s)
+    for task in pending:
+        task.cancel()
+    results = await asyncio.gather(*readers, return_exceptions=True)
+    return [result for result in results if isinstance(result, Exception)]

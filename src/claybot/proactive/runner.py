@@ -11,9 +11,8 @@ the grace period.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import functools
 import logging
-import os
 import shutil
 import signal
 from collections.abc import Awaitable, Callable
@@ -21,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from claybot.kernel.processes import ProcessGroup, drain, start_group
 from claybot.proactive.models import RunResult
 from claybot.proactive.streamjson import LineSplitter, StreamJsonParser
 
@@ -97,17 +97,24 @@ class ClaudeRunner:
                 'or give this agent the runner "engine"',
             )
         try:
-            process = await asyncio.create_subprocess_exec(
-                *claude_arguments(binary, request.objective, request.model),
+            # Its own process group: a kill reaches its children.
+            process = await start_group(
+                claude_arguments(binary, request.objective, request.model),
                 cwd=request.cwd,
                 env=env,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                start_new_session=True,  # its own process group: a kill reaches its children
             )
         except OSError as exc:
             return RunOutcome("failure", None, f"could not start {self._binary!r}: {exc.strerror}")
+        group = ProcessGroup(
+            process.pid,
+            exited=process.wait,
+            kill_grace_s=self.kill_grace_s,
+            on_sigkill=functools.partial(
+                log.warning,
+                "proactive run ignored SIGTERM; sending SIGKILL",
+                extra={"action": "proactive.run_kill", "pid": process.pid},
+            ),
+        )
         parser = StreamJsonParser()
         stderr_tail = bytearray()
         assert process.stdout is not None and process.stderr is not None
@@ -115,41 +122,23 @@ class ClaudeRunner:
             asyncio.create_task(_pump_stdout(process.stdout, parser, sink)),
             asyncio.create_task(_pump_stderr(process.stderr, stderr_tail)),
         ]
-        timed_out = False
         try:
-            try:
-                await asyncio.wait_for(process.wait(), request.timeout_s)
-            except TimeoutError:
-                timed_out = True
-                log.warning(
+            timed_out = await group.wait(
+                request.timeout_s,
+                on_timeout=functools.partial(
+                    log.warning,
                     "proactive run timed out; terminating",
                     extra={"action": "proactive.run_timeout", "agentId": request.agent_id},
-                )
-                await self._terminate(process)
-        except asyncio.CancelledError:
-            await asyncio.shield(self._terminate(process))
-            raise
-        finally:
-            await _finish_readers(process, readers)
-        return _outcome(process.returncode, timed_out, request.timeout_s, parser, stderr_tail)
-
-    async def _terminate(self, process: asyncio.subprocess.Process) -> None:
-        """SIGTERM to the group; SIGKILL once the grace is over (or at once for stragglers)."""
-        _signal_group(process.pid, signal.SIGTERM)
-        try:
-            await asyncio.wait_for(process.wait(), self.kill_grace_s)
-        except TimeoutError:
-            log.warning(
-                "proactive run ignored SIGTERM; sending SIGKILL",
-                extra={"action": "proactive.run_kill", "pid": process.pid},
+                ),
             )
-        _signal_group(process.pid, signal.SIGKILL)
-        await process.wait()
-
-
-def _signal_group(pgid: int, signum: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signum)
+        finally:
+            # A leftover child holding the pipe is killed, not waited for.
+            for error in await drain(readers, DRAIN_S, kill_stragglers=group):
+                log.warning(
+                    "reading a run's output failed: %s", error,
+                    extra={"action": "proactive.output_error"},
+                )  # fmt: skip
+        return _outcome(process.returncode, timed_out, request.timeout_s, parser, stderr_tail)
 
 
 async def _pump_stdout(
@@ -174,24 +163,6 @@ async def _pump_stderr(stream: asyncio.StreamReader, tail: bytearray) -> None:
     while chunk := await stream.read(READ_CHUNK):
         tail.extend(chunk)
         del tail[:-STDERR_TAIL_BYTES]
-
-
-async def _finish_readers(
-    process: asyncio.subprocess.Process, readers: list[asyncio.Task[None]]
-) -> None:
-    """Let the output drain; a leftover child holding the pipe is killed, not waited for."""
-    _done, pending = await asyncio.wait(readers, timeout=DRAIN_S)
-    if pending:
-        _signal_group(process.pid, signal.SIGKILL)
-        _done, pending = await asyncio.wait(pending, timeout=DRAIN_S)
-    for task in pending:
-        task.cancel()
-    for result in await asyncio.gather(*readers, return_exceptions=True):
-        if isinstance(result, Exception):
-            log.warning(
-                "reading a run's output failed: %s", result,
-                extra={"action": "proactive.output_error"},
-            )  # fmt: skip
 
 
 def _outcome(

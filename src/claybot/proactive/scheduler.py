@@ -8,6 +8,8 @@ agent that is running (or already queued) is skipped with ``agent:skipped``.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
@@ -17,7 +19,7 @@ from claybot.proactive.agent import LoadedAgent
 from claybot.proactive.notifier import Notifier
 from claybot.proactive.queue import QueuedRun, RunQueue
 from claybot.proactive.state_writer import StateWriter
-from claybot.proactive.timer import DueTimer
+from claybot.scheduling.due_timer import DueTimer
 
 log = logging.getLogger(__name__)
 
@@ -42,15 +44,23 @@ class Scheduler:
         self._states = states
         self._notifier = notifier
         self._new_execution_id = new_execution_id
-        self._timer = DueTimer(clock, self._on_due)
+        self._timer = DueTimer(clock)
+        self._timer_task: asyncio.Task[None] | None = None
         self._stopping = False
 
     def start(self) -> None:
-        self._timer.start()
+        if self._timer_task is None:
+            self._timer_task = asyncio.create_task(
+                self._timer.run(self._take_due), name="proactive-timer"
+            )
 
     async def stop(self) -> None:
         self._stopping = True  # before the first await: no tick is taken from here on
-        await self._timer.stop()
+        task, self._timer_task = self._timer_task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     def reschedule(self, agent: LoadedAgent, after: datetime) -> None:
         if agent.state.status != "active":
@@ -66,6 +76,16 @@ class Scheduler:
 
     def count_missed(self, agent: LoadedAgent, first: datetime, now: datetime) -> int:
         return max(1, len(agent.schedule.between(first - timedelta(milliseconds=1), now, 100_000)))
+
+    async def _take_due(self, now: datetime) -> None:
+        for agent_id, scheduled_at in self._timer.take_due(now):
+            try:
+                self._on_due(agent_id, scheduled_at)
+            except Exception:
+                log.exception(
+                    "a due callback failed",
+                    extra={"action": "proactive.timer_error", "key": agent_id},
+                )
 
     def _on_due(self, agent_id: str, scheduled_at: datetime) -> None:
         agent = self._agents.get(agent_id)

@@ -14,13 +14,11 @@ PID namespace, which the kernel empties when the command's init dies.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import os
 import pwd
 import shutil
-import signal
 import stat
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -28,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from claybot.kernel.processes import ProcessGroup, drain, start_group
 from claybot.permissions.model import Permissions
 from claybot.sandbox.cgroup import (
     CommandCgroup,
@@ -328,15 +327,16 @@ class SandboxRunner:
     async def _spawn(
         self, argv: list[str], cwd: str, home: str, timeout_s: float, cgroup: CommandCgroup | None
     ) -> tuple[int | None, CapturedOutput, CapturedOutput, bool]:
-        process = await asyncio.create_subprocess_exec(
-            *argv,
+        process = await start_group(
+            argv,
             cwd=cwd,
             env=sandbox_environment(home, self.sandbox.environ),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
             preexec_fn=limits_applier(self.config.limits, cgroup),
+        )
+        group = ProcessGroup(
+            process.pid,
+            exited=functools.partial(_exited, process.pid),
+            kill_grace_s=self.config.kill_grace_s,
         )
         assert process.stdout is not None and process.stderr is not None
         cap = self.config.max_output_bytes
@@ -345,32 +345,22 @@ class SandboxRunner:
             asyncio.create_task(_capture(process.stdout, stdout, cap)),
             asyncio.create_task(_capture(process.stderr, stderr, cap)),
         ]
-        timed_out = False
         try:
-            try:
-                await asyncio.wait_for(_exited(process.pid), timeout_s)
-            except TimeoutError:
-                timed_out = True
-                await self._terminate(process)
-        except asyncio.CancelledError:  # the turn was stopped: the command goes with it
-            await asyncio.shield(self._terminate(process))
-            raise
+            # Past the timeout, or when the turn is stopped, the command's group goes.
+            timed_out = await group.wait(timeout_s)
         finally:
             # What the command left running goes too: its group, and all of its cgroup
             # (a `setsid` child has left the group but never the cgroup).
-            _signal_group(process.pid, signal.SIGKILL)
+            group.kill()
             if cgroup is not None:
                 await asyncio.shield(asyncio.to_thread(cgroup.kill_all))
-            await _finish_readers(readers)
+            # A reader still waiting then reads a pipe held elsewhere: it is cancelled.
+            for error in await drain(readers, DRAIN_S):
+                log.warning(
+                    "reading a command's output failed: %s", error,
+                    extra={"action": "sandbox.output_error"},
+                )  # fmt: skip
         return (None if timed_out else await _returncode(process)), stdout, stderr, timed_out
-
-    async def _terminate(self, process: asyncio.subprocess.Process) -> None:
-        """SIGTERM to the group; SIGKILL once the grace is over."""
-        _signal_group(process.pid, signal.SIGTERM)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(_exited(process.pid), self.config.kill_grace_s)
-        _signal_group(process.pid, signal.SIGKILL)
-        await _exited(process.pid)
 
 
 async def _exited(pid: int) -> None:
@@ -416,11 +406,6 @@ def _unmoved_dirs(paths: Iterable[str]) -> list[str]:
     return [path for path in paths if os.path.realpath(path) == path and os.path.isdir(path)]
 
 
-def _signal_group(pgid: int, signum: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signum)
-
-
 async def _capture(stream: asyncio.StreamReader, sink: CapturedOutput, cap: int) -> None:
     # Reading on past the cap keeps the command from blocking on a full pipe.
     while chunk := await stream.read(READ_CHUNK):
@@ -428,19 +413,6 @@ async def _capture(stream: asyncio.StreamReader, sink: CapturedOutput, cap: int)
         if room > 0:
             sink.data += chunk[:room]
         sink.dropped += max(0, len(chunk) - max(room, 0))
-
-
-async def _finish_readers(readers: list[asyncio.Task[None]]) -> None:
-    """Let the output drain; a reader still waiting (a pipe held elsewhere) is cancelled."""
-    _done, pending = await asyncio.wait(readers, timeout=DRAIN_S)
-    for task in pending:
-        task.cancel()
-    for result in await asyncio.gather(*readers, return_exceptions=True):
-        if isinstance(result, Exception):
-            log.warning(
-                "reading a command's output failed: %s", result,
-                extra={"action": "sandbox.output_error"},
-            )  # fmt: skip
 
 
 async def _failure_of(argv: list[str]) -> str | None:
