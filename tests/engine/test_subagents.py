@@ -282,14 +282,16 @@ async def test_stop_aborts_the_running_turn(paths: HomePaths) -> None:
     events = record_events(engine)
     await engine.start()
     try:
-        assert not await engine.stop_conversation("local", "ann", "cli")  # no agent yet
+        assert not await engine.conversations.stop_conversation(
+            "local", "ann", "cli"
+        )  # no agent yet
         await engine.post_inbound(InboundMessage("local", "ann", "cli", "take your time"))
         await asyncio.sleep(0.2)
         started = time.monotonic()
-        assert await engine.stop_conversation("local", "ann", "cli")
+        assert await engine.conversations.stop_conversation("local", "ann", "cli")
         stopped = await next_event(events, "agent.outgoing")
         assert time.monotonic() - started < 5
-        assert await engine.reset_conversation("local", "ann", "cli")
+        assert await engine.conversations.reset_conversation("local", "ann", "cli")
         await next_event(events, "agent.reset")
     finally:
         await engine.stop()

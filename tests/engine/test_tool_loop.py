@@ -159,7 +159,7 @@ async def test_stop_during_a_tool_call_answers_the_call_and_ends_the_turn(
     try:
         posted = await engine.post_inbound(InboundMessage("local", "ann", "cli", "start"))
         await asyncio.wait_for(started.wait(), 10)
-        assert await engine.stop_conversation("local", "ann", "cli")
+        assert await engine.conversations.stop_conversation("local", "ann", "cli")
         await next_event(events, "agent.outgoing")
         await engine.post_inbound(InboundMessage("local", "ann", "cli", "after"))
         replies = await next_event(events, "agent.outgoing", count=2)

@@ -9,9 +9,28 @@ from claybot.permissions.requests import PermissionBroker
 
 
 class AgentConversationControl:
-    def __init__(self, agents: AgentSystem, permissions: PermissionBroker) -> None:
-        self._agents = agents
-        self._permissions = permissions
+    """Made with the engine (plugins get it when they load), bound to the agents once they
+    run; asked before that, it says the engine is not started."""
+
+    def __init__(self) -> None:
+        self._bound: tuple[AgentSystem, PermissionBroker] | None = None
+
+    def bind(self, agents: AgentSystem, permissions: PermissionBroker) -> None:
+        self._bound = (agents, permissions)
+
+    @property
+    def _agents(self) -> AgentSystem:
+        return self._parts[0]
+
+    @property
+    def _permissions(self) -> PermissionBroker:
+        return self._parts[1]
+
+    @property
+    def _parts(self) -> tuple[AgentSystem, PermissionBroker]:
+        if self._bound is None:
+            raise RuntimeError("the engine is not started")
+        return self._bound
 
     def _agent_of(self, connector: str, user_id: str, channel_id: str) -> str | None:
         descriptor = UserDescriptor(connector=connector, userId=user_id, channelId=channel_id)

@@ -58,7 +58,7 @@ async def serve(
                 break
             await asyncio.sleep(0.005)
         lock.write_pid()
-        engine.start_database()
+        engine.database.open()
         await engine.sandbox.support()  # for the line below: can agents run commands here?
         announce(
             f"ClayBot engine ready (pid {engine.status()['pid']})\n"

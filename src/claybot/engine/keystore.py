@@ -93,3 +93,34 @@ async def open_database(url: str, keys: DeferredApiKeyStore) -> Any:
         return None
     keys.resolve(sql_keys.SqlApiKeyStore(engine))
     return engine
+
+
+class BackgroundDatabase:
+    """The database the engine opens in the background, and the key store over it."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.key_store: DeferredApiKeyStore | None = None
+        self.sql_engine: Any = None  # the SQLAlchemy engine, once open
+        self._opening: asyncio.Task[Any] | None = None
+
+    @property
+    def keys(self) -> DeferredApiKeyStore:
+        if self.key_store is None:
+            raise RuntimeError("the engine is not started")
+        return self.key_store
+
+    def prepare(self) -> None:
+        """Key operations may wait from now on (the engine is starting)."""
+        self.key_store = DeferredApiKeyStore()
+
+    def open(self) -> None:
+        """Open it in the background; key operations wait for it."""
+        if self._opening is None:
+            self._opening = asyncio.create_task(open_database(self.url, self.keys))
+
+    async def close(self) -> None:
+        if self._opening is not None:
+            self.sql_engine = await self._opening
+            if self.sql_engine is not None:
+                await self.sql_engine.dispose()

@@ -1,0 +1,96 @@
+"""``GET /v1/engine/status``: what the engine runs, projected from its parts (seed 000)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from claybot import __version__
+from claybot.agents.system import AgentSystem
+from claybot.config.home import HomePaths
+from claybot.config.settings import Settings
+from claybot.connectors.webchat import WEBCHAT_CONNECTOR
+from claybot.engine.keystore import DeferredApiKeyStore
+from claybot.plugins import PluginManager, Registries
+from claybot.providers.configured import ConfiguredProviders
+from claybot.sandbox import Sandbox
+from claybot.tools.base import ToolRegistry
+
+
+@dataclass(frozen=True)
+class StatusSources:
+    """The parts of the engine the status reads (``agents`` only while it runs)."""
+
+    paths: HomePaths
+    settings: Settings
+    started_at: datetime
+    tcp_port: int | None
+    plugins: PluginManager
+    providers: ConfiguredProviders
+    registries: Registries
+    sandbox: Sandbox
+    tools: ToolRegistry
+    key_store: DeferredApiKeyStore | None
+    agents: AgentSystem | None
+
+
+def engine_status(engine: StatusSources) -> dict[str, Any]:
+    agents = engine.agents
+    keys = engine.key_store
+    started_at = engine.started_at.isoformat().replace("+00:00", "Z")
+    return {
+        "version": __version__,
+        "pid": os.getpid(),
+        "home": str(engine.paths.home),
+        "startedAt": started_at,
+        "socketPath": str(engine.paths.socket),
+        "tcp": {"host": engine.settings.engine.host, "port": engine.tcp_port},
+        "plugins": engine.plugins.plugin_summaries(),
+        "connectors": [
+            *_builtin_connectors(started_at),
+            *engine.plugins.connector_summaries(),
+        ],
+        "providers": [
+            {
+                "id": p.id,
+                "name": p.id,
+                "label": p.provider_type,
+                "enabled": p.enabled,
+                "model": p.model,
+            }
+            for p in engine.settings.providers
+        ],
+        "inferenceProviders": [
+            {"id": p.id, "name": p.id, "label": p.label, "model": p.model}
+            for p in engine.providers.router.providers
+        ],
+        "imageProviders": engine.registries.images.summaries(),
+        "database": {
+            "ready": keys.ready if keys else False,
+            "error": keys.error if keys else None,
+        },
+        "providerFailures": engine.providers.failures,
+        "sandbox": engine.sandbox.status(),
+        "pluginFailures": engine.plugins.failure_summaries(),
+        "tools": engine.tools.names(),
+        "agents": {
+            "total": agents.agent_count if agents else 0,
+            "loaded": agents.loaded_count if agents else 0,
+            "pendingItems": agents.pending_count() if agents else 0,
+            "problems": agents.problems() if agents else [],
+        },
+        "sideTasks": [task.to_dict() for task in agents.side_tasks.status()] if agents else [],
+    }
+
+
+def _builtin_connectors(loaded_at: str) -> list[dict[str, Any]]:
+    """The connectors that are views of the event stream rather than plugins."""
+    return [
+        {"id": connector_id, "pluginId": None, "name": name, "loadedAt": loaded_at}
+        for connector_id, name in (
+            ("local", "Local (CLI and socket API)"),
+            (WEBCHAT_CONNECTOR, "Web chat (dashboard)"),
+        )
+    ]
