@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from tests.agents.test_subagents import call, rules_settings
 from tests.cli.test_cli import cli
 from tests.conftest import EngineProcess
-from tests.engine.test_subagents import call, rules_settings
 
 pytestmark = pytest.mark.slow
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from claybot.config.home import HomePaths
+from tests.agents.test_subagents import rules_settings
 from tests.conftest import EngineProcess, write_settings
-from tests.engine.test_subagents import rules_settings
 
 pytestmark = pytest.mark.slow
 

@@ -13,10 +13,10 @@ import pytest
 from claybot.config.home import HomePaths
 from claybot.engine.engine import Engine, EngineOptions
 from claybot.kernel.events import Event
+from tests.agents.test_agents import next_event, record_events
+from tests.agents.test_subagents import history, rules_settings
 from tests.conftest import write_settings
 from tests.cron.fake_clock import FakeClock
-from tests.engine.test_agents import next_event, record_events
-from tests.engine.test_subagents import history, rules_settings
 
 
 def utc(*args: int) -> datetime:

@@ -6,10 +6,10 @@ from datetime import UTC, datetime
 
 from claybot.config.home import HomePaths
 from claybot.connectors.base import InboundMessage
+from tests.agents.test_agents import next_event
+from tests.agents.test_subagents import call, history, rules_settings
 from tests.cron.fake_clock import FakeClock
 from tests.cron.test_scheduler import start, write_task
-from tests.engine.test_agents import next_event
-from tests.engine.test_subagents import call, history, rules_settings
 
 
 async def test_a_user_agent_adds_reads_and_deletes_a_task(paths: HomePaths) -> None:

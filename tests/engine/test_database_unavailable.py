@@ -10,8 +10,8 @@ from claybot.config.home import HomePaths
 from claybot.connectors.base import InboundMessage
 from claybot.db.errors import StoreError
 from claybot.engine.engine import Engine, EngineOptions
+from tests.agents.test_agents import next_event, record_events
 from tests.conftest import ECHO_SETTINGS, write_settings
-from tests.engine.test_agents import next_event, record_events
 
 
 async def test_keys_fail_clearly_while_agents_keep_working(paths: HomePaths) -> None:

@@ -9,8 +9,8 @@ import httpx
 import pytest
 
 from claybot.config.home import HomePaths
+from tests.agents.test_agents import next_event, post
 from tests.conftest import ECHO_SETTINGS, running_engine, write_settings
-from tests.engine.test_agents import next_event, post
 
 SIDE_TASKS = {"agents-idle-sweeper", "agents-state-flush", "agents-checkpoint"}
 

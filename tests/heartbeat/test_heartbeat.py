@@ -15,10 +15,10 @@ from claybot.connectors.base import InboundMessage
 from claybot.engine.engine import Engine, EngineOptions
 from claybot.kernel.events import Event
 from claybot.providers.scripted import ScriptedProvider
+from tests.agents.test_agents import next_event, record_events
+from tests.agents.test_subagents import history, rules_settings
 from tests.conftest import write_settings
 from tests.cron.fake_clock import FakeClock
-from tests.engine.test_agents import next_event, record_events
-from tests.engine.test_subagents import history, rules_settings
 
 START = datetime(2026, 5, 4, 9, 0, tzinfo=UTC)
 

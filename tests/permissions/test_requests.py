@@ -15,9 +15,9 @@ from claybot.engine.engine import Engine, EngineOptions
 from claybot.permissions.prompts import PermissionOutcome, PermissionPrompt
 from claybot.plugin import PluginApi, PluginDefinition
 from claybot.plugins import PluginCatalog
+from tests.agents.test_agents import next_event, record_events
+from tests.agents.test_subagents import call, history, rules_settings, system_messages
 from tests.conftest import write_settings
-from tests.engine.test_agents import next_event, record_events
-from tests.engine.test_subagents import call, history, rules_settings, system_messages
 
 
 class ApproverSettings(BaseModel):

@@ -22,8 +22,8 @@ import httpx
 import pytest
 
 from claybot.config.home import HomePaths
+from tests.agents.test_subagents import call, rules_settings
 from tests.conftest import EngineProcess, write_settings
-from tests.engine.test_subagents import call, rules_settings
 
 pytestmark = pytest.mark.slow
 

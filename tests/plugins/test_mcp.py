@@ -24,8 +24,8 @@ from claybot.plugins import PluginLoadFailed
 from claybot.plugins.builtin.mcp import McpSettings
 from claybot.plugins.builtin.mcp.tools import McpArguments, result_of, tool_name
 from claybot.tools.base import ToolContext, ToolResult
+from tests.agents.test_agents import next_event
 from tests.conftest import write_settings
-from tests.engine.test_agents import next_event
 
 ECHO_SERVER = str(Path(__file__).with_name("mcp_echo_server.py"))
 CONTEXT = ToolContext("agent", "user", None)

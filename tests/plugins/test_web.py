@@ -30,8 +30,8 @@ from claybot.plugins.builtin.web import (
     address_refusal,
 )
 from claybot.tools.base import ToolContext, ToolResult
+from tests.agents.test_agents import next_event
 from tests.conftest import write_settings
-from tests.engine.test_agents import next_event
 
 
 def call(name: str, **arguments: Any) -> dict[str, Any]:

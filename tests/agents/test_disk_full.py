@@ -29,9 +29,9 @@ from claybot.config.home import HomePaths
 from claybot.durable import atomic, group_commit
 from claybot.durable.jsonl import parse_jsonl
 from claybot.kernel.events import Event
+from tests.agents.test_agents import next_event
+from tests.agents.test_subagents import rules_settings
 from tests.conftest import EngineProcess, running_engine, write_settings
-from tests.engine.test_agents import next_event
-from tests.engine.test_subagents import rules_settings
 
 
 class FullDisk:

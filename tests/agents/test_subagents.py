@@ -12,8 +12,8 @@ from claybot.config.home import HomePaths
 from claybot.connectors.base import InboundMessage
 from claybot.engine.engine import Engine, EngineOptions
 from claybot.kernel.events import Event
+from tests.agents.test_agents import next_event, next_reply, record_events
 from tests.conftest import EngineProcess, write_settings
-from tests.engine.test_agents import next_event, next_reply, record_events
 
 
 def call(tool: str, **arguments: Any) -> dict[str, Any]:

@@ -26,10 +26,10 @@ import pytest
 from claybot.config.home import HomePaths
 from claybot.connectors.base import InboundMessage
 from claybot.engine.engine import Engine, EngineOptions
+from tests.agents.test_agents import next_event, record_events
+from tests.agents.test_subagents import call, history, rules_settings
 from tests.conftest import EngineProcess, write_settings
-from tests.engine.test_agents import next_event, record_events
-from tests.engine.test_subagents import call, history, rules_settings
-from tests.permissions.test_exec import SYSTEM_PYTHON, bwrap_works, exec_call
+from tests.sandbox.test_exec import SYSTEM_PYTHON, bwrap_works, exec_call
 
 needs_bwrap = pytest.mark.skipif(not bwrap_works(), reason="bubblewrap missing or unusable here")
 CANARY_KEY = "cb_secret_canary_7f3a"

@@ -38,7 +38,7 @@ from claybot.plugins.telegram.connector import (
 from claybot.plugins.telegram.plugin import TelegramSettings
 from claybot.plugins.telegram.state import TelegramState
 from claybot.plugins.telegram.typing_status import TypingStatus
-from tests.connectors.fake_bot_api import FakeBotApi
+from tests.plugins.telegram.fake_bot_api import FakeBotApi
 
 ANN, BOB, STRANGER = 111, 222, 999
 

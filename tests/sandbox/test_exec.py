@@ -43,8 +43,8 @@ from claybot.sandbox import (
     secret_paths,
     unconfined_argv,
 )
+from tests.agents.test_agents import next_event
 from tests.conftest import write_settings
-from tests.engine.test_agents import next_event
 
 OUTPUT_CAP = 4096
 

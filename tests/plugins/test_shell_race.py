@@ -18,8 +18,8 @@ from claybot.config.home import HomePaths
 from claybot.connectors.base import InboundMessage
 from claybot.engine.engine import Engine, EngineOptions
 from claybot.kernel.events import Event
+from tests.agents.test_agents import next_event
 from tests.conftest import write_settings
-from tests.engine.test_agents import next_event
 
 AT_FDCWD = -100
 RENAME_EXCHANGE = 2

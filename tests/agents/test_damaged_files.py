@@ -11,8 +11,8 @@ import httpx
 
 from claybot.config.home import HomePaths
 from claybot.kernel.events import Event
+from tests.agents.test_agents import next_event
 from tests.conftest import ECHO_SETTINGS, running_engine, write_settings
-from tests.engine.test_agents import next_event
 
 
 @asynccontextmanager

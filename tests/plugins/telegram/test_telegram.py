@@ -16,9 +16,9 @@ from claybot.kernel.events import Event
 from claybot.plugins.telegram.connector import RESET_TEXT
 from claybot.plugins.telegram.format import markdown_to_html
 from claybot.plugins.telegram.split import split_markdown, telegram_length
-from tests.connectors.fake_bot_api import FakeBotApi
-from tests.engine.test_agents import record_events
-from tests.engine.test_subagents import call, history, rules_settings
+from tests.agents.test_agents import record_events
+from tests.agents.test_subagents import call, history, rules_settings
+from tests.plugins.telegram.fake_bot_api import FakeBotApi
 
 ANN, STRANGER = 111, 999
 

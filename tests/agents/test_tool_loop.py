@@ -12,9 +12,9 @@ from claybot.connectors.base import InboundMessage
 from claybot.engine.engine import Engine, EngineOptions
 from claybot.providers.scripted import ScriptedProvider
 from claybot.tools.base import ToolContext, ToolDefinition, ToolResult
+from tests.agents.test_agents import next_event, record_events
+from tests.agents.test_subagents import call, history, rules_settings
 from tests.conftest import write_settings
-from tests.engine.test_agents import next_event, record_events
-from tests.engine.test_subagents import call, history, rules_settings
 
 
 class Size(BaseModel):

@@ -102,7 +102,7 @@ schema = schemathesis.openapi.from_dict(
     TestClient(APP).get("/openapi.json").json(), config=CONFIG
 ).exclude(
     # Server-sent event streams never end, so a generated request could only be cut
-    # off by a timeout; tests/engine/test_socket_api.py and the SSE tests cover them.
+    # off by a timeout; tests/api/test_socket_api.py and the SSE tests cover them.
     path=["/v1/engine/events", "/v1/engine/webchat/events"],
 )
 schema.app = APP  # requests go to the app in-process, as with from_asgi
