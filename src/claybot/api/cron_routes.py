@@ -7,19 +7,15 @@ from typing import Any
 from fastapi import APIRouter, Request
 from pydantic import ValidationError
 
-from claybot.api.errors import ApiError
+from claybot.api.errors import fields_in_body
 from claybot.api.responses import BODY_ERRORS, errors
 from claybot.api.routes import engine_of
 from claybot.api.schemas import AddCronTask
 from claybot.cron.task import CronTaskSpec
+from claybot.kernel.errors import InvalidInput
 from claybot.kernel.ids import new_id
-from claybot.scheduling.schedule import ScheduleError
 
 router = APIRouter(prefix="/v1/engine/cron")
-
-
-def _not_found(exc: LookupError) -> ApiError:
-    return ApiError(404, "task_not_found", str(exc).strip("'\""), "taskId")
 
 
 @router.get("/tasks", summary="Cron tasks, their next run, and TASK.md files that are invalid")
@@ -41,17 +37,14 @@ async def list_tasks(request: Request) -> dict[str, Any]:
 async def add_task(request: Request, body: AddCronTask) -> dict[str, Any]:
     engine = engine_of(request)
     fields = body.model_dump(exclude={"prompt"}, exclude_none=True)
-    try:
-        spec = CronTaskSpec.model_validate({"taskId": new_id(), **fields})
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(part) for part in error["loc"])
-        raise ApiError(422, "invalid_request", f"{where}: {error['msg']}", f"body.{where}") from exc
-    try:
-        task = await engine.cron.add(spec, body.prompt)
-    except ScheduleError as exc:
-        field = "timezone" if "time zone" in str(exc) else "schedule"
-        raise ApiError(422, "invalid_request", str(exc), f"body.{field}") from exc
+    with fields_in_body():
+        try:
+            spec = CronTaskSpec.model_validate({"taskId": new_id(), **fields})
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            where = ".".join(str(part) for part in error["loc"])
+            raise InvalidInput(f"{where}: {error['msg']}", field=where) from exc
+        task = await engine.cron.add(spec, body.prompt)  # ScheduleError names its field
     return {"ok": True, "task": task.to_dict()}
 
 
@@ -59,10 +52,7 @@ async def add_task(request: Request, body: AddCronTask) -> dict[str, Any]:
     "/tasks/{taskId}", summary="Delete a cron task and its folder", responses=errors(404)
 )
 async def remove_task(request: Request, taskId: str) -> dict[str, Any]:
-    try:
-        task = await engine_of(request).cron.remove(taskId)
-    except LookupError as exc:
-        raise _not_found(exc) from exc
+    task = await engine_of(request).cron.remove(taskId)
     return {"ok": True, "taskId": task.id}
 
 
@@ -73,18 +63,12 @@ async def remove_task(request: Request, taskId: str) -> dict[str, Any]:
     responses=errors(404, 503),
 )
 async def run_task(request: Request, taskId: str) -> dict[str, Any]:
-    try:
-        key = await engine_of(request).cron.run_now(taskId)
-    except LookupError as exc:
-        raise _not_found(exc) from exc
+    key = await engine_of(request).cron.run_now(taskId)
     return {"ok": True, "taskId": taskId, "messageId": key.message_id}
 
 
 async def _set_enabled(request: Request, task_id: str, enabled: bool) -> dict[str, Any]:
-    try:
-        task = await engine_of(request).cron.set_enabled(task_id, enabled)
-    except LookupError as exc:
-        raise _not_found(exc) from exc
+    task = await engine_of(request).cron.set_enabled(task_id, enabled)
     return {"ok": True, "task": task.to_dict()}
 
 

@@ -7,11 +7,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Request
 
-from claybot.api.errors import ApiError
+from claybot.api.errors import fields_in_body
 from claybot.api.responses import BODY_ERRORS, errors
 from claybot.api.routes import engine_of
 from claybot.api.schemas import AddHeartbeatTask, RunHeartbeat
-from claybot.heartbeat.store import HeartbeatTaskError
 
 router = APIRouter(prefix="/v1/engine/heartbeat")
 
@@ -29,7 +28,7 @@ async def list_tasks(request: Request) -> dict[str, Any]:
 )
 async def add_task(request: Request, body: AddHeartbeatTask) -> dict[str, Any]:
     heartbeat = engine_of(request).heartbeat
-    try:
+    with fields_in_body():
         task = await asyncio.to_thread(
             heartbeat.store.add,
             body.title,
@@ -38,18 +37,13 @@ async def add_task(request: Request, body: AddHeartbeatTask) -> dict[str, Any]:
             gate=body.gate,
             overwrite=body.overwrite,
         )
-    except HeartbeatTaskError as exc:
-        raise ApiError(409, "task_exists", str(exc), "body.id") from exc
     return {"ok": True, "task": task.to_dict()}
 
 
 @router.delete("/tasks/{taskId}", summary="Remove a heartbeat task", responses=errors(404))
 async def remove_task(request: Request, taskId: str) -> dict[str, Any]:
     heartbeat = engine_of(request).heartbeat
-    try:
-        await asyncio.to_thread(heartbeat.store.remove, taskId)
-    except (LookupError, HeartbeatTaskError) as exc:
-        raise ApiError(404, "task_not_found", str(exc), "taskId") from exc
+    await asyncio.to_thread(heartbeat.store.remove, taskId)
     return {"ok": True, "taskId": taskId}
 
 

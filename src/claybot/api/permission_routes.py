@@ -6,11 +6,9 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
 
-from claybot.api.errors import ApiError
 from claybot.api.responses import BODY_ERRORS, errors
 from claybot.api.routes import engine_of
 from claybot.api.schemas import DecidePermission
-from claybot.permissions.prompts import PermissionAlreadyDecided
 
 router = APIRouter(prefix="/v1/engine")
 
@@ -37,10 +35,5 @@ async def decide_permission(
     request: Request, requestId: str, body: DecidePermission
 ) -> dict[str, Any]:
     engine = engine_of(request)
-    try:
-        decided = await engine.permissions.decide(requestId, body.decision == "allow", body.by)
-    except LookupError as exc:
-        raise ApiError(404, "request_not_found", str(exc), "requestId") from exc
-    except PermissionAlreadyDecided as exc:
-        raise ApiError(409, "already_decided", str(exc), "requestId") from exc
+    decided = await engine.permissions.decide(requestId, body.decision == "allow", body.by)
     return {"ok": True, "request": decided.to_dict()}

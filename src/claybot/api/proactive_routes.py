@@ -8,17 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import FileResponse, PlainTextResponse
 
-from claybot.api.errors import ApiError
 from claybot.api.proactive_bodies import CreateAgentInput, UpdateAgentInput
 from claybot.api.responses import BODY_ERRORS, errors
 from claybot.engine.engine import Engine
-from claybot.proactive.errors import ProactiveError
 from claybot.proactive.service import ProactiveService
 
 router = APIRouter(prefix="/api/agents", tags=["proactive agents"])
@@ -36,15 +33,6 @@ def service_of(request: Request) -> ProactiveService:
     return _service(request.app.state.engine)
 
 
-@contextlib.contextmanager
-def _answers() -> Iterator[None]:
-    """The service's refusals in the house error shape."""
-    try:
-        yield
-    except ProactiveError as exc:
-        raise ApiError(exc.status, exc.code, exc.message, exc.field) from exc
-
-
 @router.post(
     "",
     status_code=201,
@@ -52,8 +40,7 @@ def _answers() -> Iterator[None]:
     responses=errors(*BODY_ERRORS, 409, 503),
 )
 async def create_agent(request: Request, body: CreateAgentInput) -> dict[str, Any]:
-    with _answers():
-        agent = await service_of(request).create(body)
+    agent = await service_of(request).create(body)
     return {"ok": True, "agent": agent}
 
 
@@ -64,8 +51,7 @@ async def list_agents(request: Request) -> dict[str, Any]:
 
 @router.get("/{agentId}", summary="A proactive agent's detail", responses=errors(404))
 async def get_agent(request: Request, agentId: str) -> dict[str, Any]:
-    with _answers():
-        return {"ok": True, "agent": service_of(request).detail(agentId)}
+    return {"ok": True, "agent": service_of(request).detail(agentId)}
 
 
 @router.put(
@@ -74,8 +60,7 @@ async def get_agent(request: Request, agentId: str) -> dict[str, Any]:
     responses=errors(*BODY_ERRORS, 404, 503),
 )
 async def update_agent(request: Request, agentId: str, body: UpdateAgentInput) -> dict[str, Any]:
-    with _answers():
-        agent = await service_of(request).update(agentId, body)
+    agent = await service_of(request).update(agentId, body)
     return {"ok": True, "agent": agent}
 
 
@@ -85,8 +70,7 @@ async def update_agent(request: Request, agentId: str, body: UpdateAgentInput) -
     responses=errors(404, 503),
 )
 async def pause_agent(request: Request, agentId: str) -> dict[str, Any]:
-    with _answers():
-        return {"ok": True, "agent": await service_of(request).pause(agentId)}
+    return {"ok": True, "agent": await service_of(request).pause(agentId)}
 
 
 @router.post(
@@ -95,8 +79,7 @@ async def pause_agent(request: Request, agentId: str) -> dict[str, Any]:
     responses=errors(404, 503),
 )
 async def resume_agent(request: Request, agentId: str) -> dict[str, Any]:
-    with _answers():
-        return {"ok": True, "agent": await service_of(request).resume(agentId)}
+    return {"ok": True, "agent": await service_of(request).resume(agentId)}
 
 
 @router.post(
@@ -106,15 +89,13 @@ async def resume_agent(request: Request, agentId: str) -> dict[str, Any]:
     responses=errors(404, 409, 503),
 )
 async def execute_agent(request: Request, agentId: str) -> dict[str, Any]:
-    with _answers():
-        queued = await service_of(request).trigger(agentId)
+    queued = await service_of(request).trigger(agentId)
     return {"ok": True, "agentId": agentId, **queued}
 
 
 @router.delete("/{agentId}", summary="Delete an agent and its files", responses=errors(404, 503))
 async def delete_agent(request: Request, agentId: str) -> dict[str, Any]:
-    with _answers():
-        await service_of(request).delete(agentId)
+    await service_of(request).delete(agentId)
     return {"ok": True, "id": agentId}
 
 
@@ -129,8 +110,7 @@ async def agent_logs(
     agentId: str,
     executionId: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
 ) -> FileResponse:
-    with _answers():
-        path = await service_of(request).log_path(agentId, executionId)
+    path = await service_of(request).log_path(agentId, executionId)
     return FileResponse(path, media_type="text/plain; charset=utf-8")
 
 
@@ -144,8 +124,7 @@ async def agent_executions(
     agentId: str,
     limit: Annotated[int, Query(ge=1, le=1000)] = 20,
 ) -> dict[str, Any]:
-    with _answers():
-        executions = await service_of(request).executions(agentId, limit)
+    executions = await service_of(request).executions(agentId, limit)
     return {"ok": True, "agentId": agentId, "executions": executions}
 
 
@@ -156,8 +135,7 @@ async def agent_executions(
     responses=errors(404, text_route=True),
 )
 async def agent_output(request: Request, agentId: str) -> PlainTextResponse:
-    with _answers():
-        return PlainTextResponse(service_of(request).live_output(agentId))
+    return PlainTextResponse(service_of(request).live_output(agentId))
 
 
 @router.websocket("/ws")

@@ -8,7 +8,6 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Header, Query, Request
 from sse_starlette.sse import EventSourceResponse
 
-from claybot.api.errors import ApiError
 from claybot.api.responses import BODY_ERRORS, errors
 from claybot.api.schemas import (
     CreateKey,
@@ -23,6 +22,7 @@ from claybot.api.sse import EventStream, event_frames
 from claybot.config.settings import ProviderSettings
 from claybot.connectors.base import InboundMessage
 from claybot.engine.engine import Engine
+from claybot.kernel.errors import ClayError, NotFound
 
 router = APIRouter(prefix="/v1/engine")
 SSE_PING_S = 15
@@ -35,10 +35,11 @@ def engine_of(request: Request) -> Engine:
     return engine
 
 
-def _agent_id(engine: Engine, agent_id: str) -> str:
-    if not engine.agents.exists(agent_id):
-        raise ApiError(404, "agent_not_found", f"no agent with id {agent_id!r}", "agentId")
-    return agent_id
+class ProviderNotFound(NotFound):
+    code = "provider_not_found"
+
+    def __init__(self, provider_id: str) -> None:
+        super().__init__(f"no provider with id {provider_id!r}", field="providerId")
 
 
 # -- status ---------------------------------------------------------------------
@@ -89,14 +90,10 @@ async def agent_history(
     engine = engine_of(request)
     if after is not None and before is not None:
         # Paging forward from ``after``; the records from ``before`` on are left out.
-        page = await engine.agents.history(
-            _agent_id(engine, agentId), after=after, before=None, limit=limit
-        )
+        page = await engine.agents.history(agentId, after=after, before=None, limit=limit)
         records = [record for record in page.records if record["seq"] < before]
         return {"ok": True, "agentId": agentId, "total": page.total, "records": records}
-    page = await engine.agents.history(
-        _agent_id(engine, agentId), after=after, before=before, limit=limit
-    )
+    page = await engine.agents.history(agentId, after=after, before=before, limit=limit)
     return {"ok": True, "agentId": agentId, "total": page.total, "records": page.records}
 
 
@@ -111,7 +108,7 @@ async def reset_agent(
     body: Annotated[ResetAgent | None, Body()] = None,
 ) -> dict[str, Any]:
     engine = engine_of(request)
-    turn = await engine.agents.reset(_agent_id(engine, agentId), body.message if body else None)
+    turn = await engine.agents.reset(agentId, body.message if body else None)
     try:
         await turn.outcome(RESET_WAIT_S)
         done = True
@@ -207,11 +204,10 @@ async def upsert_provider(request: Request, body: UpsertProvider) -> dict[str, A
     provider = ProviderSettings.model_validate(body.model_dump(exclude={"position"}))
     if engine.provider_registry.get(provider.provider_type) is None:
         known = ", ".join(sorted(t.type for t in engine.provider_registry.types()))
-        raise ApiError(
-            400,
-            "unknown_provider_type",
+        raise ClayError(
             f"unknown provider type {provider.provider_type!r} (known: {known})",
-            "type",
+            code="unknown_provider_type",
+            field="type",
         )
     settings = engine.settings.model_copy(deep=True)
     others = [p for p in settings.providers if p.id != provider.id]
@@ -227,9 +223,7 @@ async def remove_provider(request: Request, providerId: str) -> dict[str, Any]:
     settings = engine.settings.model_copy(deep=True)
     remaining = [p for p in settings.providers if p.id != providerId]
     if len(remaining) == len(settings.providers):
-        raise ApiError(
-            404, "provider_not_found", f"no provider with id {providerId!r}", "providerId"
-        )
+        raise ProviderNotFound(providerId)
     settings.providers = remaining
     await engine.update_settings(settings)
     return {"ok": True, "providers": [p.to_public_dict() for p in remaining]}
@@ -245,9 +239,7 @@ async def default_provider(request: Request, providerId: str) -> dict[str, Any]:
     settings = engine.settings.model_copy(deep=True)
     chosen = [p for p in settings.providers if p.id == providerId]
     if not chosen:
-        raise ApiError(
-            404, "provider_not_found", f"no provider with id {providerId!r}", "providerId"
-        )
+        raise ProviderNotFound(providerId)
     settings.providers = chosen + [p for p in settings.providers if p.id != providerId]
     await engine.update_settings(settings)
     return {"ok": True, "providers": [p.to_public_dict() for p in settings.providers]}
@@ -270,10 +262,7 @@ async def list_keys(request: Request) -> dict[str, Any]:
 )
 async def create_key(request: Request, body: CreateKey) -> dict[str, Any]:
     engine = engine_of(request)
-    try:
-        record, plaintext = await engine.keys.create(body.name, body.scopes, body.rateLimitRpm)
-    except ValueError as exc:
-        raise ApiError(422, "invalid_request", str(exc), "scopes") from exc
+    record, plaintext = await engine.keys.create(body.name, body.scopes, body.rateLimitRpm)
     return {"ok": True, "key": plaintext, "record": key_to_dict(record)}
 
 
@@ -285,7 +274,9 @@ async def create_key(request: Request, body: CreateKey) -> dict[str, Any]:
 async def revoke_key(request: Request, keyId: str) -> dict[str, Any]:
     record = await engine_of(request).keys.revoke(keyId)
     if record is None:
-        raise ApiError(404, "key_not_found", f"no API key with id or prefix {keyId!r}", "keyId")
+        raise NotFound(
+            f"no API key with id or prefix {keyId!r}", code="key_not_found", field="keyId"
+        )
     return {"ok": True, "record": key_to_dict(record)}
 
 
@@ -318,8 +309,8 @@ def resume_after(last_event_id: str | None, since: int | None = None) -> int | N
     try:
         return int(last_event_id)
     except ValueError as exc:
-        raise ApiError(
-            400, "invalid_request", "Last-Event-ID must be an integer", "Last-Event-ID"
+        raise ClayError(
+            "Last-Event-ID must be an integer", code="invalid_request", field="Last-Event-ID"
         ) from exc
 
 
