@@ -13,12 +13,20 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import FileResponse, PlainTextResponse
 
+from claybot.api.models.base import AnswerRoute
+from claybot.api.models.proactive import (
+    ExecutionList,
+    OneProactiveAgent,
+    ProactiveAgentDeleted,
+    ProactiveAgentList,
+    ProactiveRunQueued,
+)
 from claybot.api.proactive_bodies import CreateAgentInput, UpdateAgentInput
 from claybot.api.responses import BODY_ERRORS, errors
 from claybot.engine.engine import Engine
 from claybot.proactive.service import ProactiveService
 
-router = APIRouter(prefix="/api/agents", tags=["proactive agents"])
+router = APIRouter(prefix="/api/agents", tags=["proactive agents"], route_class=AnswerRoute)
 
 WS_OVERFLOW_CODE = 1013  # "try again later": the client fell too far behind
 WS_GOING_AWAY_CODE = 1001
@@ -33,25 +41,30 @@ def service_of(request: Request) -> ProactiveService:
     return _service(request.app.state.engine)
 
 
+def _one(agent: dict[str, Any]) -> OneProactiveAgent:
+    return OneProactiveAgent.model_validate({"ok": True, "agent": agent})
+
+
 @router.post(
     "",
     status_code=201,
     summary="Create a proactive agent",
     responses=errors(*BODY_ERRORS, 409, 503),
 )
-async def create_agent(request: Request, body: CreateAgentInput) -> dict[str, Any]:
-    agent = await service_of(request).create(body)
-    return {"ok": True, "agent": agent}
+async def create_agent(request: Request, body: CreateAgentInput) -> OneProactiveAgent:
+    return _one(await service_of(request).create(body))
 
 
 @router.get("", summary="List proactive agents")
-async def list_agents(request: Request) -> dict[str, Any]:
-    return {"ok": True, "agents": service_of(request).summaries()}
+async def list_agents(request: Request) -> ProactiveAgentList:
+    return ProactiveAgentList.model_validate(
+        {"ok": True, "agents": service_of(request).summaries()}
+    )
 
 
 @router.get("/{agentId}", summary="A proactive agent's detail", responses=errors(404))
-async def get_agent(request: Request, agentId: str) -> dict[str, Any]:
-    return {"ok": True, "agent": service_of(request).detail(agentId)}
+async def get_agent(request: Request, agentId: str) -> OneProactiveAgent:
+    return _one(service_of(request).detail(agentId))
 
 
 @router.put(
@@ -59,9 +72,8 @@ async def get_agent(request: Request, agentId: str) -> dict[str, Any]:
     summary="Change an agent's configuration (only the fields given)",
     responses=errors(*BODY_ERRORS, 404, 503),
 )
-async def update_agent(request: Request, agentId: str, body: UpdateAgentInput) -> dict[str, Any]:
-    agent = await service_of(request).update(agentId, body)
-    return {"ok": True, "agent": agent}
+async def update_agent(request: Request, agentId: str, body: UpdateAgentInput) -> OneProactiveAgent:
+    return _one(await service_of(request).update(agentId, body))
 
 
 @router.post(
@@ -69,8 +81,8 @@ async def update_agent(request: Request, agentId: str, body: UpdateAgentInput) -
     summary="Pause an agent (its schedule stops)",
     responses=errors(404, 503),
 )
-async def pause_agent(request: Request, agentId: str) -> dict[str, Any]:
-    return {"ok": True, "agent": await service_of(request).pause(agentId)}
+async def pause_agent(request: Request, agentId: str) -> OneProactiveAgent:
+    return _one(await service_of(request).pause(agentId))
 
 
 @router.post(
@@ -78,8 +90,8 @@ async def pause_agent(request: Request, agentId: str) -> dict[str, Any]:
     summary="Resume an agent (failures reset, schedule restarts)",
     responses=errors(404, 503),
 )
-async def resume_agent(request: Request, agentId: str) -> dict[str, Any]:
-    return {"ok": True, "agent": await service_of(request).resume(agentId)}
+async def resume_agent(request: Request, agentId: str) -> OneProactiveAgent:
+    return _one(await service_of(request).resume(agentId))
 
 
 @router.post(
@@ -88,15 +100,15 @@ async def resume_agent(request: Request, agentId: str) -> dict[str, Any]:
     summary="Run an agent now (queued)",
     responses=errors(404, 409, 503),
 )
-async def execute_agent(request: Request, agentId: str) -> dict[str, Any]:
+async def execute_agent(request: Request, agentId: str) -> ProactiveRunQueued:
     queued = await service_of(request).trigger(agentId)
-    return {"ok": True, "agentId": agentId, **queued}
+    return ProactiveRunQueued.model_validate({"ok": True, "agentId": agentId, **queued})
 
 
 @router.delete("/{agentId}", summary="Delete an agent and its files", responses=errors(404, 503))
-async def delete_agent(request: Request, agentId: str) -> dict[str, Any]:
+async def delete_agent(request: Request, agentId: str) -> ProactiveAgentDeleted:
     await service_of(request).delete(agentId)
-    return {"ok": True, "id": agentId}
+    return ProactiveAgentDeleted(ok=True, id=agentId)
 
 
 @router.get(
@@ -123,9 +135,9 @@ async def agent_executions(
     request: Request,
     agentId: str,
     limit: Annotated[int, Query(ge=1, le=1000)] = 20,
-) -> dict[str, Any]:
+) -> ExecutionList:
     executions = await service_of(request).executions(agentId, limit)
-    return {"ok": True, "agentId": agentId, "executions": executions}
+    return ExecutionList.model_validate({"ok": True, "agentId": agentId, "executions": executions})
 
 
 @router.get(
