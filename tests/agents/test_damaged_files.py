@@ -129,3 +129,26 @@ async def test_a_damaged_history_line_is_shown_as_damaged_in_its_place(paths: Ho
     assert page["total"] == len(page["records"])
     # The model never saw it: the reply to "second" is the echo of "second" alone.
     assert page["records"][-1]["text"] == "echo: second"
+
+
+async def test_a_record_this_engine_does_not_know_is_shown_as_the_file_has_it(
+    paths: HomePaths,
+) -> None:
+    """A newer engine's record, or a hand-edited one, is answered unchanged, never refused."""
+    agent_id = await first_conversation(paths)
+    path = paths.agents / agent_id / "history.jsonl"
+    odd = [
+        {"type": "thought", "at": 1, "text": "written by a newer engine"},
+        {"type": "note", "at": 2.5, "text": "a time that is no integer"},
+        {"text": "no type at all", "at": 3},
+        {"type": "note", "at": 4, "text": "a field this engine does not know", "mood": "calm"},
+    ]
+    with path.open("a") as history_file:
+        history_file.writelines(json.dumps(record) + "\n" for record in odd)
+    async with running(paths) as (api, _):
+        response = await api.get(f"/v1/engine/agents/{agent_id}/history", params={"after": 2})
+    assert response.status_code == 200, response.text
+    records = response.json()["records"]
+    assert records == [{"seq": 3 + n, **record} for n, record in enumerate(odd)]
+    assert [list(record) for record in records] == [["seq", *record] for record in odd]
+    assert '"at":2.5' in response.text  # not turned into an integer on the way out

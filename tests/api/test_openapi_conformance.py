@@ -19,12 +19,18 @@ proactive agents' WebSocket is not an operation of the document (OpenAPI has no
 WebSocket), and POST /v1/engine/shutdown is run: ``create_app`` is given no
 ``request_shutdown`` here, so it answers without stopping anything.
 
+Every JSON answer is also checked against a copy of the document in which the
+response models allow no undeclared field (they allow them in the real one, so a
+field added below the API still reaches clients): a field the engine sends and the
+document does not name fails here.
+
 Generation is deterministic (``derandomize``, no example database), so a failure
 is reproduced by running the test again.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import shutil
 import tempfile
@@ -32,6 +38,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
@@ -98,9 +105,8 @@ APP = EngineUnderTest()
 # The document the app serves, read in-process without its lifespan (from_asgi would
 # run it, starting an engine while tests are only being collected); the document
 # needs no started engine.
-schema = schemathesis.openapi.from_dict(
-    TestClient(APP).get("/openapi.json").json(), config=CONFIG
-).exclude(
+DOCUMENT: dict[str, Any] = TestClient(APP).get("/openapi.json").json()
+schema = schemathesis.openapi.from_dict(DOCUMENT, config=CONFIG).exclude(
     # Server-sent event streams never end, so a generated request could only be cut
     # off by a timeout; tests/api/test_socket_api.py and the SSE tests cover them.
     path=["/v1/engine/events", "/v1/engine/webchat/events"],
@@ -109,6 +115,33 @@ schema.app = APP  # requests go to the app in-process, as with from_asgi
 
 
 PROACTIVE_BODIES = {"/api/agents", "/api/agents/{agentId}"}
+
+
+def closed_components(document: dict[str, Any]) -> dict[str, Any]:
+    """The document's schemas with every response model closed to undeclared fields.
+
+    Response models are the components that say ``additionalProperties: true`` and
+    list properties; open maps (settings, options) list none and stay open.
+    """
+    schemas = copy.deepcopy(document["components"]["schemas"])
+    for component in schemas.values():
+        if component.get("additionalProperties") is True and component.get("properties"):
+            component["additionalProperties"] = False
+    return {"schemas": schemas}
+
+
+CLOSED = closed_components(DOCUMENT)
+
+
+def assert_every_field_is_documented(case: Any, response: Any) -> None:
+    if not 200 <= response.status_code < 300:
+        return
+    answers = DOCUMENT["paths"][case.operation.path][case.operation.method.lower()]["responses"]
+    content = answers[str(response.status_code)].get("content", {})
+    if "application/json" not in content:
+        return
+    closed = {**content["application/json"]["schema"], "components": CLOSED}
+    jsonschema.Draft202012Validator(closed).validate(response.json())
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -136,4 +169,5 @@ def test_every_operation_conforms_to_the_document(case: Any) -> None:
         # state no schema can describe (the document says it in words). A valid body
         # gets the workspace itself, so the rest of it is what is tested.
         case.body["cwd"] = "."
-    case.call_and_validate()
+    response = case.call_and_validate()
+    assert_every_field_is_documented(case, response)

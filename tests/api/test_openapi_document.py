@@ -135,3 +135,39 @@ def test_a_claude_objective_may_not_start_with_a_dash(document: Document) -> Non
     engine_runner, claude = create["anyOf"]
     assert engine_runner == {"required": ["runner"], "properties": {"runner": {"const": "engine"}}}
     assert "-]" in claude["properties"]["objective"]["pattern"]
+
+
+# Server-sent event streams: their frames are described in words (README), not a schema.
+STREAMS = {"/v1/engine/events", "/v1/engine/webchat/events"}
+
+
+SCHEMAS = "#/components/schemas/"
+
+
+def resolve(document: Document, schema: dict[str, Any]) -> dict[str, Any]:
+    while "$ref" in schema:
+        schema = document["components"]["schemas"][schema["$ref"].removeprefix(SCHEMAS)]
+    return schema
+
+
+def test_every_json_answer_has_a_schema_that_names_its_fields(document: Document) -> None:
+    described = []
+    for path, operations in document["paths"].items():
+        if path in STREAMS:
+            continue
+        for method, operation in operations.items():
+            for status, answer in operation["responses"].items():
+                if not status.startswith("2"):
+                    continue
+                for media_type, content in answer["content"].items():
+                    if media_type == "text/plain":  # logs and live output: text
+                        assert content["schema"] == {"type": "string"}
+                        continue
+                    schema = resolve(document, content["schema"])
+                    where = f"{method.upper()} {path} {status}"
+                    assert schema.get("type") == "object", where
+                    assert schema.get("properties"), f"{where}: a bare object"
+                    assert schema["properties"]["ok"]["const"] is True, where
+                    assert "ok" in schema["required"], where
+                    described.append(where)
+    assert len(described) >= 40  # every route of the API, not a few that happened to match

@@ -30,6 +30,7 @@ from claybot.agents.store import IndexEntry
 from claybot.agents.turn import Turn, TurnOutcome
 from claybot.agents.turn_loop import outcome_of
 from claybot.connectors.base import OutgoingMessage
+from claybot.kernel.errors import Unavailable
 from claybot.kernel.ids import IdFactory
 from claybot.permissions.model import Permissions
 
@@ -37,8 +38,11 @@ from claybot.permissions.model import Permissions
 Admission = tuple[str, ItemKind, str | None, str, dict[str, Any]]
 
 
-class EngineStopping(RuntimeError):
-    pass
+class EngineStopping(Unavailable, RuntimeError):
+    """The engine is shutting down and accepts nothing more; a restarted one will."""
+
+    code = "stopping"
+    retry_after_s = 1
 
 
 class Admissions:

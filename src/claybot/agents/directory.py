@@ -22,11 +22,14 @@ from claybot.agents.descriptors import (
     descriptor_to_dict,
 )
 from claybot.agents.store import AgentStoreError, FileAgentStore, IndexEntry
+from claybot.kernel.errors import NotFound
 
 
-class AgentNotFound(LookupError):
+class AgentNotFound(NotFound, LookupError):
+    code = "agent_not_found"
+
     def __init__(self, agent_id: str) -> None:
-        super().__init__(f"no agent with id {agent_id!r}")
+        super().__init__(f"no agent with id {agent_id!r}", field="agentId")
         self.agent_id = agent_id
 
 

@@ -13,14 +13,17 @@ from claybot.agents.directory import AgentDirectory, AgentNotFound
 from claybot.agents.inbox import InboxItem
 from claybot.agents.residency import Residency
 from claybot.agents.turn import TurnOutcome
+from claybot.kernel.errors import Conflict
 from claybot.kernel.ids import IdFactory
 from claybot.permissions.model import Permissions
 
 log = logging.getLogger(__name__)
 
 
-class SubagentLimit(ValueError):
+class SubagentLimit(Conflict, ValueError):
     """Starting another background agent would pass a nesting or children limit."""
+
+    code = "subagent_limit"
 
 
 @dataclass(frozen=True)

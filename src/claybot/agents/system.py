@@ -34,6 +34,7 @@ from claybot.agents.store import AgentStoreError
 from claybot.agents.subagents import SubagentLimit, SubagentLimits, Subagents
 from claybot.agents.turn import Turn, TurnOutcome
 from claybot.connectors.base import InboundMessage
+from claybot.kernel.errors import ClayError
 from claybot.kernel.ids import IdFactory, new_id
 from claybot.kernel.supervise import Supervisor
 from claybot.permissions.model import Permissions
@@ -56,8 +57,14 @@ RUN_BATCH = 32  # items an agent processes before letting other agents run
 CHECKPOINT_INTERVAL_S = 60.0  # bounds how much journal a boot replays
 
 
-class MessageTooLarge(ValueError):
-    pass
+class MessageTooLarge(ClayError, ValueError):
+    """Inbound text over the engine's limit (settings: agents.maxMessageBytes)."""
+
+    code = "too_large"
+    status = 413
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, field="text")
 
 
 @dataclass(frozen=True)

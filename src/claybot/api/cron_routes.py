@@ -2,34 +2,27 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Request
 from pydantic import ValidationError
 
-from claybot.api.errors import ApiError
+from claybot.api.errors import fields_in_body
+from claybot.api.models.base import AnswerRoute
+from claybot.api.models.cron import CronRunQueued, CronTaskList, CronTaskRemoved, CronTaskSaved
 from claybot.api.responses import BODY_ERRORS, errors
 from claybot.api.routes import engine_of
 from claybot.api.schemas import AddCronTask
 from claybot.cron.task import CronTaskSpec
+from claybot.kernel.errors import InvalidInput
 from claybot.kernel.ids import new_id
-from claybot.scheduling.schedule import ScheduleError
 
-router = APIRouter(prefix="/v1/engine/cron")
-
-
-def _not_found(exc: LookupError) -> ApiError:
-    return ApiError(404, "task_not_found", str(exc).strip("'\""), "taskId")
+router = APIRouter(prefix="/v1/engine/cron", route_class=AnswerRoute)
 
 
 @router.get("/tasks", summary="Cron tasks, their next run, and TASK.md files that are invalid")
-async def list_tasks(request: Request) -> dict[str, Any]:
+async def list_tasks(request: Request) -> CronTaskList:
     cron = engine_of(request).cron
-    return {
-        "ok": True,
-        "tasks": cron.listing(),
-        "problems": [problem.to_dict() for problem in cron.problems],
-    }
+    problems = [problem.to_dict() for problem in cron.problems]
+    return CronTaskList.model_validate({"ok": True, "tasks": cron.listing(), "problems": problems})
 
 
 @router.post(
@@ -38,32 +31,26 @@ async def list_tasks(request: Request) -> dict[str, Any]:
     summary="Create a cron task (written as TASK.md)",
     responses=errors(*BODY_ERRORS),
 )
-async def add_task(request: Request, body: AddCronTask) -> dict[str, Any]:
+async def add_task(request: Request, body: AddCronTask) -> CronTaskSaved:
     engine = engine_of(request)
     fields = body.model_dump(exclude={"prompt"}, exclude_none=True)
-    try:
-        spec = CronTaskSpec.model_validate({"taskId": new_id(), **fields})
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(part) for part in error["loc"])
-        raise ApiError(422, "invalid_request", f"{where}: {error['msg']}", f"body.{where}") from exc
-    try:
-        task = await engine.cron.add(spec, body.prompt)
-    except ScheduleError as exc:
-        field = "timezone" if "time zone" in str(exc) else "schedule"
-        raise ApiError(422, "invalid_request", str(exc), f"body.{field}") from exc
-    return {"ok": True, "task": task.to_dict()}
+    with fields_in_body():
+        try:
+            spec = CronTaskSpec.model_validate({"taskId": new_id(), **fields})
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            where = ".".join(str(part) for part in error["loc"])
+            raise InvalidInput(f"{where}: {error['msg']}", field=where) from exc
+        task = await engine.cron.add(spec, body.prompt)  # ScheduleError names its field
+    return CronTaskSaved.model_validate({"ok": True, "task": task.to_dict()})
 
 
 @router.delete(
     "/tasks/{taskId}", summary="Delete a cron task and its folder", responses=errors(404)
 )
-async def remove_task(request: Request, taskId: str) -> dict[str, Any]:
-    try:
-        task = await engine_of(request).cron.remove(taskId)
-    except LookupError as exc:
-        raise _not_found(exc) from exc
-    return {"ok": True, "taskId": task.id}
+async def remove_task(request: Request, taskId: str) -> CronTaskRemoved:
+    task = await engine_of(request).cron.remove(taskId)
+    return CronTaskRemoved(ok=True, taskId=task.id)
 
 
 @router.post(
@@ -72,24 +59,18 @@ async def remove_task(request: Request, taskId: str) -> dict[str, Any]:
     summary="Run a cron task now",
     responses=errors(404, 503),
 )
-async def run_task(request: Request, taskId: str) -> dict[str, Any]:
-    try:
-        key = await engine_of(request).cron.run_now(taskId)
-    except LookupError as exc:
-        raise _not_found(exc) from exc
-    return {"ok": True, "taskId": taskId, "messageId": key.message_id}
+async def run_task(request: Request, taskId: str) -> CronRunQueued:
+    key = await engine_of(request).cron.run_now(taskId)
+    return CronRunQueued(ok=True, taskId=taskId, messageId=key.message_id)
 
 
-async def _set_enabled(request: Request, task_id: str, enabled: bool) -> dict[str, Any]:
-    try:
-        task = await engine_of(request).cron.set_enabled(task_id, enabled)
-    except LookupError as exc:
-        raise _not_found(exc) from exc
-    return {"ok": True, "task": task.to_dict()}
+async def _set_enabled(request: Request, task_id: str, enabled: bool) -> CronTaskSaved:
+    task = await engine_of(request).cron.set_enabled(task_id, enabled)
+    return CronTaskSaved.model_validate({"ok": True, "task": task.to_dict()})
 
 
 @router.post("/tasks/{taskId}/enable", summary="Enable a cron task", responses=errors(404))
-async def enable_task(request: Request, taskId: str) -> dict[str, Any]:
+async def enable_task(request: Request, taskId: str) -> CronTaskSaved:
     return await _set_enabled(request, taskId, True)
 
 
@@ -98,5 +79,5 @@ async def enable_task(request: Request, taskId: str) -> dict[str, Any]:
     summary="Disable a cron task (it stays on disk)",
     responses=errors(404),
 )
-async def disable_task(request: Request, taskId: str) -> dict[str, Any]:
+async def disable_task(request: Request, taskId: str) -> CronTaskSaved:
     return await _set_enabled(request, taskId, False)

@@ -1,9 +1,16 @@
-"""One error shape for every endpoint: ``{"ok": false, "error": {"code", "message", "field"?}}``."""
+"""One error shape for every endpoint: ``{"ok": false, "error": {"code", "message", "field"?}}``.
+
+What the engine refuses is a house error (``ClayError``, raised by whichever layer
+refuses) and is answered by one handler here; the rest are what the framework
+raises (an unknown path, a body that does not validate) and what the machine does
+(a full disk, a bug).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -12,22 +19,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse
 from starlette.routing import Match
 
-from claybot.agents.system import AgentNotFound, EngineStopping, MessageTooLarge
-from claybot.config.store import ConfigError
-from claybot.db.errors import StoreError
 from claybot.durable.group_commit import is_disk_full
-from claybot.plugins import PluginError
+from claybot.kernel.errors import ClayError
 
 log = logging.getLogger(__name__)
-
-
-class ApiError(Exception):
-    def __init__(self, status: int, code: str, message: str, field: str | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-        self.field = field
 
 
 def error_response(
@@ -97,41 +92,32 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     )
 
 
-async def _api_error(request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, ApiError)
-    return error_response(exc.status, exc.code, exc.message, exc.field)
+async def _clay_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ClayError)
+    headers = None if exc.retry_after_s is None else {"Retry-After": str(exc.retry_after_s)}
+    return error_response(exc.status, exc.code, exc.message, exc.field, headers=headers)
 
 
-async def _not_found(request: Request, exc: Exception) -> JSONResponse:
-    return error_response(404, "not_found", str(exc))
+@contextlib.contextmanager
+def fields_in_body() -> Iterator[None]:
+    """The inputs a layer below names by themselves (``schedule``) came in the body.
 
-
-async def _too_large(request: Request, exc: Exception) -> JSONResponse:
-    return error_response(413, "too_large", str(exc), "text")
-
-
-async def _stopping(request: Request, exc: Exception) -> JSONResponse:
-    return error_response(503, "stopping", str(exc), headers={"Retry-After": "1"})
-
-
-async def _config_error(request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, ConfigError)
-    return error_response(500, "config_invalid", str(exc))
-
-
-async def _plugin_error(request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, PluginError)
-    return error_response(exc.http_status, exc.code, exc.message, exc.field)
+    The routes that use this have always named a field of their body ``body.<name>``,
+    as the body's validation errors do; the layer that refuses the input knows the
+    name, not where the request carried it.
+    """
+    try:
+        yield
+    except ClayError as exc:
+        if exc.field is not None:
+            exc.field = f"body.{exc.field}"
+        raise
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
     # Logged with the traceback; the client gets no internals (which could hold secrets).
     log.exception("request failed", extra={"action": "api.error", "path": request.url.path})
     return error_response(500, "internal", "internal error; see the engine log")
-
-
-async def _store_error(request: Request, exc: Exception) -> JSONResponse:
-    return error_response(503, "database_unavailable", str(exc), headers={"Retry-After": "5"})
 
 
 async def _storage_error(request: Request, exc: Exception) -> JSONResponse:
@@ -168,12 +154,6 @@ async def _storage_error(request: Request, exc: Exception) -> JSONResponse:
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(Exception, _unexpected)
     app.add_exception_handler(OSError, _storage_error)
-    app.add_exception_handler(StoreError, _store_error)
-    app.add_exception_handler(PluginError, _plugin_error)
+    app.add_exception_handler(ClayError, _clay_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
-    app.add_exception_handler(ApiError, _api_error)
-    app.add_exception_handler(AgentNotFound, _not_found)
-    app.add_exception_handler(MessageTooLarge, _too_large)
-    app.add_exception_handler(EngineStopping, _stopping)
-    app.add_exception_handler(ConfigError, _config_error)

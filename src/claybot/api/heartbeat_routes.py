@@ -3,22 +3,28 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Body, Request
 
-from claybot.api.errors import ApiError
+from claybot.api.errors import fields_in_body
+from claybot.api.models.base import AnswerRoute, Ok
+from claybot.api.models.heartbeat import (
+    HeartbeatTaskList,
+    HeartbeatTaskRemoved,
+    HeartbeatTaskSaved,
+)
 from claybot.api.responses import BODY_ERRORS, errors
 from claybot.api.routes import engine_of
 from claybot.api.schemas import AddHeartbeatTask, RunHeartbeat
-from claybot.heartbeat.store import HeartbeatTaskError
 
-router = APIRouter(prefix="/v1/engine/heartbeat")
+router = APIRouter(prefix="/v1/engine/heartbeat", route_class=AnswerRoute)
 
 
 @router.get("/tasks", summary="Heartbeat tasks, the last and the next beat")
-async def list_tasks(request: Request) -> dict[str, Any]:
-    return {"ok": True, **(await engine_of(request).heartbeat.listing())}
+async def list_tasks(request: Request) -> HeartbeatTaskList:
+    listing = await engine_of(request).heartbeat.listing()
+    return HeartbeatTaskList.model_validate({"ok": True, **listing})
 
 
 @router.post(
@@ -27,9 +33,9 @@ async def list_tasks(request: Request) -> dict[str, Any]:
     summary="Add (or, with overwrite, replace) a task",
     responses=errors(*BODY_ERRORS, 409),
 )
-async def add_task(request: Request, body: AddHeartbeatTask) -> dict[str, Any]:
+async def add_task(request: Request, body: AddHeartbeatTask) -> HeartbeatTaskSaved:
     heartbeat = engine_of(request).heartbeat
-    try:
+    with fields_in_body():
         task = await asyncio.to_thread(
             heartbeat.store.add,
             body.title,
@@ -38,19 +44,14 @@ async def add_task(request: Request, body: AddHeartbeatTask) -> dict[str, Any]:
             gate=body.gate,
             overwrite=body.overwrite,
         )
-    except HeartbeatTaskError as exc:
-        raise ApiError(409, "task_exists", str(exc), "body.id") from exc
-    return {"ok": True, "task": task.to_dict()}
+    return HeartbeatTaskSaved.model_validate({"ok": True, "task": task.to_dict()})
 
 
 @router.delete("/tasks/{taskId}", summary="Remove a heartbeat task", responses=errors(404))
-async def remove_task(request: Request, taskId: str) -> dict[str, Any]:
+async def remove_task(request: Request, taskId: str) -> HeartbeatTaskRemoved:
     heartbeat = engine_of(request).heartbeat
-    try:
-        await asyncio.to_thread(heartbeat.store.remove, taskId)
-    except (LookupError, HeartbeatTaskError) as exc:
-        raise ApiError(404, "task_not_found", str(exc), "taskId") from exc
-    return {"ok": True, "taskId": taskId}
+    await asyncio.to_thread(heartbeat.store.remove, taskId)
+    return HeartbeatTaskRemoved(ok=True, taskId=taskId)
 
 
 @router.post(
@@ -59,8 +60,6 @@ async def remove_task(request: Request, taskId: str) -> dict[str, Any]:
     summary="Run the heartbeat now (all or some tasks)",
     responses=errors(*BODY_ERRORS),
 )
-async def run(
-    request: Request, body: Annotated[RunHeartbeat | None, Body()] = None
-) -> dict[str, Any]:
+async def run(request: Request, body: Annotated[RunHeartbeat | None, Body()] = None) -> Ok:
     engine_of(request).heartbeat.run_now(body.ids if body else None)
-    return {"ok": True}
+    return Ok(ok=True)

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Request
 
-from claybot.api.errors import ApiError
+from claybot.api.models.base import AnswerRoute
+from claybot.api.models.permissions import PermissionDecided, PermissionRequestList
 from claybot.api.responses import BODY_ERRORS, errors
 from claybot.api.routes import engine_of
 from claybot.api.schemas import DecidePermission
-from claybot.permissions.prompts import PermissionAlreadyDecided
 
-router = APIRouter(prefix="/v1/engine")
+router = APIRouter(prefix="/v1/engine", route_class=AnswerRoute)
 
 
 @router.get(
@@ -23,9 +23,9 @@ router = APIRouter(prefix="/v1/engine")
 async def list_permissions(
     request: Request,
     status: Annotated[Literal["pending", "granted", "denied"] | None, Query()] = None,
-) -> dict[str, Any]:
-    requests = engine_of(request).permissions.list(status)
-    return {"ok": True, "requests": [item.to_dict() for item in requests]}
+) -> PermissionRequestList:
+    requests = [item.to_dict() for item in engine_of(request).permissions.list(status)]
+    return PermissionRequestList.model_validate({"ok": True, "requests": requests})
 
 
 @router.post(
@@ -35,12 +35,7 @@ async def list_permissions(
 )
 async def decide_permission(
     request: Request, requestId: str, body: DecidePermission
-) -> dict[str, Any]:
+) -> PermissionDecided:
     engine = engine_of(request)
-    try:
-        decided = await engine.permissions.decide(requestId, body.decision == "allow", body.by)
-    except LookupError as exc:
-        raise ApiError(404, "request_not_found", str(exc), "requestId") from exc
-    except PermissionAlreadyDecided as exc:
-        raise ApiError(409, "already_decided", str(exc), "requestId") from exc
-    return {"ok": True, "request": decided.to_dict()}
+    decided = await engine.permissions.decide(requestId, body.decision == "allow", body.by)
+    return PermissionDecided.model_validate({"ok": True, "request": decided.to_dict()})

@@ -8,20 +8,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import FileResponse, PlainTextResponse
 
-from claybot.api.errors import ApiError
+from claybot.api.models.base import AnswerRoute
+from claybot.api.models.proactive import (
+    ExecutionList,
+    OneProactiveAgent,
+    ProactiveAgentDeleted,
+    ProactiveAgentList,
+    ProactiveRunQueued,
+)
 from claybot.api.proactive_bodies import CreateAgentInput, UpdateAgentInput
 from claybot.api.responses import BODY_ERRORS, errors
 from claybot.engine.engine import Engine
-from claybot.proactive.errors import ProactiveError
 from claybot.proactive.service import ProactiveService
 
-router = APIRouter(prefix="/api/agents", tags=["proactive agents"])
+router = APIRouter(prefix="/api/agents", tags=["proactive agents"], route_class=AnswerRoute)
 
 WS_OVERFLOW_CODE = 1013  # "try again later": the client fell too far behind
 WS_GOING_AWAY_CODE = 1001
@@ -36,13 +41,8 @@ def service_of(request: Request) -> ProactiveService:
     return _service(request.app.state.engine)
 
 
-@contextlib.contextmanager
-def _answers() -> Iterator[None]:
-    """The service's refusals in the house error shape."""
-    try:
-        yield
-    except ProactiveError as exc:
-        raise ApiError(exc.status, exc.code, exc.message, exc.field) from exc
+def _one(agent: dict[str, Any]) -> OneProactiveAgent:
+    return OneProactiveAgent.model_validate({"ok": True, "agent": agent})
 
 
 @router.post(
@@ -51,21 +51,20 @@ def _answers() -> Iterator[None]:
     summary="Create a proactive agent",
     responses=errors(*BODY_ERRORS, 409, 503),
 )
-async def create_agent(request: Request, body: CreateAgentInput) -> dict[str, Any]:
-    with _answers():
-        agent = await service_of(request).create(body)
-    return {"ok": True, "agent": agent}
+async def create_agent(request: Request, body: CreateAgentInput) -> OneProactiveAgent:
+    return _one(await service_of(request).create(body))
 
 
 @router.get("", summary="List proactive agents")
-async def list_agents(request: Request) -> dict[str, Any]:
-    return {"ok": True, "agents": service_of(request).summaries()}
+async def list_agents(request: Request) -> ProactiveAgentList:
+    return ProactiveAgentList.model_validate(
+        {"ok": True, "agents": service_of(request).summaries()}
+    )
 
 
 @router.get("/{agentId}", summary="A proactive agent's detail", responses=errors(404))
-async def get_agent(request: Request, agentId: str) -> dict[str, Any]:
-    with _answers():
-        return {"ok": True, "agent": service_of(request).detail(agentId)}
+async def get_agent(request: Request, agentId: str) -> OneProactiveAgent:
+    return _one(service_of(request).detail(agentId))
 
 
 @router.put(
@@ -73,10 +72,8 @@ async def get_agent(request: Request, agentId: str) -> dict[str, Any]:
     summary="Change an agent's configuration (only the fields given)",
     responses=errors(*BODY_ERRORS, 404, 503),
 )
-async def update_agent(request: Request, agentId: str, body: UpdateAgentInput) -> dict[str, Any]:
-    with _answers():
-        agent = await service_of(request).update(agentId, body)
-    return {"ok": True, "agent": agent}
+async def update_agent(request: Request, agentId: str, body: UpdateAgentInput) -> OneProactiveAgent:
+    return _one(await service_of(request).update(agentId, body))
 
 
 @router.post(
@@ -84,9 +81,8 @@ async def update_agent(request: Request, agentId: str, body: UpdateAgentInput) -
     summary="Pause an agent (its schedule stops)",
     responses=errors(404, 503),
 )
-async def pause_agent(request: Request, agentId: str) -> dict[str, Any]:
-    with _answers():
-        return {"ok": True, "agent": await service_of(request).pause(agentId)}
+async def pause_agent(request: Request, agentId: str) -> OneProactiveAgent:
+    return _one(await service_of(request).pause(agentId))
 
 
 @router.post(
@@ -94,9 +90,8 @@ async def pause_agent(request: Request, agentId: str) -> dict[str, Any]:
     summary="Resume an agent (failures reset, schedule restarts)",
     responses=errors(404, 503),
 )
-async def resume_agent(request: Request, agentId: str) -> dict[str, Any]:
-    with _answers():
-        return {"ok": True, "agent": await service_of(request).resume(agentId)}
+async def resume_agent(request: Request, agentId: str) -> OneProactiveAgent:
+    return _one(await service_of(request).resume(agentId))
 
 
 @router.post(
@@ -105,17 +100,15 @@ async def resume_agent(request: Request, agentId: str) -> dict[str, Any]:
     summary="Run an agent now (queued)",
     responses=errors(404, 409, 503),
 )
-async def execute_agent(request: Request, agentId: str) -> dict[str, Any]:
-    with _answers():
-        queued = await service_of(request).trigger(agentId)
-    return {"ok": True, "agentId": agentId, **queued}
+async def execute_agent(request: Request, agentId: str) -> ProactiveRunQueued:
+    queued = await service_of(request).trigger(agentId)
+    return ProactiveRunQueued.model_validate({"ok": True, "agentId": agentId, **queued})
 
 
 @router.delete("/{agentId}", summary="Delete an agent and its files", responses=errors(404, 503))
-async def delete_agent(request: Request, agentId: str) -> dict[str, Any]:
-    with _answers():
-        await service_of(request).delete(agentId)
-    return {"ok": True, "id": agentId}
+async def delete_agent(request: Request, agentId: str) -> ProactiveAgentDeleted:
+    await service_of(request).delete(agentId)
+    return ProactiveAgentDeleted(ok=True, id=agentId)
 
 
 @router.get(
@@ -129,8 +122,7 @@ async def agent_logs(
     agentId: str,
     executionId: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
 ) -> FileResponse:
-    with _answers():
-        path = await service_of(request).log_path(agentId, executionId)
+    path = await service_of(request).log_path(agentId, executionId)
     return FileResponse(path, media_type="text/plain; charset=utf-8")
 
 
@@ -143,10 +135,9 @@ async def agent_executions(
     request: Request,
     agentId: str,
     limit: Annotated[int, Query(ge=1, le=1000)] = 20,
-) -> dict[str, Any]:
-    with _answers():
-        executions = await service_of(request).executions(agentId, limit)
-    return {"ok": True, "agentId": agentId, "executions": executions}
+) -> ExecutionList:
+    executions = await service_of(request).executions(agentId, limit)
+    return ExecutionList.model_validate({"ok": True, "agentId": agentId, "executions": executions})
 
 
 @router.get(
@@ -156,8 +147,7 @@ async def agent_executions(
     responses=errors(404, text_route=True),
 )
 async def agent_output(request: Request, agentId: str) -> PlainTextResponse:
-    with _answers():
-        return PlainTextResponse(service_of(request).live_output(agentId))
+    return PlainTextResponse(service_of(request).live_output(agentId))
 
 
 @router.websocket("/ws")

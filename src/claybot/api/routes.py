@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Body, Header, Query, Request
 from sse_starlette.sse import EventSourceResponse
 
-from claybot.api.errors import ApiError
+from claybot.api.models.agents import AgentList, AgentReset, BackgroundAgentList, MessageAccepted
+from claybot.api.models.base import AnswerRoute, Ok
+from claybot.api.models.history import AgentHistory
+from claybot.api.models.keys import ApiKey, ApiKeyCreated, ApiKeyList, ApiKeyRevoked
+from claybot.api.models.plugins import PluginListing, PluginLoaded, PluginUnloaded
+from claybot.api.models.providers import AuthFieldSet, ProviderList, ProviderListing
+from claybot.api.models.status import EngineStatus
 from claybot.api.responses import BODY_ERRORS, errors
 from claybot.api.schemas import (
     CreateKey,
@@ -20,11 +25,12 @@ from claybot.api.schemas import (
     UpsertProvider,
 )
 from claybot.api.sse import EventStream, event_frames
-from claybot.config.settings import ProviderSettings
+from claybot.config.settings import ProviderSettings, Settings
 from claybot.connectors.base import InboundMessage
 from claybot.engine.engine import Engine
+from claybot.kernel.errors import ClayError, NotFound
 
-router = APIRouter(prefix="/v1/engine")
+router = APIRouter(prefix="/v1/engine", route_class=AnswerRoute)
 SSE_PING_S = 15
 RESET_WAIT_S = 10.0
 
@@ -35,37 +41,39 @@ def engine_of(request: Request) -> Engine:
     return engine
 
 
-def _agent_id(engine: Engine, agent_id: str) -> str:
-    if not engine.agents.exists(agent_id):
-        raise ApiError(404, "agent_not_found", f"no agent with id {agent_id!r}", "agentId")
-    return agent_id
+class ProviderNotFound(NotFound):
+    code = "provider_not_found"
+
+    def __init__(self, provider_id: str) -> None:
+        super().__init__(f"no provider with id {provider_id!r}", field="providerId")
 
 
 # -- status ---------------------------------------------------------------------
 
 
 @router.get("/status", summary="Engine status with named plugins, connectors and providers")
-async def status(request: Request) -> dict[str, Any]:
-    return {"ok": True, **engine_of(request).status()}
+async def status(request: Request) -> EngineStatus:
+    return EngineStatus.model_validate({"ok": True, **engine_of(request).status()})
 
 
 @router.post("/shutdown", summary="Stop the engine gracefully")
-async def shutdown(request: Request) -> dict[str, Any]:
+async def shutdown(request: Request) -> Ok:
     request.app.state.request_shutdown()
-    return {"ok": True}
+    return Ok(ok=True)
 
 
 # -- agents -----------------------------------------------------------------------
 
 
 @router.get("/agents", summary="Every agent, most recently active first")
-async def list_agents(request: Request) -> dict[str, Any]:
-    return {"ok": True, "agents": engine_of(request).agents.list_agents()}
+async def list_agents(request: Request) -> AgentList:
+    return AgentList.model_validate({"ok": True, "agents": engine_of(request).agents.list_agents()})
 
 
 @router.get("/agents/background", summary="Background agents, derived from persisted state")
-async def background_agents(request: Request) -> dict[str, Any]:
-    return {"ok": True, "agents": engine_of(request).agents.background_agents()}
+async def background_agents(request: Request) -> BackgroundAgentList:
+    agents = engine_of(request).agents.background_agents()
+    return BackgroundAgentList.model_validate({"ok": True, "agents": agents})
 
 
 @router.get(
@@ -85,19 +93,18 @@ async def agent_history(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     before: Annotated[int | None, Query(ge=0, description="records numbered below this")] = None,
     after: Annotated[int | None, Query(ge=-1, description="records numbered above this")] = None,
-) -> dict[str, Any]:
+) -> AgentHistory:
     engine = engine_of(request)
     if after is not None and before is not None:
         # Paging forward from ``after``; the records from ``before`` on are left out.
-        page = await engine.agents.history(
-            _agent_id(engine, agentId), after=after, before=None, limit=limit
-        )
+        page = await engine.agents.history(agentId, after=after, before=None, limit=limit)
         records = [record for record in page.records if record["seq"] < before]
-        return {"ok": True, "agentId": agentId, "total": page.total, "records": records}
-    page = await engine.agents.history(
-        _agent_id(engine, agentId), after=after, before=before, limit=limit
+    else:
+        page = await engine.agents.history(agentId, after=after, before=before, limit=limit)
+        records = page.records
+    return AgentHistory.model_validate(
+        {"ok": True, "agentId": agentId, "total": page.total, "records": records}
     )
-    return {"ok": True, "agentId": agentId, "total": page.total, "records": page.records}
 
 
 @router.post(
@@ -109,15 +116,15 @@ async def reset_agent(
     request: Request,
     agentId: str,
     body: Annotated[ResetAgent | None, Body()] = None,
-) -> dict[str, Any]:
+) -> AgentReset:
     engine = engine_of(request)
-    turn = await engine.agents.reset(_agent_id(engine, agentId), body.message if body else None)
+    turn = await engine.agents.reset(agentId, body.message if body else None)
     try:
         await turn.outcome(RESET_WAIT_S)
         done = True
     except TimeoutError:
         done = False  # a long turn is still running; the reset is queued behind it
-    return {"ok": True, "agentId": agentId, "status": "done" if done else "queued"}
+    return AgentReset(ok=True, agentId=agentId, status="done" if done else "queued")
 
 
 # -- messages -----------------------------------------------------------------------
@@ -129,7 +136,7 @@ async def reset_agent(
     summary="Post a message from the local connector",
     responses=errors(*BODY_ERRORS, 503),
 )
-async def post_message(request: Request, body: PostMessage) -> dict[str, Any]:
+async def post_message(request: Request, body: PostMessage) -> MessageAccepted:
     engine = engine_of(request)
     posted = await engine.post_inbound(
         InboundMessage(
@@ -140,20 +147,17 @@ async def post_message(request: Request, body: PostMessage) -> dict[str, Any]:
             message_id=body.messageId,
         )
     )
-    return {
-        "ok": True,
-        "agentId": posted.agent_id,
-        "messageId": posted.message_id,
-        "duplicate": posted.duplicate,
-    }
+    return MessageAccepted(
+        ok=True, agentId=posted.agent_id, messageId=posted.message_id, duplicate=posted.duplicate
+    )
 
 
 # -- plugins --------------------------------------------------------------------------
 
 
 @router.get("/plugins", summary="Loaded and configured plugin instances, and the catalog")
-async def list_plugins(request: Request) -> dict[str, Any]:
-    return {"ok": True, **engine_of(request).plugin_listing()}
+async def list_plugins(request: Request) -> PluginListing:
+    return PluginListing.model_validate({"ok": True, **engine_of(request).plugin_listing()})
 
 
 @router.post(
@@ -161,9 +165,9 @@ async def list_plugins(request: Request) -> dict[str, Any]:
     summary="Load a plugin instance (validated, then persisted)",
     responses=errors(*BODY_ERRORS, 404, 409, 502, 503),
 )
-async def load_plugin(request: Request, body: LoadPlugin) -> dict[str, Any]:
+async def load_plugin(request: Request, body: LoadPlugin) -> PluginLoaded:
     loaded = await engine_of(request).load_plugin(body.pluginId, body.instanceId, body.settings)
-    return {"ok": True, "plugin": loaded}
+    return PluginLoaded.model_validate({"ok": True, "plugin": loaded})
 
 
 @router.post(
@@ -171,9 +175,9 @@ async def load_plugin(request: Request, body: LoadPlugin) -> dict[str, Any]:
     summary="Unload a plugin instance (persisted as disabled)",
     responses=errors(*BODY_ERRORS, 404, 409),
 )
-async def unload_plugin(request: Request, body: UnloadPlugin) -> dict[str, Any]:
+async def unload_plugin(request: Request, body: UnloadPlugin) -> PluginUnloaded:
     await engine_of(request).unload_plugin(body.instanceId)
-    return {"ok": True, "instanceId": body.instanceId}
+    return PluginUnloaded(ok=True, instanceId=body.instanceId)
 
 
 # -- auth and providers ---------------------------------------------------------------
@@ -182,57 +186,61 @@ async def unload_plugin(request: Request, body: UnloadPlugin) -> dict[str, Any]:
 @router.post(
     "/auth", summary="Set one credential field in auth.json", responses=errors(*BODY_ERRORS)
 )
-async def set_auth(request: Request, body: SetAuth) -> dict[str, Any]:
+async def set_auth(request: Request, body: SetAuth) -> AuthFieldSet:
     await engine_of(request).set_auth_field(body.id, body.key, body.value)
-    return {"ok": True, "id": body.id, "key": body.key}
+    return AuthFieldSet(ok=True, id=body.id, key=body.key)
 
 
 @router.get("/providers", summary="Configured inference providers in priority order")
-async def list_providers(request: Request) -> dict[str, Any]:
+async def list_providers(request: Request) -> ProviderListing:
     engine = engine_of(request)
-    return {
-        "ok": True,
-        "providers": [p.to_public_dict() for p in engine.settings.providers],
-        "types": [
-            {"type": t.type, "label": t.label, "description": t.description}
-            for t in engine.provider_registry.types()
-        ],
-        "failures": engine.provider_failures,
-    }
+    return ProviderListing.model_validate(
+        {
+            "ok": True,
+            "providers": [p.to_public_dict() for p in engine.settings.providers],
+            "types": [
+                {"type": t.type, "label": t.label, "description": t.description}
+                for t in engine.provider_registry.types()
+            ],
+            "failures": engine.provider_failures,
+        }
+    )
+
+
+def _providers(settings: Settings) -> ProviderList:
+    public = [provider.to_public_dict() for provider in settings.providers]
+    return ProviderList.model_validate({"ok": True, "providers": public})
 
 
 @router.post("/providers", summary="Add or replace a provider", responses=errors(*BODY_ERRORS))
-async def upsert_provider(request: Request, body: UpsertProvider) -> dict[str, Any]:
+async def upsert_provider(request: Request, body: UpsertProvider) -> ProviderList:
     engine = engine_of(request)
     provider = ProviderSettings.model_validate(body.model_dump(exclude={"position"}))
     if engine.provider_registry.get(provider.provider_type) is None:
         known = ", ".join(sorted(t.type for t in engine.provider_registry.types()))
-        raise ApiError(
-            400,
-            "unknown_provider_type",
+        raise ClayError(
             f"unknown provider type {provider.provider_type!r} (known: {known})",
-            "type",
+            code="unknown_provider_type",
+            field="type",
         )
     settings = engine.settings.model_copy(deep=True)
     others = [p for p in settings.providers if p.id != provider.id]
     position = len(others) if body.position is None else min(body.position, len(others))
     settings.providers = [*others[:position], provider, *others[position:]]
     await engine.update_settings(settings)
-    return {"ok": True, "providers": [p.to_public_dict() for p in settings.providers]}
+    return _providers(settings)
 
 
 @router.delete("/providers/{providerId}", summary="Remove a provider", responses=errors(404))
-async def remove_provider(request: Request, providerId: str) -> dict[str, Any]:
+async def remove_provider(request: Request, providerId: str) -> ProviderList:
     engine = engine_of(request)
     settings = engine.settings.model_copy(deep=True)
     remaining = [p for p in settings.providers if p.id != providerId]
     if len(remaining) == len(settings.providers):
-        raise ApiError(
-            404, "provider_not_found", f"no provider with id {providerId!r}", "providerId"
-        )
+        raise ProviderNotFound(providerId)
     settings.providers = remaining
     await engine.update_settings(settings)
-    return {"ok": True, "providers": [p.to_public_dict() for p in remaining]}
+    return _providers(settings)
 
 
 @router.post(
@@ -240,26 +248,24 @@ async def remove_provider(request: Request, providerId: str) -> dict[str, Any]:
     summary="Make a provider the first choice",
     responses=errors(404),
 )
-async def default_provider(request: Request, providerId: str) -> dict[str, Any]:
+async def default_provider(request: Request, providerId: str) -> ProviderList:
     engine = engine_of(request)
     settings = engine.settings.model_copy(deep=True)
     chosen = [p for p in settings.providers if p.id == providerId]
     if not chosen:
-        raise ApiError(
-            404, "provider_not_found", f"no provider with id {providerId!r}", "providerId"
-        )
+        raise ProviderNotFound(providerId)
     settings.providers = chosen + [p for p in settings.providers if p.id != providerId]
     await engine.update_settings(settings)
-    return {"ok": True, "providers": [p.to_public_dict() for p in settings.providers]}
+    return _providers(settings)
 
 
 # -- API keys ---------------------------------------------------------------------------
 
 
 @router.get("/keys", summary="API keys (never the keys themselves)", responses=errors(503))
-async def list_keys(request: Request) -> dict[str, Any]:
+async def list_keys(request: Request) -> ApiKeyList:
     records = await engine_of(request).keys.list()
-    return {"ok": True, "keys": [key_to_dict(record) for record in records]}
+    return ApiKeyList(ok=True, keys=[ApiKey.of(record) for record in records])
 
 
 @router.post(
@@ -268,13 +274,10 @@ async def list_keys(request: Request) -> dict[str, Any]:
     summary="Create an API key; the key is returned once",
     responses=errors(*BODY_ERRORS, 503),
 )
-async def create_key(request: Request, body: CreateKey) -> dict[str, Any]:
+async def create_key(request: Request, body: CreateKey) -> ApiKeyCreated:
     engine = engine_of(request)
-    try:
-        record, plaintext = await engine.keys.create(body.name, body.scopes, body.rateLimitRpm)
-    except ValueError as exc:
-        raise ApiError(422, "invalid_request", str(exc), "scopes") from exc
-    return {"ok": True, "key": plaintext, "record": key_to_dict(record)}
+    record, plaintext = await engine.keys.create(body.name, body.scopes, body.rateLimitRpm)
+    return ApiKeyCreated(ok=True, key=plaintext, record=ApiKey.of(record))
 
 
 @router.post(
@@ -282,30 +285,13 @@ async def create_key(request: Request, body: CreateKey) -> dict[str, Any]:
     summary="Revoke an API key by id or prefix",
     responses=errors(404, 503),
 )
-async def revoke_key(request: Request, keyId: str) -> dict[str, Any]:
+async def revoke_key(request: Request, keyId: str) -> ApiKeyRevoked:
     record = await engine_of(request).keys.revoke(keyId)
     if record is None:
-        raise ApiError(404, "key_not_found", f"no API key with id or prefix {keyId!r}", "keyId")
-    return {"ok": True, "record": key_to_dict(record)}
-
-
-def key_to_dict(record: Any) -> dict[str, Any]:
-    data = asdict(record)
-    return {
-        "id": data["id"],
-        "prefix": data["prefix"],
-        "name": data["name"],
-        "scopes": list(data["scopes"]),
-        "rateLimitRpm": data["rate_limit_rpm"],
-        "createdAt": _iso(data["created_at"]),
-        "lastUsedAt": _iso(data["last_used_at"]),
-        "usageCount": data["usage_count"],
-        "revoked": data["revoked"],
-    }
-
-
-def _iso(value: Any) -> str | None:
-    return value.isoformat() if value is not None else None
+        raise NotFound(
+            f"no API key with id or prefix {keyId!r}", code="key_not_found", field="keyId"
+        )
+    return ApiKeyRevoked(ok=True, record=ApiKey.of(record))
 
 
 # -- events -------------------------------------------------------------------------------
@@ -318,8 +304,8 @@ def resume_after(last_event_id: str | None, since: int | None = None) -> int | N
     try:
         return int(last_event_id)
     except ValueError as exc:
-        raise ApiError(
-            400, "invalid_request", "Last-Event-ID must be an integer", "Last-Event-ID"
+        raise ClayError(
+            "Last-Event-ID must be an integer", code="invalid_request", field="Last-Event-ID"
         ) from exc
 
 

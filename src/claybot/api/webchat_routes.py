@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request
 from sse_starlette.sse import EventSourceResponse
 
+from claybot.api.models.agents import MessageAccepted
+from claybot.api.models.base import AnswerRoute
 from claybot.api.responses import BODY_ERRORS, errors
 from claybot.api.routes import SSE_PING_S, engine_of, resume_after
 from claybot.api.schemas import NAME_PATTERN, WebchatMessage
@@ -15,7 +17,7 @@ from claybot.connectors.base import InboundMessage
 from claybot.connectors.webchat import WEBCHAT_CONNECTOR, conversation_event
 from claybot.kernel.events import frame_event
 
-router = APIRouter(prefix="/v1/engine/webchat")
+router = APIRouter(prefix="/v1/engine/webchat", route_class=AnswerRoute)
 WEBCHAT_MARK = f'"{WEBCHAT_CONNECTOR}"'.encode()
 
 
@@ -25,18 +27,15 @@ WEBCHAT_MARK = f'"{WEBCHAT_CONNECTOR}"'.encode()
     summary="Post a webchat message (durable on return)",
     responses=errors(*BODY_ERRORS, 503),
 )
-async def post_message(request: Request, body: WebchatMessage) -> dict[str, Any]:
+async def post_message(request: Request, body: WebchatMessage) -> MessageAccepted:
     engine = engine_of(request)
     message = InboundMessage(
         WEBCHAT_CONNECTOR, body.userId, body.channelId, body.text, body.messageId
     )
     posted = await engine.post_inbound(message)  # too large, stopping: the shared handlers
-    return {
-        "ok": True,
-        "agentId": posted.agent_id,
-        "messageId": posted.message_id,
-        "duplicate": posted.duplicate,
-    }
+    return MessageAccepted(
+        ok=True, agentId=posted.agent_id, messageId=posted.message_id, duplicate=posted.duplicate
+    )
 
 
 @router.get(

@@ -16,12 +16,20 @@ from claybot.config.auth import AuthFile
 from claybot.config.home import HomePaths
 from claybot.config.settings import Settings
 from claybot.durable.atomic import atomic_write_bytes
+from claybot.kernel.errors import ClayError
 
 M = TypeVar("M", bound=BaseModel)
 
 
-class ConfigError(Exception):
-    """A configuration file exists but cannot be used."""
+class ConfigError(ClayError):
+    """A configuration file exists but cannot be used.
+
+    The request was fine and the owner's file is not, so the API answers 500, naming
+    the file and the problem (field paths and messages, never the values).
+    """
+
+    code = "config_invalid"
+    status = 500
 
     def __init__(self, path: Path, problem: str) -> None:
         super().__init__(f"{path}: {problem}")

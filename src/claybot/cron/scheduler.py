@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from claybot.cron.ledger import RunLedger, Status, skipped_records, started_record
 from claybot.cron.store import TASK_FILE, CronStore, CronTask, TaskProblem
-from claybot.cron.task import CronTaskSpec, TaskFileError
+from claybot.cron.task import CronTaskNotFound, CronTaskSpec, TaskFileError
 from claybot.kernel.clock import Clock, from_ms, to_ms
 from claybot.kernel.events import EventBus
 from claybot.sandbox import SandboxRunner
@@ -426,7 +426,7 @@ class CronScheduler:
         """A manual run (``claybot cron run``): recorded and executed like a scheduled one."""
         task = self.tasks.get(task_id)
         if task is None:
-            raise LookupError(f"no cron task with id {task_id!r}")
+            raise CronTaskNotFound(task_id)
         now = self.clock.now()
         key = RunKey(task.id, to_ms(now))
         await self.ledger.started(key.task_id, key.at_ms, key.at_ms)
@@ -556,7 +556,7 @@ class CronScheduler:
     def _get(self, task_id: str) -> CronTask:
         task = self.tasks.get(task_id)
         if task is None:
-            raise LookupError(f"no cron task with id {task_id!r}")
+            raise CronTaskNotFound(task_id)
         return task
 
     async def _adopt(self, task: CronTask, *, source: str) -> None:

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from claybot.kernel.errors import NotFound
 from claybot.kernel.frontmatter import FrontMatterError, join_front_matter, split_front_matter
 from claybot.scheduling.schedule import FIELD_COUNT
 
@@ -15,6 +16,14 @@ MAX_PROMPT_CHARS = 32_000
 # Front-matter fields that are read and deliberately ignored: a task file must not be
 # able to grant its agent anything (the original project's escalation bug).
 IGNORED_FIELDS = frozenset({"permissions"})
+
+
+class CronTaskNotFound(NotFound, LookupError):
+    code = "task_not_found"
+
+    def __init__(self, task_id: str) -> None:
+        super().__init__(f"no cron task with id {task_id!r}", field="taskId")
+        self.task_id = task_id
 
 
 class TaskFileError(ValueError):

@@ -11,7 +11,7 @@ from claybot.agents.descriptors import CronDescriptor
 from claybot.agents.system import AgentSystem
 from claybot.cron.scheduler import CronScheduler
 from claybot.cron.store import CronTask
-from claybot.cron.task import MAX_PROMPT_CHARS, CronTaskSpec, Gate
+from claybot.cron.task import MAX_PROMPT_CHARS, CronTaskNotFound, CronTaskSpec, Gate
 from claybot.kernel.ids import new_id
 from claybot.tools.base import AgentKind, ToolContext, ToolDefinition, ToolResult
 
@@ -87,7 +87,7 @@ class CronTools:
             task_id = descriptor.id
         task = self._scheduler.tasks.get(task_id)
         if task is None:
-            raise LookupError(f"no cron task with id {task_id!r}")
+            raise CronTaskNotFound(task_id)
         return task
 
     async def add(self, arguments: BaseModel, context: ToolContext) -> ToolResult:

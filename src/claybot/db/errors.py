@@ -5,9 +5,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from claybot.kernel.errors import Unavailable
 
-class StoreError(Exception):
+
+class StoreError(Unavailable):
     """The database could not do what was asked (unreachable, locked, broken schema)."""
+
+    code = "database_unavailable"
+    retry_after_s = 5
 
 
 @asynccontextmanager

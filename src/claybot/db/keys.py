@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Protocol
 
+from claybot.kernel.errors import InvalidInput
 from claybot.kernel.ids import new_id
 
 SCOPES = frozenset(
@@ -53,13 +54,18 @@ def new_plaintext_key() -> str:
     return KEY_PREFIX + secrets.token_urlsafe(32)
 
 
+class InvalidScopes(InvalidInput, ValueError):
+    def __init__(self, message: str) -> None:
+        super().__init__(message, field="scopes")
+
+
 def validate_scopes(scopes: Iterable[str]) -> tuple[str, ...]:
     chosen = tuple(dict.fromkeys(scopes))
     if not chosen:
-        raise ValueError("at least one scope is required")
+        raise InvalidScopes("at least one scope is required")
     for scope in chosen:
         if scope not in SCOPES:
-            raise ValueError(f"unknown scope {scope!r} (known: {', '.join(sorted(SCOPES))})")
+            raise InvalidScopes(f"unknown scope {scope!r} (known: {', '.join(sorted(SCOPES))})")
     return chosen
 
 

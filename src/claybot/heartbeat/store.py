@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from claybot.cron.task import Gate, slugify
 from claybot.durable.atomic import atomic_write_bytes, atomic_write_json
+from claybot.kernel.errors import Conflict, InvalidInput, NotFound
 from claybot.kernel.frontmatter import FrontMatterError, join_front_matter, split_front_matter
 
 STATE_FILE = ".heartbeat-state.json"
@@ -24,8 +25,29 @@ ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 MAX_FILE_BYTES = 64 * 1024
 
 
-class HeartbeatTaskError(ValueError):
-    pass
+class HeartbeatTaskError(InvalidInput, ValueError):
+    """A task that cannot be used: bad input for a new one, or a file that does not load."""
+
+
+class HeartbeatTaskExists(Conflict, HeartbeatTaskError):
+    code = "task_exists"
+
+    def __init__(self, task_id: str) -> None:
+        super().__init__(
+            f"heartbeat task {task_id!r} exists; pass overwrite to replace it", field="id"
+        )
+
+
+class HeartbeatTaskNotFound(NotFound, LookupError):
+    code = "task_not_found"
+
+    def __init__(self, task_id: str, message: str | None = None) -> None:
+        super().__init__(message or f"no heartbeat task with id {task_id!r}", field="taskId")
+        self.task_id = task_id
+
+
+def _id_problem(task_id: str) -> str:
+    return f"heartbeat task id {task_id!r}: use lowercase letters, digits and dashes"
 
 
 class HeartbeatFront(BaseModel):
@@ -73,9 +95,7 @@ class HeartbeatStore:
 
     def _path(self, task_id: str) -> Path:
         if not ID_PATTERN.match(task_id):
-            raise HeartbeatTaskError(
-                f"heartbeat task id {task_id!r}: use lowercase letters, digits and dashes"
-            )
+            raise HeartbeatTaskError(_id_problem(task_id), field="id")
         return self.root / f"{task_id}.md"
 
     def load(self, path: Path) -> HeartbeatTask:
@@ -121,11 +141,9 @@ class HeartbeatStore:
         task_id = task_id or slugify(title)
         path = self._path(task_id)
         if path.exists() and not overwrite:
-            raise HeartbeatTaskError(
-                f"heartbeat task {task_id!r} exists; pass overwrite to replace it"
-            )
+            raise HeartbeatTaskExists(task_id)
         if not prompt.strip():
-            raise HeartbeatTaskError("the prompt is empty")
+            raise HeartbeatTaskError("the prompt is empty", field="prompt")
         self.root.mkdir(parents=True, exist_ok=True)
         fields: dict[str, Any] = {"title": title}
         if gate is not None:
@@ -136,11 +154,12 @@ class HeartbeatStore:
         return self.load(path)
 
     def remove(self, task_id: str) -> None:
-        path = self._path(task_id)
+        if not ID_PATTERN.match(task_id):  # no task can have this id
+            raise HeartbeatTaskNotFound(task_id, _id_problem(task_id))
         try:
-            path.unlink()
+            self._path(task_id).unlink()
         except FileNotFoundError:
-            raise LookupError(f"no heartbeat task with id {task_id!r}") from None
+            raise HeartbeatTaskNotFound(task_id) from None
 
     def read_state(self) -> dict[str, Any]:
         try:

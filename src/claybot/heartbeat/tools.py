@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from claybot.cron.task import Gate
 from claybot.heartbeat.scheduler import HeartbeatScheduler
-from claybot.heartbeat.store import HeartbeatTaskError
+from claybot.heartbeat.store import HeartbeatTaskError, HeartbeatTaskNotFound
 from claybot.tools.base import ToolContext, ToolDefinition, ToolResult
 
 
@@ -87,7 +87,7 @@ class HeartbeatTools:
         assert isinstance(arguments, HeartbeatRemove)
         try:
             await asyncio.to_thread(self._scheduler.store.remove, arguments.id)
-        except (LookupError, HeartbeatTaskError) as exc:
+        except HeartbeatTaskNotFound as exc:
             return ToolResult(str(exc), is_error=True)
         return ToolResult(f"Heartbeat task {arguments.id} removed.")
 

@@ -7,6 +7,8 @@ from datetime import UTC, datetime
 from typing import Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from claybot.kernel.errors import InvalidInput
+
 # Long sleeps are cut into slices so a wall-clock jump (suspend, NTP step) is
 # noticed within a minute instead of after the whole monotonic delay.
 MAX_SLEEP_S = 60.0
@@ -40,8 +42,11 @@ def from_ms(ms: int) -> datetime:
     return datetime.fromtimestamp(ms / 1000, UTC)
 
 
-class UnknownTimeZone(ValueError):
+class UnknownTimeZone(InvalidInput, ValueError):
     """A name that is not an IANA time zone this machine knows."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, field="timezone")
 
 
 def zone(name: str) -> ZoneInfo:

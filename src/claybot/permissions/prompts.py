@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from claybot.kernel.errors import Conflict, NotFound
+
 
 @dataclass(frozen=True)
 class PermissionPrompt:
@@ -50,8 +52,20 @@ class PermissionOutcome:
     decided_by: str  # "user:<connector>", "api", "cli" or "timeout"
 
 
-class PermissionAlreadyDecided(RuntimeError):
+class PermissionAlreadyDecided(Conflict, RuntimeError):
+    code = "already_decided"
+
     def __init__(self, outcome: PermissionOutcome) -> None:
         verdict = "allowed" if outcome.approved else "denied"
-        super().__init__(f"request {outcome.request_id} was already {verdict}")
+        super().__init__(f"request {outcome.request_id} was already {verdict}", field="requestId")
         self.outcome = outcome
+
+
+class PermissionRequestNotFound(NotFound, LookupError):
+    """No request has this id (or none this connector showed)."""
+
+    code = "request_not_found"
+
+    def __init__(self, request_id: str) -> None:
+        super().__init__(f"no permission request with id {request_id!r}", field="requestId")
+        self.request_id = request_id

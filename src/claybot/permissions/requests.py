@@ -27,6 +27,7 @@ from claybot.permissions.prompts import (
     PermissionAlreadyDecided,
     PermissionOutcome,
     PermissionPrompt,
+    PermissionRequestNotFound,
 )
 
 log = logging.getLogger(__name__)
@@ -253,7 +254,7 @@ class PermissionBroker:
     def get(self, request_id: str) -> PermissionRequest:
         request = self._requests.get(request_id)
         if request is None:
-            raise LookupError(f"no permission request with id {request_id!r}")
+            raise PermissionRequestNotFound(request_id)
         return request
 
     def list(self, status: Status | None = None) -> list[PermissionRequest]:
@@ -266,7 +267,7 @@ class PermissionBroker:
         """Decide once. ``connector`` limits a connector to the prompts it showed."""
         request = self.get(request_id)
         if connector is not None and request.connector != connector:
-            raise LookupError(f"no permission request with id {request_id!r}")
+            raise PermissionRequestNotFound(request_id)
         lock = self._deciding.setdefault(request_id, asyncio.Lock())
         async with lock:
             request = self.get(request_id)

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from claybot.kernel.errors import InvalidInput
 from claybot.permissions.model import Permissions
 
 Access = Literal["read", "write", "network"]
@@ -21,8 +22,10 @@ MAX_PATH_CHARS = 4096
 Resolve = Callable[[str], str]
 
 
-class PermissionTagError(ValueError):
-    pass
+class PermissionTagError(InvalidInput, ValueError):
+    """A permission tag that is malformed or cannot be granted."""
+
+    code = "invalid_permission"
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
 """Plugin errors, each naming what went wrong and what happens next.
 
-Every error carries a stable ``code``, an HTTP status the API layer can answer
-with, and, where one field is to blame, the ``field`` (as the request spells
-it: ``pluginId``, ``instanceId``, ``settings.timezone``).
+They are house errors (``claybot.kernel.errors.ClayError``): each carries a stable
+``code``, the HTTP ``status`` the API answers with, and, where one field is to
+blame, the ``field`` (as the request spells it: ``pluginId``, ``instanceId``,
+``settings.timezone``).
 
 Three of them are also what a plugin's ``load()`` raises to say why it cannot
 start (the Home Assistant split): ``PluginNotReady`` (retry later),
@@ -14,28 +15,33 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from claybot.kernel.errors import ClayError
+
 LoadFailureKind = Literal["not_ready", "auth_failed", "settings_invalid", "timeout", "error"]
 
 
-class PluginError(Exception):
+class PluginError(ClayError):
     code = "plugin_error"
-    http_status = 400
 
     def __init__(self, message: str, *, field: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.field = field
+        super().__init__(message, field=field)
 
-    def to_dict(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.field is not None:
-            body["field"] = self.field
-        return body
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # Plugins written before the house error set ``http_status``; it still counts.
+        super().__init_subclass__(**kwargs)
+        legacy = cls.__dict__.get("http_status")
+        if isinstance(legacy, int):
+            cls.status = legacy
+
+    @property
+    def http_status(self) -> int:
+        """The old name of ``status``, kept for plugins that read it."""
+        return self.status
 
 
 class UnknownPlugin(PluginError):
     code = "unknown_plugin"
-    http_status = 404
+    status = 404
 
     def __init__(self, plugin_id: str) -> None:
         super().__init__(f"no plugin with id {plugin_id!r} is installed", field="pluginId")
@@ -52,7 +58,7 @@ class InvalidInstanceId(PluginError):
 
 class InstanceAlreadyLoaded(PluginError):
     code = "instance_already_loaded"
-    http_status = 409
+    status = 409
 
     def __init__(self, instance_id: str) -> None:
         super().__init__(
@@ -66,7 +72,7 @@ class InstanceIdTaken(PluginError):
     """The id is configured for a different plugin; loading would overwrite its settings."""
 
     code = "instance_id_taken"
-    http_status = 409
+    status = 409
 
     def __init__(self, instance_id: str, owner_plugin_id: str) -> None:
         super().__init__(
@@ -79,7 +85,7 @@ class InstanceIdTaken(PluginError):
 
 class InstanceNotFound(PluginError):
     code = "instance_not_found"
-    http_status = 404
+    status = 404
 
     def __init__(self, instance_id: str, detail: str = "is not loaded") -> None:
         super().__init__(f"plugin instance {instance_id!r} {detail}", field="instanceId")
@@ -88,7 +94,7 @@ class InstanceNotFound(PluginError):
 
 class ExclusivePluginConflict(PluginError):
     code = "exclusive_plugin_conflict"
-    http_status = 409
+    status = 409
 
     def __init__(self, message: str) -> None:
         super().__init__(message, field="pluginId")
@@ -107,7 +113,7 @@ class PluginNotReady(PluginError):
     """Raised by a plugin's load(): a dependency is not there yet; retrying later may work."""
 
     code = "plugin_not_ready"
-    http_status = 503
+    status = 503
 
 
 class PluginAuthFailed(PluginError):
@@ -120,14 +126,14 @@ class RegistrationError(PluginError):
     """A plugin registered something that clashes with what is already there."""
 
     code = "registration_conflict"
-    http_status = 409
+    status = 409
 
 
 class PluginLoadFailed(PluginError):
     """The instance's create() or load() failed; nothing it registered is left behind."""
 
     code = "plugin_load_failed"
-    http_status = 502
+    status = 502
 
     def __init__(
         self,
@@ -142,9 +148,9 @@ class PluginLoadFailed(PluginError):
         self.reason = reason
         self.kind = kind
         if kind == "not_ready":
-            self.http_status = 503
+            self.status = 503
         elif kind in ("auth_failed", "settings_invalid"):
-            self.http_status = 400
+            self.status = 400
 
     def to_dict(self) -> dict[str, Any]:
         return {**super().to_dict(), "kind": self.kind}
@@ -154,4 +160,4 @@ class SettingsFileError(PluginError):
     """settings.json cannot be read or written, so the change cannot be kept."""
 
     code = "settings_file_error"
-    http_status = 500
+    status = 500

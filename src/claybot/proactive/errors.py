@@ -1,46 +1,41 @@
-"""What the proactive service refuses, with the HTTP status and the field to blame."""
+"""What the proactive service refuses: the house errors, with the field to blame.
+
+Fields are named as the ``/api/agents`` requests spell them (``id`` for the agent in
+the path, as this API always has).
+"""
 
 from __future__ import annotations
 
+from claybot.kernel.errors import ClayError, Conflict, InvalidInput, NotFound, Unavailable
 
-class ProactiveError(Exception):
-    status = 400
-    code = "bad_request"
 
+class ProactiveError(ClayError):
     def __init__(self, message: str, field: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.field = field
+        super().__init__(message, field=field)
 
 
-class AgentNotFound(ProactiveError):
-    status = 404
+class AgentNotFound(ProactiveError, NotFound):
     code = "agent_not_found"
 
     def __init__(self, agent_id: str) -> None:
         super().__init__(f"no proactive agent with id {agent_id!r}", "id")
 
 
-class InvalidAgentInput(ProactiveError):
-    status = 422
-    code = "invalid_request"
+class InvalidAgentInput(ProactiveError, InvalidInput):
+    pass
 
 
-class AgentLimitReached(ProactiveError):
-    status = 409
+class AgentLimitReached(ProactiveError, Conflict):
     code = "too_many_agents"
 
 
-class RunQueueFull(ProactiveError):
-    status = 409
+class RunQueueFull(ProactiveError, Conflict):
     code = "queue_full"
 
 
-class NothingToShow(ProactiveError):
-    status = 404
-    code = "not_found"
+class NothingToShow(ProactiveError, NotFound):
+    pass
 
 
-class ServiceStopping(ProactiveError):
-    status = 503
+class ServiceStopping(ProactiveError, Unavailable):
     code = "stopping"

@@ -396,8 +396,7 @@ def _parse_schedule(expression: str, timezone: str) -> CronSchedule:
     try:
         return CronSchedule.parse(expression, timezone)
     except ScheduleError as exc:
-        blame = "timezone" if "time zone" in str(exc) else "schedule"
-        raise InvalidAgentInput(str(exc), blame) from exc
+        raise InvalidAgentInput(exc.message, exc.field) from exc
 
 
 def _check_objective(objective: str, runner: str) -> None:

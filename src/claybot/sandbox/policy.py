@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from claybot.kernel.errors import Unavailable
 from claybot.permissions.tags import is_within
 
 SandboxMode = Literal["auto", "bwrap", "unconfined"]
@@ -79,8 +80,10 @@ PROTECTED_HOME_ENTRIES = (
 )
 
 
-class SandboxUnavailable(RuntimeError):
+class SandboxUnavailable(Unavailable, RuntimeError):
     """The command cannot be run with the confinement it needs; it was not started."""
+
+    code = "sandbox_unavailable"
 
 
 @dataclass(frozen=True)

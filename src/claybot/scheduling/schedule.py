@@ -13,25 +13,33 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Literal
 from zoneinfo import ZoneInfo
 
 from cronsim import CronSim, CronSimError
 
 from claybot.kernel.clock import UnknownTimeZone, zone
+from claybot.kernel.errors import InvalidInput
 
 MAX_EXPRESSION_CHARS = 256
 FIELD_COUNT = 5
 
 
-class ScheduleError(ValueError):
-    """A schedule or time zone that cannot be used, with the reason."""
+ScheduleField = Literal["schedule", "timezone"]
+
+
+class ScheduleError(InvalidInput, ValueError):
+    """A schedule or time zone that cannot be used, with the reason; ``field`` says which."""
+
+    def __init__(self, message: str, *, field: ScheduleField = "schedule") -> None:
+        super().__init__(message, field=field)
 
 
 def parse_zone(name: str) -> ZoneInfo:
     try:
         return zone(name)
     except UnknownTimeZone as exc:
-        raise ScheduleError(str(exc)) from exc
+        raise ScheduleError(str(exc), field="timezone") from exc
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,47 @@
+"""The base of every response model, and the route class that serializes them faithfully.
+
+A route answers with what the layers below it hand over (mostly dicts built for
+the wire). Validating those into a model must not change a byte of the answer:
+
+- ``strict``: values are taken as they are; a lax model would turn ``5.0`` into
+  ``5`` or ``"5"`` into ``5`` without a word.
+- ``extra="allow"``: a field a layer below adds before it is described here still
+  reaches the client (the conformance test, which checks every answer against the
+  document with no undeclared field allowed, fails until it is described).
+- ``exclude_unset`` on every route (``AnswerRoute``): a field the route left out
+  stays out, rather than appearing with its default. Such fields are declared
+  with ``Omitted`` so the document shows them as optional and never null.
+
+Fields are declared in the order the engine writes them, which is the order the
+client has always read.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi.routing import APIRoute
+from pydantic import BaseModel, ConfigDict
+from pydantic.json_schema import SkipJsonSchema
+
+
+class Answer(BaseModel):
+    model_config = ConfigDict(strict=True, extra="allow")
+
+
+class Ok(Answer):
+    """``{"ok": true}``: what every successful JSON answer starts with."""
+
+    ok: Literal[True]
+
+
+# A field the engine leaves out rather than sending null: optional, never null.
+Omitted = SkipJsonSchema[None]
+
+
+class AnswerRoute(APIRoute):
+    """Every route serializes its answer leaving out what the route left out."""
+
+    def __init__(self, path: str, endpoint: Any, **kwargs: Any) -> None:
+        kwargs["response_model_exclude_unset"] = True
+        super().__init__(path, endpoint, **kwargs)

@@ -1,0 +1,43 @@
+"""Inference providers as settings.json has them (secrets redacted), and the known types."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from claybot.api.models.base import Answer, Ok, Omitted
+
+
+class PublicProvider(Answer):
+    """A provider entry of settings.json; options whose names say secret are redacted."""
+
+    id: str
+    type: str | Omitted = Field(default=None, description="Left out: the id names the type")
+    enabled: bool
+    model: str | Omitted = None
+    options: dict[str, Any]
+
+
+class ProviderTypeSummary(Answer):
+    type: str
+    label: str
+    description: str
+
+
+class ProviderList(Ok):
+    """The providers in priority order, after the change."""
+
+    providers: list[PublicProvider]
+
+
+class ProviderListing(ProviderList):
+    types: list[ProviderTypeSummary]
+    failures: dict[str, str] = Field(description="Why a provider could not be built, by id")
+
+
+class AuthFieldSet(Ok):
+    """The credential was written to auth.json; its value is never echoed."""
+
+    id: str
+    key: str

@@ -1,0 +1,84 @@
+"""``GET /v1/engine/status``: the engine, with display names for what it runs (seed 000)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from claybot.api.models.agents import AgentProblem
+from claybot.api.models.base import Answer, Ok
+from claybot.api.models.plugins import ConnectorSummary, PluginFailure, PluginSummary
+
+
+class TcpListener(Answer):
+    host: str
+    port: int | None = Field(description="null when the TCP listener is not running")
+
+
+class ProviderSummary(Answer):
+    """A configured inference provider, in priority order (seed 000, plus its state)."""
+
+    id: str
+    name: str
+    label: str = Field(description="The provider type")
+    enabled: bool
+    model: str | None
+
+
+class InferenceProviderSummary(Answer):
+    """A provider the engine built and sends turns to."""
+
+    id: str
+    name: str
+    label: str
+    model: str
+
+
+class ImageProviderSummary(Answer):
+    id: str
+    label: str
+
+
+class DatabaseStatus(Answer):
+    ready: bool
+    error: str | None
+
+
+class SandboxStatus(Answer):
+    """Whether commands (exec, gates) are confined, and by what."""
+
+    confined: bool
+    backend: Literal["bwrap"] | None
+    bwrap: str | None = Field(description="The bubblewrap binary")
+    problem: str
+    processLimit: str | None
+    unconfined: list[str] = Field(description="Who runs unconfined (settings: sandbox)")
+    summary: str
+
+
+class AgentCounts(Answer):
+    total: int
+    loaded: int
+    pendingItems: int
+    problems: list[AgentProblem]
+
+
+class EngineStatus(Ok):
+    version: str
+    pid: int
+    home: str
+    startedAt: str = Field(description="ISO 8601, UTC")
+    socketPath: str
+    tcp: TcpListener
+    plugins: list[PluginSummary]
+    connectors: list[ConnectorSummary]
+    providers: list[ProviderSummary]
+    inferenceProviders: list[InferenceProviderSummary]
+    imageProviders: list[ImageProviderSummary]
+    database: DatabaseStatus
+    providerFailures: dict[str, str] = Field(description="Why a provider could not be built")
+    sandbox: SandboxStatus
+    pluginFailures: list[PluginFailure]
+    tools: list[str]
+    agents: AgentCounts
