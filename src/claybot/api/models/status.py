@@ -64,6 +64,16 @@ class AgentCounts(Answer):
     problems: list[AgentProblem]
 
 
+class SideTaskStatus(Answer):
+    """A supervised background task of the engine (the idle sweeper, the state flush, ...)."""
+
+    name: str
+    running: bool
+    restarts: int = Field(description="Times it failed and was started again")
+    lastError: str | None
+    lastFailureAt: str | None = Field(description="ISO 8601, UTC")
+
+
 class EngineStatus(Ok):
     version: str
     pid: int
@@ -82,3 +92,4 @@ class EngineStatus(Ok):
     pluginFailures: list[PluginFailure]
     tools: list[str]
     agents: AgentCounts
+    sideTasks: list[SideTaskStatus]
