@@ -1,6 +1,6 @@
 """The one admission path: how an agent comes to be, and how an item gets into its inbox.
 
-Every message and reset goes through ``Admission.accept``: wake each target agent,
+Every message and reset goes through ``Admissions.accept``: wake each target agent,
 drop an item id it has seen before (the poster gets a handle on that earlier
 item instead), queue every item in memory and in the inbox log, then wait for the
 one sync that makes them all durable. A failed append un-accepts the items it
