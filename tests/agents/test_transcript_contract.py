@@ -133,8 +133,7 @@ class Owner:
 def loop_with(*responses: Any) -> tuple[TurnLoop, list[str]]:
     notes: list[str] = []
 
-    async def note(arguments: BaseModel, context: ToolContext) -> str:
-        assert isinstance(arguments, Noted)
+    async def note(arguments: Noted, context: ToolContext) -> str:
         notes.append(arguments.note)
         return f"noted {arguments.note}"
 

@@ -77,8 +77,7 @@ class Greeter:
     async def unload(self) -> None:
         return None
 
-    async def _greet(self, arguments: BaseModel, context: ToolContext) -> ToolResult:
-        assert isinstance(arguments, GreetArguments)
+    async def _greet(self, arguments: GreetArguments, context: ToolContext) -> ToolResult:
         greeting = self._api.settings.greeting
         return ToolResult(f"{greeting}, {arguments.name}! ({self._api.instance_id})")
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -58,7 +60,7 @@ class AgentTools:
     def __init__(self, system: AgentSystem) -> None:
         self._system = system
 
-    def definitions(self) -> list[ToolDefinition]:
+    def definitions(self) -> list[ToolDefinition[Any]]:
         return [
             ToolDefinition(
                 "send_agent_message",
@@ -84,8 +86,9 @@ class AgentTools:
             ),
         ]
 
-    async def send_agent_message(self, arguments: BaseModel, context: ToolContext) -> ToolResult:
-        assert isinstance(arguments, SendAgentMessage)
+    async def send_agent_message(
+        self, arguments: SendAgentMessage, context: ToolContext
+    ) -> ToolResult:
         system = self._system
         target = arguments.agentId
         if target is None:
@@ -105,9 +108,8 @@ class AgentTools:
         return ToolResult(f"Message sent to {target}.")
 
     async def start_background_agent(
-        self, arguments: BaseModel, context: ToolContext
+        self, arguments: StartBackgroundAgent, context: ToolContext
     ) -> ToolResult:
-        assert isinstance(arguments, StartBackgroundAgent)
         system = self._system
         permissions = system.runtime.default_permissions
         try:
@@ -141,8 +143,9 @@ class AgentTools:
         ]
         return ToolResult("\n".join(lines) or "No agents.")
 
-    async def read_session_history(self, arguments: BaseModel, context: ToolContext) -> ToolResult:
-        assert isinstance(arguments, ReadSessionHistory)
+    async def read_session_history(
+        self, arguments: ReadSessionHistory, context: ToolContext
+    ) -> ToolResult:
         system = self._system
         target = arguments.agentId
         if not system.exists(target):

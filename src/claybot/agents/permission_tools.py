@@ -8,6 +8,7 @@ agent, which resumes with it. Unanswered requests are denied after a timeout.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -33,7 +34,7 @@ class PermissionTools:
     def __init__(self, ask: AskPermission) -> None:
         self._ask = ask
 
-    def definitions(self) -> list[ToolDefinition]:
+    def definitions(self) -> list[ToolDefinition[Any]]:
         return [
             ToolDefinition(
                 "request_permission",
@@ -53,8 +54,7 @@ class PermissionTools:
             ),
         ]
 
-    async def request(self, arguments: BaseModel, context: ToolContext) -> ToolResult:
-        assert isinstance(arguments, RequestPermission)
+    async def request(self, arguments: RequestPermission, context: ToolContext) -> ToolResult:
         try:
             tag = parse_tag(arguments.permission)
         except PermissionTagError as exc:

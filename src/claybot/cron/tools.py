@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -54,7 +54,7 @@ class CronTools:
         self._scheduler = scheduler
         self._agents = agents
 
-    def definitions(self) -> list[ToolDefinition]:
+    def definitions(self) -> list[ToolDefinition[Any]]:
         return [
             ToolDefinition("cron_add", "Create a scheduled task.", CronAdd, self.add),
             ToolDefinition(
@@ -90,8 +90,7 @@ class CronTools:
             raise CronTaskNotFound(task_id)
         return task
 
-    async def add(self, arguments: BaseModel, context: ToolContext) -> ToolResult:
-        assert isinstance(arguments, CronAdd)
+    async def add(self, arguments: CronAdd, context: ToolContext) -> ToolResult:
         fields = arguments.model_dump(exclude={"prompt"}, exclude_none=True)
         try:
             spec = CronTaskSpec.model_validate(
@@ -106,8 +105,7 @@ class CronTools:
         when = upcoming.isoformat() if upcoming else "never (disabled)"
         return ToolResult(f"Cron task {task.id} created; next run {when}.")
 
-    async def read(self, arguments: BaseModel, context: ToolContext) -> ToolResult:
-        assert isinstance(arguments, TaskRef)
+    async def read(self, arguments: TaskRef, context: ToolContext) -> ToolResult:
         try:
             task = self._task(arguments.taskId, context)
         except LookupError as exc:
@@ -124,24 +122,21 @@ class CronTools:
         ]
         return ToolResult("\n".join(lines))
 
-    async def delete(self, arguments: BaseModel, context: ToolContext) -> ToolResult:
-        assert isinstance(arguments, TaskRef)
+    async def delete(self, arguments: TaskRef, context: ToolContext) -> ToolResult:
         try:
             task = await self._scheduler.remove(self._task(arguments.taskId, context).id)
         except LookupError as exc:
             return ToolResult(str(exc), is_error=True)
         return ToolResult(f"Cron task {task.id} ({task.spec.name}) deleted.")
 
-    async def read_memory(self, arguments: BaseModel, context: ToolContext) -> ToolResult:
-        assert isinstance(arguments, TaskRef)
+    async def read_memory(self, arguments: TaskRef, context: ToolContext) -> ToolResult:
         try:
             task = self._task(arguments.taskId, context)
         except LookupError as exc:
             return ToolResult(str(exc), is_error=True)
         return ToolResult(await asyncio.to_thread(self._scheduler.store.read_memory, task))
 
-    async def write_memory(self, arguments: BaseModel, context: ToolContext) -> ToolResult:
-        assert isinstance(arguments, WriteMemory)
+    async def write_memory(self, arguments: WriteMemory, context: ToolContext) -> ToolResult:
         try:
             task = self._task(arguments.taskId, context)
             size = await asyncio.to_thread(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -43,7 +44,7 @@ class HeartbeatTools:
     def __init__(self, scheduler: HeartbeatScheduler) -> None:
         self._scheduler = scheduler
 
-    def definitions(self) -> list[ToolDefinition]:
+    def definitions(self) -> list[ToolDefinition[Any]]:
         return [
             ToolDefinition(
                 "heartbeat_add", "Add (or replace) a heartbeat task.", HeartbeatAdd, self.add
@@ -60,8 +61,7 @@ class HeartbeatTools:
             ),
         ]
 
-    async def add(self, arguments: BaseModel, context: ToolContext) -> ToolResult:
-        assert isinstance(arguments, HeartbeatAdd)
+    async def add(self, arguments: HeartbeatAdd, context: ToolContext) -> ToolResult:
         try:
             task = await asyncio.to_thread(
                 self._scheduler.store.add,
@@ -83,15 +83,13 @@ class HeartbeatTools:
         lines.append(f"next run: {listing['nextRunAt']}")
         return ToolResult("\n".join(lines))
 
-    async def remove(self, arguments: BaseModel, context: ToolContext) -> ToolResult:
-        assert isinstance(arguments, HeartbeatRemove)
+    async def remove(self, arguments: HeartbeatRemove, context: ToolContext) -> ToolResult:
         try:
             await asyncio.to_thread(self._scheduler.store.remove, arguments.id)
         except HeartbeatTaskNotFound as exc:
             return ToolResult(str(exc), is_error=True)
         return ToolResult(f"Heartbeat task {arguments.id} removed.")
 
-    async def run(self, arguments: BaseModel, context: ToolContext) -> ToolResult:
-        assert isinstance(arguments, HeartbeatRun)
+    async def run(self, arguments: HeartbeatRun, context: ToolContext) -> ToolResult:
         self._scheduler.run_now(arguments.ids)
         return ToolResult("The heartbeat will run now; its tasks report when done.")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal, assert_never
+from typing import Any, Literal, assert_never
 
 from claybot.connectors.base import Connector
 from claybot.plugin.errors import RegistrationError
@@ -89,7 +89,7 @@ class PluginRegistrar:
             raise RegistrationError(str(exc)) from exc
         self._registered.append(Registration("connector", connector.id))
 
-    def register_tool(self, tool: ToolDefinition) -> None:
+    def register_tool(self, tool: ToolDefinition[Any]) -> None:
         self._check_open()
         try:
             self._registries.tools.register(tool)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel
 
@@ -29,15 +29,22 @@ class ToolResult:
     is_error: bool = False
 
 
-ToolRun = Callable[[BaseModel, ToolContext], Awaitable[ToolResult | str]]
+Args = TypeVar("Args", bound=BaseModel)
+
+# A tool's body: its validated arguments (an instance of its own model, never a dict)
+# and who calls it. What it raises becomes an error result the model reads, in one
+# place (the turn loop), so a tool body needs no try/except of its own.
+ToolRun = Callable[[Args, ToolContext], Awaitable[ToolResult | str]]
 
 
 @dataclass(frozen=True)
-class ToolDefinition:
+class ToolDefinition(Generic[Args]):
+    """A tool, generic over its argument model: ``run`` gets a ``parameters`` instance."""
+
     name: str
     description: str
-    parameters: type[BaseModel]
-    run: ToolRun
+    parameters: type[Args]
+    run: ToolRun[Args]
     visible_to: frozenset[AgentKind] = ALL_AGENT_KINDS
     # Shown to the model instead of ``parameters``' schema: for tools described elsewhere
     # (an MCP server), whose arguments ``parameters`` then accepts as they come.
@@ -51,15 +58,15 @@ class ToolDefinition:
 
 
 class ToolRegistry:
-    def __init__(self, tools: Iterable[ToolDefinition] = ()) -> None:
-        self._tools: dict[str, ToolDefinition] = {}
+    def __init__(self, tools: Iterable[ToolDefinition[Any]] = ()) -> None:
+        self._tools: dict[str, ToolDefinition[Any]] = {}
         # Generating a JSON schema costs ~1 ms per tool: every turn sends them, so
         # they are built once per agent kind and rebuilt when the tools change.
         self._schemas: dict[AgentKind, list[ToolSchema]] = {}
         for tool in tools:
             self.register(tool)
 
-    def register(self, tool: ToolDefinition) -> None:
+    def register(self, tool: ToolDefinition[Any]) -> None:
         if tool.name in self._tools:
             raise ValueError(f"a tool named {tool.name!r} is already registered")
         self._tools[tool.name] = tool
@@ -76,13 +83,13 @@ class ToolRegistry:
             schemas = self._schemas[kind] = [tool.schema() for tool in self.visible_to(kind)]
         return schemas
 
-    def get(self, name: str) -> ToolDefinition | None:
+    def get(self, name: str) -> ToolDefinition[Any] | None:
         return self._tools.get(name)
 
     def names(self) -> list[str]:
         return sorted(self._tools)
 
-    def visible_to(self, kind: AgentKind) -> list[ToolDefinition]:
+    def visible_to(self, kind: AgentKind) -> list[ToolDefinition[Any]]:
         return [tool for tool in self._tools.values() if kind in tool.visible_to]
 
     def describe(self) -> list[dict[str, Any]]:

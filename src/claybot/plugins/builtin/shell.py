@@ -229,8 +229,7 @@ class ShellPlugin:
     async def unload(self) -> None:
         self._api.sandbox.forget(self._api.instance_id)
 
-    async def _read(self, arguments: BaseModel, context: ToolContext) -> ToolResult:
-        assert isinstance(arguments, ReadArguments)
+    async def _read(self, arguments: ReadArguments, context: ToolContext) -> ToolResult:
         return await asyncio.to_thread(self._read_file, arguments, context.permissions)
 
     def _read_file(self, arguments: ReadArguments, permissions: Permissions) -> ToolResult:
@@ -242,8 +241,7 @@ class ShellPlugin:
             text += f"\n[truncated at {self._max_read} bytes]"
         return ToolResult(text)
 
-    async def _write(self, arguments: BaseModel, context: ToolContext) -> ToolResult:
-        assert isinstance(arguments, WriteArguments)
+    async def _write(self, arguments: WriteArguments, context: ToolContext) -> ToolResult:
         return await asyncio.to_thread(self._write_file, arguments, context.permissions)
 
     def _write_file(self, arguments: WriteArguments, permissions: Permissions) -> ToolResult:
@@ -256,8 +254,7 @@ class ShellPlugin:
         verb = "appended" if arguments.append else "wrote"
         return ToolResult(f"{verb} {len(arguments.content.encode())} bytes to {path}")
 
-    async def _edit(self, arguments: BaseModel, context: ToolContext) -> ToolResult:
-        assert isinstance(arguments, EditArguments)
+    async def _edit(self, arguments: EditArguments, context: ToolContext) -> ToolResult:
         return await asyncio.to_thread(self._edit_file, arguments, context.permissions)
 
     def _edit_file(self, arguments: EditArguments, permissions: Permissions) -> ToolResult:
@@ -277,8 +274,7 @@ class ShellPlugin:
             handle.write(text.encode())
         return ToolResult(f"applied {len(arguments.edits)} edit(s) to {path}")
 
-    async def _exec(self, arguments: BaseModel, context: ToolContext) -> ToolResult:
-        assert isinstance(arguments, ExecArguments)
+    async def _exec(self, arguments: ExecArguments, context: ToolContext) -> ToolResult:
         permissions = context.permissions
         requested = arguments.cwd or permissions.workingDir
         if not requested:

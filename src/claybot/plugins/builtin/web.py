@@ -18,6 +18,7 @@ import socket
 import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
@@ -305,7 +306,7 @@ class FetchUrlTool:
         self._fetcher = fetcher
         self._settings = settings
 
-    def definition(self) -> ToolDefinition:
+    def definition(self) -> ToolDefinition[Any]:
         return ToolDefinition(
             TOOL_NAME,
             "Fetch a web page or file over http(s) with GET and return its status, content "
@@ -314,8 +315,7 @@ class FetchUrlTool:
             self.run,
         )
 
-    async def run(self, arguments: BaseModel, context: ToolContext) -> ToolResult:
-        assert isinstance(arguments, FetchUrlArguments)
+    async def run(self, arguments: FetchUrlArguments, context: ToolContext) -> ToolResult:
         if not context.permissions.network:
             return ToolResult(NEEDS_NETWORK, is_error=True)
         cap = min(arguments.maxBytes or self._settings.max_bytes, self._settings.max_bytes)

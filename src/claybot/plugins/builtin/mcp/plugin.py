@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 
 import mcp_types
-from pydantic import BaseModel
 
 from claybot.plugin import (
     PluginApi,
@@ -43,8 +42,7 @@ class McpToolCall:
         self._connection = connection
         self._tool = tool
 
-    async def __call__(self, arguments: BaseModel, context: ToolContext) -> ToolResult:
-        assert isinstance(arguments, McpArguments)
+    async def __call__(self, arguments: McpArguments, context: ToolContext) -> ToolResult:
         server = self._connection.name
         try:
             result = await self._connection.call(self._tool, arguments.root)
