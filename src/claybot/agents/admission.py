@@ -179,8 +179,7 @@ class Admissions:
     async def _ended_turn(
         self, agent_id: str, item_id: str
     ) -> tuple[list[OutgoingMessage], TurnOutcome]:
-        await self._store.writer.flush()  # its last records may still be queued
-        records = await asyncio.to_thread(self._store.read_history, agent_id, repair=False)
+        records = await self._store.read_written_history(agent_id)
         progress = turn_progress(records, item_id)
         descriptor = self.directory.entry(agent_id).descriptor
         replies = [

@@ -50,6 +50,7 @@ class Residency:
         *,
         idle_unload_s: float,
         resumed: Callable[[Agent], None],
+        stopping: Callable[[], bool],
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.runtime = runtime
@@ -69,7 +70,7 @@ class Residency:
         self._suspended: dict[str, asyncio.Task[None]] = {}
         self.problems: dict[str, AgentProblem] = {}  # damaged files found while loading
         self._unloads_unreleased = 0
-        self.stopping = False
+        self._stopping = stopping  # the engine is shutting down: resume nothing
 
     def adopt(self, agent: Agent) -> None:
         """A new agent, made in memory: loaded and restored already."""
@@ -198,7 +199,7 @@ class Residency:
 
     async def _resume_later(self, agent_id: str) -> None:
         delay = RESUME_FIRST_S
-        while not self.stopping:
+        while not self._stopping():
             await asyncio.sleep(delay)
             delay = min(RESUME_MAX_S, delay * 2)
             try:

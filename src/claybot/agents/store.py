@@ -246,6 +246,12 @@ class FileAgentStore:
         path = self.history_path(agent_id)
         return read_jsonl(path, repair=repair, placeholder=damaged_record).records
 
+    async def read_written_history(self, agent_id: str) -> list[Record]:
+        """Every record, once the writer has written what it still holds for any file:
+        a read right after an append sees it."""
+        await self.writer.flush()
+        return await asyncio.to_thread(self.read_history, agent_id, repair=False)
+
     def append_history(self, agent_id: str, record: Record) -> asyncio.Future[None]:
         return self.writer.append(self.history_path(agent_id), encode_record(record))
 

@@ -107,6 +107,7 @@ class AgentSystem:
             self.directory,
             idle_unload_s=idle_unload_s,
             resumed=self._schedule,
+            stopping=lambda: self._stopping,
             monotonic=monotonic,
         )
         self._max_message_bytes = max_message_bytes
@@ -160,7 +161,6 @@ class AgentSystem:
     async def shutdown(self, drain_timeout_s: float = 10.0) -> None:
         """Stop taking items; let running turns finish, leaving the rest durably pending."""
         self._stopping = True
-        self.residency.stopping = True
         self.residency.cancel_resumes()
         await self.side_tasks.stop()
         running = [task for task in self._tasks if not task.done()]
@@ -453,8 +453,7 @@ class AgentSystem:
         """Records numbered from 0 (``seq``), ``limit`` at most, oldest first."""
         if agent_id not in self.directory:
             raise AgentNotFound(agent_id)
-        await self.runtime.store.writer.flush()
-        records = await asyncio.to_thread(self.store.read_history, agent_id, repair=False)
+        records = await self.store.read_written_history(agent_id)
         numbered = [{"seq": seq, **record} for seq, record in enumerate(records)]
         if after is not None:
             page = numbered[after + 1 : after + 1 + limit]

@@ -56,8 +56,7 @@ class FileTranscript:
         await self._store.append_history(self._agent_id, record)
 
     async def read(self) -> list[Record]:
-        await self._store.writer.flush()
-        return await asyncio.to_thread(self._store.read_history, self._agent_id, repair=False)
+        return await self._store.read_written_history(self._agent_id)
 
     def delivered(self, item_id: str, outgoing_id: str) -> bool:
         return self._inbox.already_sent((self._agent_id, item_id), outgoing_id)
