@@ -5,6 +5,10 @@ settings validated and its ``load()`` succeeded. A load that fails leaves
 nothing registered and nothing written. At boot ``restore`` loads every
 enabled instance; one that fails is logged and listed in ``failures`` (it stays
 enabled, so the next start tries again) and the others load regardless.
+
+It is longer than most modules because load, reload, unload and restore share one
+rule set (validate, load, then persist; roll back on failure) and one lock; keeping
+them together keeps that rule in one place.
 """
 
 from __future__ import annotations

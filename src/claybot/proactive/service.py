@@ -9,6 +9,10 @@ It owns the agents' lifecycle and files; ``scheduler`` decides when they run and
   reset; delete stops it, ends a running execution and removes its files.
 - A manual trigger is always queued (never skipped like a scheduled tick),
   persisted before it is acknowledged, and survives a restart.
+
+It is longer than most modules because it is the one facade of seed 004: each public
+operation is a few lines that check the agent's state and hand off to the store,
+scheduler or queue.
 """
 
 from __future__ import annotations

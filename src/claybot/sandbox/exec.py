@@ -9,6 +9,10 @@ one, its own pids cgroup. Past its timeout the group gets SIGTERM and, after a
 grace period, SIGKILL; once the command ends, whatever it left running is killed:
 the group, the cgroup (which ``setsid`` does not leave) and, under bubblewrap, the
 PID namespace, which the kernel empties when the command's init dies.
+
+It is longer than most modules because probing, spawning and cleaning up are one
+security boundary: the rule "confined or it does not run" is easier to check when
+every path a command can take is read in one file.
 """
 
 from __future__ import annotations
