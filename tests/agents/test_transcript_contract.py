@@ -166,6 +166,8 @@ async def test_a_turn_with_a_tool_call(store: Store) -> None:
     ]
     assert turn_progress(records, "m1").done
     assert [m.role for m in work.context] == ["user", "assistant", "tool", "assistant"]
+    # What the loop kept in memory is exactly what a restarted engine rebuilds from history.
+    assert build_context(records) == work.context
     assert store.transcript.delivered("m1", "m1#0")  # the final reply needs no mark
 
 

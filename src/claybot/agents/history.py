@@ -8,6 +8,12 @@ Times (``at``) are unix milliseconds. Records of one turn carry the inbound
 ``messageId``; the turn's last assistant record has ``final: true``, which is
 what marks the message done.
 
+The builders write plain dicts (the wire form, cheap to serialize on the hot
+path); readers parse them into the typed records of ``records.py``. The
+``*_message`` functions give the context entry a record stands for, used both
+when context is rebuilt from history and by the turn loop as it appends, so the
+two cannot drift apart.
+
 Everything here is pure: no I/O.
 """
 
@@ -17,6 +23,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from claybot.agents.records import (
+    AssistantMessageRecord,
+    HistoryRecord,
+    ResetRecord,
+    ToolCallRecord,
+    ToolResultRecord,
+    UserMessageRecord,
+    parse_record,
+)
 from claybot.providers.base import ChatMessage, TokenUsage, ToolCall
 
 Record = dict[str, Any]
@@ -120,52 +135,48 @@ def since_last_marker(records: Sequence[Record]) -> Sequence[Record]:
     return records
 
 
-def _tool_calls(raw: Any) -> tuple[ToolCall, ...]:
-    calls = []
-    for item in raw or []:
-        if isinstance(item, dict) and "id" in item and "name" in item:
-            calls.append(
-                ToolCall(str(item["id"]), str(item["name"]), dict(item.get("arguments") or {}))
-            )
-    return tuple(calls)
+def user_message(text: str, origin: str | None = None) -> ChatMessage:
+    """A user message as the model sees it: a message nobody typed says who sent it."""
+    if origin:
+        text = f'<system_message origin="{origin}">{text}</system_message>'
+    return ChatMessage(role="user", text=text)
 
 
-def record_to_message(record: Record) -> ChatMessage | None:
+def assistant_message(text: str, tool_calls: Sequence[ToolCall] = ()) -> ChatMessage:
+    return ChatMessage(role="assistant", text=text, tool_calls=tuple(tool_calls))
+
+
+def tool_message(call: ToolCall, text: str, *, is_error: bool) -> ChatMessage:
+    return ChatMessage(
+        role="tool", text=text, tool_call_id=call.id, tool_name=call.name, is_error=is_error
+    )
+
+
+def _tool_calls(calls: Sequence[ToolCallRecord]) -> tuple[ToolCall, ...]:
+    return tuple(ToolCall(call.id, call.name, dict(call.arguments)) for call in calls)
+
+
+def record_to_message(record: HistoryRecord) -> ChatMessage | None:
     """One history record as inference context, or None if it is not context."""
-    kind = record.get("type")
-    if kind == "user_message":
-        text = str(record.get("text", ""))
-        origin = record.get("origin")
-        if origin:
-            text = f'<system_message origin="{origin}">{text}</system_message>'
-        return ChatMessage(role="user", text=text)
-    if kind == "assistant_message":
-        return ChatMessage(
-            role="assistant",
-            text=str(record.get("text", "")),
-            tool_calls=_tool_calls(record.get("toolCalls")),
-        )
-    if kind == "tool_result":
-        output = record.get("output") or {}
-        return ChatMessage(
-            role="tool",
-            text=str(output.get("text", "")),
-            tool_call_id=str(record.get("toolCallId", "")),
-            tool_name=str(record.get("toolName", "")),
-            is_error=bool(output.get("isError")),
-        )
-    if kind == "reset" and record.get("message"):
-        return ChatMessage(
-            role="user", text=f"<system_message>{record['message']}</system_message>"
-        )
+    if isinstance(record, UserMessageRecord):
+        return user_message(record.text, record.origin)
+    if isinstance(record, AssistantMessageRecord):
+        return assistant_message(record.text, _tool_calls(record.toolCalls))
+    if isinstance(record, ToolResultRecord):
+        call = ToolCall(record.toolCallId, record.toolName, {})
+        return tool_message(call, record.output.text, is_error=record.output.isError)
+    if isinstance(record, ResetRecord) and record.message:
+        return ChatMessage(role="user", text=f"<system_message>{record.message}</system_message>")
     return None
 
 
 def build_context(records: Iterable[Record]) -> list[ChatMessage]:
-    """Inference context from records already cut at the last marker."""
+    """Inference context from records already cut at the last marker. A record that is
+    of no known type, or does not match its type, is not context."""
     messages = []
-    for record in records:
-        message = record_to_message(record)
+    for raw in records:
+        record = parse_record(raw)
+        message = record_to_message(record) if record is not None else None
         if message is not None:
             messages.append(message)
     return messages
@@ -200,26 +211,20 @@ def turn_progress(records: Iterable[Record], message_id: str) -> TurnProgress:
     progress = TurnProgress()
     answered: set[str] = set()
     pending: list[ToolCall] = []
-    for record in records:
-        if record.get("messageId") != message_id:
+    for raw in records:
+        if raw.get("messageId") != message_id:  # only this turn's records are parsed
             continue
-        kind = record.get("type")
-        if kind == "user_message":
+        record = parse_record(raw)
+        if isinstance(record, UserMessageRecord):
             progress.started = True
-        elif kind == "assistant_message":
-            if record.get("outgoingId"):
-                progress.outgoing.append(
-                    (
-                        str(record["outgoingId"]),
-                        str(record.get("text", "")),
-                        bool(record.get("final")),
-                    )
-                )
-            pending.extend(_tool_calls(record.get("toolCalls")))
-            if record.get("final"):
+        elif isinstance(record, AssistantMessageRecord):
+            if record.outgoingId:
+                progress.outgoing.append((record.outgoingId, record.text, record.final))
+            pending.extend(_tool_calls(record.toolCalls))
+            if record.final:
                 progress.done = True
-                progress.failed = bool(record.get("error"))
-        elif kind == "tool_result":
-            answered.add(str(record.get("toolCallId")))
+                progress.failed = bool(record.error)
+        elif isinstance(record, ToolResultRecord):
+            answered.add(record.toolCallId)
     progress.unanswered_calls = [call for call in pending if call.id not in answered]
     return progress

@@ -25,11 +25,13 @@ from pydantic import ValidationError
 from claybot.agents.history import (
     Record,
     TurnProgress,
+    assistant_message,
     assistant_message_record,
     context_window,
-    record_to_message,
+    tool_message,
     tool_result_record,
     turn_progress,
+    user_message,
     user_message_record,
 )
 from claybot.agents.ports import ProviderRouter
@@ -133,6 +135,7 @@ class TurnLoop:
             self._append(
                 work,
                 user_message_record(self.now_ms(), work.text, work.item_id, origin=work.origin),
+                user_message(work.text, work.origin),
             )
         if progress is not None:
             for call in progress.unanswered_calls:
@@ -141,6 +144,7 @@ class TurnLoop:
                     tool_result_record(
                         self.now_ms(), work.item_id, call, INTERRUPTED_TOOL, is_error=True
                     ),
+                    tool_message(call, INTERRUPTED_TOOL, is_error=True),
                 )
         sent = len(progress.outgoing) if progress is not None else 0
         schemas = self.tools.schemas_for(owner.kind)
@@ -179,6 +183,7 @@ class TurnLoop:
                     final=not calls,
                     outgoing_id=outgoing,
                 ),
+                assistant_message(text, calls),
             )
             owner.count_usage(result.usage, result.provider_id, result.model)
             if outgoing is not None:
@@ -194,6 +199,7 @@ class TurnLoop:
                     tool_result_record(
                         self.now_ms(), work.item_id, call, output.text, is_error=output.is_error
                     ),
+                    tool_message(call, output.text, is_error=output.is_error),
                 )
         raise AssertionError("the last iteration never has tool calls")  # pragma: no cover
 
@@ -212,23 +218,24 @@ class TurnLoop:
                 tool_result_record(
                     self.now_ms(), work.item_id, call, f"Not completed: {text}", is_error=True
                 ),
+                tool_message(call, f"Not completed: {text}", is_error=True),
             )
         await self._fail(owner, work, len(progress.outgoing), text, error=failed)
         return TurnOutcome(text, failed)
 
     # -- steps -------------------------------------------------------------------------
 
-    def _append(self, work: TurnWork, record: Record) -> None:
-        work.transcript.append(record)
-        message = record_to_message(record)
-        if message is not None:
-            work.context.append(message)
+    # Each append names the context entry its record stands for (what
+    # ``record_to_message`` would rebuild from it), rather than parsing the record it
+    # just built: a typed parse costs more than the rest of a record's handling.
 
-    async def _append_durably(self, work: TurnWork, record: Record) -> None:
+    def _append(self, work: TurnWork, record: Record, message: ChatMessage) -> None:
+        work.transcript.append(record)
+        work.context.append(message)
+
+    async def _append_durably(self, work: TurnWork, record: Record, message: ChatMessage) -> None:
         await work.transcript.append_durably(record)
-        message = record_to_message(record)
-        if message is not None:
-            work.context.append(message)
+        work.context.append(message)
 
     def _trim(self, work: TurnWork) -> None:
         """Keep memory bounded: what is beyond the window lives only in the transcript."""
@@ -260,6 +267,7 @@ class TurnLoop:
             assistant_message_record(
                 self.now_ms(), text, work.item_id, final=True, outgoing_id=outgoing_id, error=error
             ),
+            assistant_message(text),
         )
         if error:
             self.events.emit(

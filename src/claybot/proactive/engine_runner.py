@@ -16,6 +16,7 @@ import json
 from typing import Any
 
 from claybot.agents.descriptors import CronDescriptor
+from claybot.agents.records import AssistantMessageRecord, parse_record
 from claybot.agents.system import AgentSystem, EngineStopping
 from claybot.agents.turn import Turn
 from claybot.proactive.runner import RunOutcome, RunRequest, RunSink
@@ -64,7 +65,7 @@ class EngineRunner:
             await sink.raw(json.dumps(record, ensure_ascii=False).encode() + b"\n")
         if timed_out:
             return RunOutcome("timeout", None, f"timed out after {request.timeout_s:g} s")
-        if not any(r.get("type") == "assistant_message" and r.get("final") for r in records):
+        if not any(_is_final_answer(record) for record in records):
             return RunOutcome("failure", None, "the turn ended without an answer")
         if outcome.failed:
             return RunOutcome("failure", None, (outcome.text or "the turn failed")[:300])
@@ -79,3 +80,8 @@ async def _stream(turn: Turn, sink: RunSink) -> None:
     async for message in turn.replies():
         if message.text:
             await sink.text(message.text + "\n")
+
+
+def _is_final_answer(raw: dict[str, Any]) -> bool:
+    record = parse_record(raw)
+    return isinstance(record, AssistantMessageRecord) and record.final

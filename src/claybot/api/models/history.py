@@ -1,125 +1,61 @@
 """An agent's history as the API pages it: ``history.jsonl``'s records, each numbered.
 
-Records are what the runtime wrote (``agents/history.py`` builds them), so a page
-can hold a record of a type this engine does not know (a newer engine wrote it, or
-a hand edit changed one): it is answered as it is, as ``OtherRecord``, never refused.
+Each record model here is the agents layer's own (``agents/records.py``) with its
+number, ``seq``, added; the route checks them strictly so the answer is the file's
+bytes. A page can hold a record of a type this engine does not know (a newer
+engine wrote it, or a hand edit changed one): it is answered as it is, as
+``OtherRecord``, never refused.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
-from claybot.agents.descriptors import AgentDescriptor
-from claybot.api.models.base import Answer, Ok, Omitted
+from claybot.agents import records
+from claybot.api.models.base import Answer, Ok
 
-AT = Field(description="Unix milliseconds")
 SEQ = Field(description="The record's number in the history, from 0")
 
 
-class StartRecord(Answer):
-    """The agent's first record; it carries the descriptor, so a lost descriptor.json is
-    rebuilt from it."""
-
+class Numbered(Answer):
     seq: int = SEQ
-    type: Literal["start"]
-    at: int = AT
-    descriptor: AgentDescriptor | Omitted = None
 
 
-class ResetRecord(Answer):
-    """The context was cleared here; the model sees nothing before it."""
-
-    seq: int = SEQ
-    type: Literal["reset"]
-    at: int = AT
-    messageId: str
-    message: str | Omitted = Field(default=None, description="Said to the agent after the reset")
+# Numbered comes last among the bases so that ``seq`` is the first field, as the
+# engine has always written it; the answer is checked strictly (see ``Answer``).
+class StartRecord(records.StartRecord, Numbered):
+    model_config = ConfigDict(strict=True, extra="allow", frozen=False)
 
 
-class UserMessageRecord(Answer):
-    seq: int = SEQ
-    type: Literal["user_message"]
-    at: int = AT
-    messageId: str
-    text: str
-    files: list[Any] = Field(description="Attachments (none yet)")
-    origin: str | Omitted = Field(
-        default=None, description="Who posted it when no person did: `cron`, a subagent, …"
-    )
+class ResetRecord(records.ResetRecord, Numbered):
+    model_config = ConfigDict(strict=True, extra="allow", frozen=False)
 
 
-class ToolCallRecord(Answer):
-    id: str
-    name: str
-    arguments: dict[str, Any]
+class UserMessageRecord(records.UserMessageRecord, Numbered):
+    model_config = ConfigDict(strict=True, extra="allow", frozen=False)
 
 
-class TokenCounts(Answer):
-    input: int
-    output: int
-    cacheRead: int
-    cacheWrite: int
-    total: int
+class AssistantMessageRecord(records.AssistantMessageRecord, Numbered):
+    model_config = ConfigDict(strict=True, extra="allow", frozen=False)
 
 
-class TokenUsage(Answer):
-    provider: str | None
-    model: str | None
-    size: TokenCounts
+class ToolResultRecord(records.ToolResultRecord, Numbered):
+    model_config = ConfigDict(strict=True, extra="allow", frozen=False)
 
 
-class AssistantMessageRecord(Answer):
-    seq: int = SEQ
-    type: Literal["assistant_message"]
-    at: int = AT
-    messageId: str = Field(description="The inbound message this answers")
-    text: str
-    files: list[Any] = Field(description="Attachments (none yet)")
-    toolCalls: list[ToolCallRecord]
-    tokens: TokenUsage | None
-    final: bool = Field(description="The turn's last record: the message is done")
-    outgoingId: str | Omitted = Field(default=None, description="The reply delivered, if any")
-    error: bool | Omitted = Field(default=None, description="The turn ended in an error")
+class NoteRecord(records.NoteRecord, Numbered):
+    model_config = ConfigDict(strict=True, extra="allow", frozen=False)
 
 
-class ToolOutput(Answer):
-    text: str
-    isError: bool
+class DamagedRecord(records.DamagedRecord, Numbered):
+    model_config = ConfigDict(strict=True, extra="allow", frozen=False)
 
 
-class ToolResultRecord(Answer):
-    seq: int = SEQ
-    type: Literal["tool_result"]
-    at: int = AT
-    messageId: str
-    toolCallId: str
-    toolName: str
-    output: ToolOutput
-
-
-class NoteRecord(Answer):
-    seq: int = SEQ
-    type: Literal["note"]
-    at: int = AT
-    text: str
-
-
-class DamagedRecord(Answer):
-    """A line of history.jsonl that is no JSON object: shown, never given to the model."""
-
-    seq: int = SEQ
-    type: Literal["damaged"]
-    line: int
-    raw: str = Field(description="The line's first 500 bytes")
-    error: str
-
-
-class OtherRecord(Answer):
+class OtherRecord(Numbered):
     """A record of a type this engine does not know, or one that does not match its type."""
 
-    seq: int = SEQ
     # Whatever the file holds (even no type at all): a page is never refused for a record.
     type: Any = None
 

@@ -1,0 +1,142 @@
+"""History records: what the builders write is what the typed records describe.
+
+The runtime writes plain dicts (cheap on the hot path) and reads them back as the
+pydantic models of ``agents/records.py``; these tests hold the two to each other,
+field for field, so neither can change alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from claybot.agents.history import (
+    assistant_message_record,
+    build_context,
+    damaged_record,
+    note_record,
+    reset_record,
+    start_record,
+    tool_result_record,
+    turn_progress,
+    user_message_record,
+)
+from claybot.agents.records import (
+    RECORD_TYPES,
+    AssistantMessageRecord,
+    DamagedRecord,
+    HistoryRecord,
+    NoteRecord,
+    ResetRecord,
+    StartRecord,
+    ToolResultRecord,
+    UserMessageRecord,
+    parse_record,
+)
+from claybot.providers.base import ChatMessage, TokenUsage, ToolCall
+
+CALL = ToolCall("c1", "note", {"note": "milk"})
+BUILT: list[tuple[dict[str, Any], type[Any]]] = [
+    (start_record(1), StartRecord),
+    (
+        start_record(1, {"type": "user", "connector": "telegram", "userId": "7", "channelId": "7"}),
+        StartRecord,
+    ),
+    (reset_record(2, "m0"), ResetRecord),
+    (reset_record(2, "m0", "start over"), ResetRecord),
+    (user_message_record(3, "hi", "m1"), UserMessageRecord),
+    (user_message_record(3, "run it", "m2", origin="cron"), UserMessageRecord),
+    (assistant_message_record(4, "hello", "m1", final=True), AssistantMessageRecord),
+    (
+        assistant_message_record(
+            4,
+            "on it",
+            "m1",
+            tool_calls=[CALL],
+            usage=TokenUsage(3, 4),
+            provider="p",
+            model="x",
+            final=False,
+            outgoing_id="m1#0",
+        ),
+        AssistantMessageRecord,
+    ),
+    (assistant_message_record(4, "failed", "m1", final=True, error=True), AssistantMessageRecord),
+    (tool_result_record(5, "m1", CALL, "noted", is_error=False), ToolResultRecord),
+    (note_record(6, "a note"), NoteRecord),
+    (damaged_record(3, b"{not json"), DamagedRecord),
+]
+
+
+@pytest.mark.parametrize(("built", "model"), BUILT)
+def test_every_builder_writes_its_model_field_for_field(
+    built: dict[str, Any], model: type[Any]
+) -> None:
+    record = parse_record(built)
+    assert type(record) is model
+    assert record is not None
+    # Dumping what was set gives back the very dict, in the order it was written.
+    assert list(record.model_dump(exclude_unset=True, mode="json").items()) == list(built.items())
+
+
+def test_every_record_type_has_a_builder_above() -> None:
+    assert {model for _, model in BUILT} == set(RECORD_TYPES)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"type": "no_such_type", "at": 1},
+        {"at": 1, "text": "no type at all"},
+        {"type": "user_message", "at": 1, "messageId": "m1"},  # no text
+        {"type": "assistant_message", "at": "noon", "messageId": "m1", "text": "", "final": 1.5},
+        {"type": "tool_result", "at": 1, "messageId": "m1", "toolCallId": "c", "toolName": "t"},
+    ],
+)
+def test_a_record_that_matches_no_type_is_none(raw: dict[str, Any]) -> None:
+    assert parse_record(raw) is None
+
+
+def test_fields_a_newer_engine_added_are_kept() -> None:
+    record = parse_record({**note_record(1, "n"), "mood": "calm"})
+    assert isinstance(record, NoteRecord)
+    assert record.model_dump(exclude_unset=True)["mood"] == "calm"
+
+
+def test_context_skips_what_is_no_context_and_what_is_damaged() -> None:
+    records = [
+        start_record(1),
+        user_message_record(2, "hi", "m1", origin="cron"),
+        {"type": "user_message", "at": 3, "messageId": "m2"},  # no text: not context
+        damaged_record(4, b"garbage"),
+        assistant_message_record(5, "on it", "m1", tool_calls=[CALL], final=False),
+        tool_result_record(6, "m1", CALL, "noted", is_error=False),
+        note_record(7, "for people, not the model"),
+    ]
+    assert build_context(records) == [
+        ChatMessage("user", '<system_message origin="cron">hi</system_message>'),
+        ChatMessage("assistant", "on it", tool_calls=(CALL,)),
+        ChatMessage("tool", "noted", tool_call_id="c1", tool_name="note"),
+    ]
+
+
+def test_turn_progress_reads_only_the_turns_records() -> None:
+    records = [
+        user_message_record(1, "hi", "m1"),
+        assistant_message_record(2, "on it", "m1", tool_calls=[CALL], final=False,
+                                 outgoing_id="m1#0"),
+        user_message_record(3, "other", "m2"),
+    ]  # fmt: skip
+    progress = turn_progress(records, "m1")
+    assert (progress.started, progress.done) == (True, False)
+    assert progress.outgoing == [("m1#0", "on it", False)]
+    assert progress.unanswered_calls == [CALL]
+
+
+def test_the_union_is_discriminated_on_type() -> None:
+    # One lookup by ``type``, not a trial of every model in turn.
+    from pydantic import TypeAdapter
+
+    schema = TypeAdapter(HistoryRecord).json_schema()
+    assert schema["discriminator"]["propertyName"] == "type"
