@@ -157,7 +157,7 @@ async def post_message(request: Request, body: PostMessage) -> MessageAccepted:
 
 @router.get("/plugins", summary="Loaded and configured plugin instances, and the catalog")
 async def list_plugins(request: Request) -> PluginListing:
-    return PluginListing.model_validate({"ok": True, **engine_of(request).plugin_listing()})
+    return PluginListing.model_validate({"ok": True, **engine_of(request).plugins.listing()})
 
 
 @router.post(
@@ -202,7 +202,7 @@ async def list_providers(request: Request) -> ProviderListing:
                 {"type": t.type, "label": t.label, "description": t.description}
                 for t in engine.provider_registry.types()
             ],
-            "failures": engine.provider_failures,
+            "failures": engine.providers.failures,
         }
     )
 

@@ -160,14 +160,8 @@ class Engine:
         if self.settings.heartbeat.enabled:
             await heartbeat.start()
         await self.rebuild_providers()
-        log.info(
-            "engine started",
-            extra={
-                "action": "engine.started",
-                "agents": agents.agent_count,
-                "recovered": recovered,
-            },
-        )
+        extra = {"action": "engine.started", "agents": agents.agent_count, "recovered": recovered}
+        log.info("engine started", extra=extra)
 
     async def stop(self, drain_timeout_s: float = 10.0) -> None:
         running = self._running
@@ -200,10 +194,6 @@ class Engine:
     def router(self) -> InferenceRouter:
         return self.providers.router
 
-    @property
-    def provider_failures(self) -> dict[str, str]:
-        return self.providers.failures
-
     # -- settings and auth mutations ------------------------------------------------
 
     async def update_settings(self, settings: Settings) -> None:
@@ -231,14 +221,6 @@ class Engine:
         await self.plugins.unload(instance_id)
         self.settings = self.config.read_settings()
         await self.rebuild_providers()
-
-    def plugin_listing(self) -> dict[str, Any]:
-        return {
-            "loaded": self.plugins.plugin_summaries(),
-            "configured": self.plugins.configured(),
-            "failures": self.plugins.failure_summaries(),
-            "catalog": self.catalog.describe(),
-        }
 
     # -- messages in and out ------------------------------------------------------------
 

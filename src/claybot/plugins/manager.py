@@ -166,6 +166,15 @@ class PluginManager:
     def loaded(self) -> list[LoadedPlugin]:
         return list(self._loaded.values())
 
+    def listing(self) -> dict[str, Any]:
+        """What is loaded, what settings.json configures, what failed, what can be loaded."""
+        return {
+            "loaded": self.plugin_summaries(),
+            "configured": self.configured(),
+            "failures": self.failure_summaries(),
+            "catalog": self.catalog.describe(),
+        }
+
     def plugin_summaries(self) -> list[dict[str, Any]]:
         return [loaded.summary() for loaded in self._loaded.values()]
 
