@@ -9,13 +9,21 @@ from __future__ import annotations
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
+    CheckConstraint,
     Column,
     DateTime,
+    ForeignKey,
+    Index,
     Integer,
+    LargeBinary,
     MetaData,
+    PrimaryKeyConstraint,
     String,
     Table,
+    Text,
+    UniqueConstraint,
     false,
     text,
 )
@@ -44,4 +52,157 @@ api_keys = Table(
     Column("usage_count", Integer, nullable=False, default=0, server_default=text("0")),
     Column("revoked", Boolean, nullable=False, default=False, server_default=false()),
     Column("revoked_at", DateTime(timezone=True), nullable=True),
+)
+
+
+# -- jobs (seed 002) -------------------------------------------------------------------
+# Column names are seed 002's. Added to them: ``attempt`` (the fencing token: every
+# write after a claim names the worker and the attempt it claimed, so a worker that
+# lost its lease writes nothing), ``lease_expires_at``, ``cancel_requested``,
+# ``allow_network`` and ``updated_at``.
+
+JOB_STATUSES = ("queued", "running", "completed", "failed", "waiting_for_user", "cancelled")
+HITL_MODES = ("plan_approval", "auto_execute", "always_ask")
+LOG_LEVELS = ("debug", "info", "warn", "error")
+WORKER_STATUSES = ("active", "draining", "dead")
+# SQLite's INTEGER PRIMARY KEY is its rowid (autoincrement); BIGINT would not be.
+BigId = BigInteger().with_variant(Integer, "sqlite")
+
+
+def _one_of(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+job_queue = Table(
+    "job_queue",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("task", Text, nullable=False),
+    Column("priority", Integer, nullable=False, server_default=text("0")),
+    Column("timeout_seconds", Integer, nullable=False, server_default=text("300")),
+    Column("model", String(200), nullable=True),  # None: the engine's provider chain
+    Column("hitl_mode", String(32), nullable=False, server_default=text("'plan_approval'")),
+    Column("allow_network", Boolean, nullable=False, server_default=false()),
+    Column("status", String(32), nullable=False, server_default=text("'queued'")),
+    Column("tools_discovered", JSON, nullable=True),
+    Column("worker_id", String(200), nullable=True),
+    Column("attempt", Integer, nullable=False, server_default=text("0")),
+    Column("lease_expires_at", DateTime(timezone=True), nullable=True),
+    Column("cancel_requested", Boolean, nullable=False, server_default=false()),
+    Column("execution_state", JSON, nullable=True),
+    Column("result", Text, nullable=True),
+    Column("error_message", Text, nullable=True),
+    Column("agent_question", Text, nullable=True),
+    Column("user_answer", Text, nullable=True),
+    Column("retry_count", Integer, nullable=False, server_default=text("0")),
+    Column("max_retries", Integer, nullable=False, server_default=text("3")),
+    Column("api_key_id", String(32), ForeignKey("api_keys.id"), nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("started_at", DateTime(timezone=True), nullable=True),
+    Column("paused_at", DateTime(timezone=True), nullable=True),
+    Column("completed_at", DateTime(timezone=True), nullable=True),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    CheckConstraint(_one_of("status", JOB_STATUSES), name="status"),
+    CheckConstraint(_one_of("hitl_mode", HITL_MODES), name="hitl_mode"),
+    Index("ix_job_queue_claim", "status", "priority", "created_at"),
+    Index("ix_job_queue_api_key_id", "api_key_id"),
+    Index("ix_job_queue_worker_id", "worker_id"),
+)
+
+# The job's transcript: the very records an agent's history.jsonl holds, one row each.
+job_records = Table(
+    "job_records",
+    metadata,
+    Column("job_id", String(36), ForeignKey("job_queue.id", ondelete="CASCADE"), nullable=False),
+    Column("seq", Integer, nullable=False),
+    Column("record", JSON, nullable=False),
+    PrimaryKeyConstraint("job_id", "seq", name="pk_job_records"),
+)
+
+job_logs = Table(
+    "job_logs",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("job_id", String(36), ForeignKey("job_queue.id", ondelete="CASCADE"), nullable=False),
+    Column("level", String(8), nullable=False, server_default=text("'info'")),
+    Column("message", Text, nullable=False),
+    Column("metadata", JSON, nullable=True),
+    Column("timestamp", DateTime(timezone=True), nullable=False),
+    # Names the step that wrote the line: the step run again after a crash writes nothing new.
+    Column("step_key", String(200), nullable=True),
+    CheckConstraint(_one_of("level", LOG_LEVELS), name="level"),
+    Index("ix_job_logs_job_id_id", "job_id", "id"),
+    UniqueConstraint("job_id", "step_key", name="uq_job_logs_job_id_step_key"),
+)
+
+job_artifacts = Table(
+    "job_artifacts",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("job_id", String(36), ForeignKey("job_queue.id", ondelete="CASCADE"), nullable=False),
+    Column("filename", String(255), nullable=False),
+    Column("mime_type", String(200), nullable=True),
+    Column("content", LargeBinary, nullable=False),
+    Column("size_bytes", BigInteger, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    # Written again under one name, an artifact is replaced, never doubled.
+    UniqueConstraint("job_id", "filename", name="uq_job_artifacts_job_id_filename"),
+)
+
+job_attachments = Table(
+    "job_attachments",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    # None until the upload is attached to a job (uploaded before the job was created).
+    Column("job_id", String(36), ForeignKey("job_queue.id", ondelete="CASCADE"), nullable=True),
+    Column("api_key_id", String(32), ForeignKey("api_keys.id"), nullable=True),
+    Column("filename", String(255), nullable=False),
+    Column("mime_type", String(200), nullable=True),
+    Column("content", LargeBinary, nullable=False),
+    Column("size_bytes", BigInteger, nullable=False),
+    Column("storage_path", String(600), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Index("ix_job_attachments_job_id", "job_id"),
+)
+
+workers = Table(
+    "workers",
+    metadata,
+    Column("id", String(200), primary_key=True),
+    Column("hostname", String(255), nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("version", String(32), nullable=False),
+    Column("status", String(16), nullable=False, server_default=text("'active'")),
+    Column("active_jobs", Integer, nullable=False, server_default=text("0")),
+    Column("last_heartbeat", DateTime(timezone=True), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    CheckConstraint(_one_of("status", WORKER_STATUSES), name="status"),
+)
+
+# The MCP server registry (seed 002 calls the table ``agents``).
+mcp_agents = Table(
+    "agents",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("name", String(100), nullable=False),
+    Column("description", Text, nullable=False),
+    Column("mcp_package", String(200), nullable=False, unique=True),
+    Column("version", String(32), nullable=False, server_default=text("'1.0.0'")),
+    Column("mcp_transport", String(8), nullable=False, server_default=text("'stdio'")),
+    Column("mcp_command", String(500), nullable=True),  # stdio: the program to start
+    Column("mcp_url", String(2000), nullable=True),  # http: the server's address
+    Column("mcp_args", JSON, nullable=False),
+    Column("mcp_env", JSON, nullable=False),
+    Column("mcp_tools", JSON, nullable=False),  # [{name, description}]
+    Column("category", String(64), nullable=False, server_default=text("'general'")),
+    Column("documentation", Text, nullable=True),
+    Column("author", String(200), nullable=True),
+    Column("repository_url", String(2000), nullable=True),
+    Column("is_builtin", Boolean, nullable=False, server_default=false()),
+    Column("verified", Boolean, nullable=False, server_default=false()),
+    Column("verified_at", DateTime(timezone=True), nullable=True),
+    Column("verified_by", String(200), nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    CheckConstraint(_one_of("mcp_transport", ("stdio", "sse", "http")), name="mcp_transport"),
 )
