@@ -158,7 +158,8 @@ async def test_idle_agents_sleep_and_wake_with_their_context(
 ) -> None:
     events = record_events(engine)
     posted = await post(api, "remember me")
-    await next_event(events, "agent.outgoing")
+    # Idle means the turn ended, which is a step after its reply went out.
+    await engine.agents.turn(posted["agentId"], posted["messageId"]).outcome(5)
     assert await engine.agents.unload_idle(older_than_s=0) == 1
     await next_event(events, "agent.sleep")
     listed = (await api.get("/v1/engine/agents")).json()["agents"]
