@@ -31,6 +31,12 @@ class Transcript(Protocol):
         """Every record so far, in order (those queued included)."""
         ...
 
+    async def checkpoint(self) -> None:
+        """A step of the turn (a tool's result) ended. A store that resumes a turn on
+        another machine makes what is queued durable here; an agent's history does not
+        need to (a tool whose result is lost is reported to the model as interrupted)."""
+        ...
+
     def delivered(self, item_id: str, outgoing_id: str) -> bool:
         """Whether this reply of the item's turn already reached its recipient."""
         ...
@@ -57,6 +63,9 @@ class FileTranscript:
 
     async def read(self) -> list[Record]:
         return await self._store.read_written_history(self._agent_id)
+
+    async def checkpoint(self) -> None:
+        return None
 
     def delivered(self, item_id: str, outgoing_id: str) -> bool:
         return self._inbox.already_sent((self._agent_id, item_id), outgoing_id)
@@ -92,6 +101,9 @@ class MemoryTranscript:
 
     async def read(self) -> list[Record]:
         return [*self.durable, *self._queued]
+
+    async def checkpoint(self) -> None:
+        return None  # as an agent's history: what is queued is durable with the next sync
 
     def delivered(self, item_id: str, outgoing_id: str) -> bool:
         key = (item_id, outgoing_id)

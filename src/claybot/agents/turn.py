@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from claybot.connectors.base import OutgoingMessage
+from claybot.tools.base import TurnEnd
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,7 @@ class TurnOutcome:
 
     text: str
     failed: bool = False
+    ended_by: TurnEnd | None = None  # a tool ended the turn (a job's final answer or question)
 
 
 # Reads what history says about a finished turn: its replies and its outcome.

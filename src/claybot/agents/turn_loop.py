@@ -16,7 +16,7 @@ a job over database rows tomorrow), so both run the very same loop.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -50,6 +50,8 @@ INTERRUPTED_TOOL = (
     "The engine restarted while this tool call was running, so it may or may not have "
     "completed. It was not run again; check its effect before retrying."
 )
+NOT_RUN_ASKING = "Not run: the turn stopped to wait for the user's answer."
+NOT_RUN_FINISHED = "Not run: the task was already finished."
 TOOL_LIMIT_NOTICE = "[Stopped: the tool limit of {rounds} rounds for one message was reached.]"
 
 
@@ -192,8 +194,12 @@ class TurnLoop:
                 await self._reply(owner, work, outgoing, text, final=not calls, mark=bool(calls))
             if not calls:
                 return TurnOutcome(text)
-            for call in calls:
+            for index, call in enumerate(calls):
                 output = await self._run_tool(owner, call, work.item_id)
+                if output.ends_turn == "ask":
+                    # This call's result is the person's answer, appended when it comes.
+                    await self._not_run(work, calls[index + 1 :], NOT_RUN_ASKING)
+                    return TurnOutcome(output.text, ended_by="ask")
                 self._append(
                     work,
                     tool_result_record(
@@ -201,7 +207,21 @@ class TurnLoop:
                     ),
                     tool_message(call, output.text, is_error=output.is_error),
                 )
+                await work.transcript.checkpoint()
+                if output.ends_turn == "finish":
+                    await self._not_run(work, calls[index + 1 :], NOT_RUN_FINISHED)
+                    return TurnOutcome(output.text, ended_by="finish")
         raise AssertionError("the last iteration never has tool calls")  # pragma: no cover
+
+    async def _not_run(self, work: TurnWork, calls: Sequence[ToolCall], text: str) -> None:
+        """Every tool call needs a result, or the next request to the model is invalid."""
+        for call in calls:
+            self._append(
+                work,
+                tool_result_record(self.now_ms(), work.item_id, call, text, is_error=True),
+                tool_message(call, text, is_error=True),
+            )
+        await work.transcript.checkpoint()
 
     async def close(
         self, owner: TurnOwner, work: TurnWork, text: str, *, failed: bool
@@ -294,4 +314,5 @@ class TurnLoop:
             )
             return ToolResult(f"{call.name} failed: {type(exc).__name__}: {exc}", is_error=True)
         result = output if isinstance(output, ToolResult) else ToolResult(str(output))
-        return ToolResult(truncate(result.text, self.limits.tool_output_limit), result.is_error)
+        text = truncate(result.text, self.limits.tool_output_limit)
+        return ToolResult(text, result.is_error, result.ends_turn)

@@ -11,8 +11,13 @@ from pydantic import BaseModel
 from claybot.permissions.model import Permissions
 from claybot.providers.base import ToolSchema
 
-AgentKind = Literal["user", "cron", "heartbeat", "subagent"]
+AgentKind = Literal["user", "cron", "heartbeat", "subagent", "job"]
+# The agents' kinds: a tool is visible to these unless it says otherwise. A job runs
+# with a tool set of its own (seed 002's), so "job" is not among them.
 ALL_AGENT_KINDS: frozenset[AgentKind] = frozenset({"user", "cron", "heartbeat", "subagent"})
+# A tool that ends the turn: "finish" (its text is the turn's answer) or "ask" (the
+# turn waits for a person; the call's result is their answer, appended when it comes).
+TurnEnd = Literal["finish", "ask"]
 
 
 @dataclass(frozen=True)
@@ -27,6 +32,7 @@ class ToolContext:
 class ToolResult:
     text: str
     is_error: bool = False
+    ends_turn: TurnEnd | None = None
 
 
 Args = TypeVar("Args", bound=BaseModel)
