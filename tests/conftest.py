@@ -26,7 +26,7 @@ from tests.installed_metadata import use_declared_entry_points
 use_declared_entry_points()
 
 # No network beyond loopback, and a watch on the event loop: see tests/guards.py.
-pytest_plugins = ["tests.guards"]
+pytest_plugins = ["tests.guards", "tests.databases"]
 
 ECHO_SETTINGS: dict[str, Any] = {"providers": [{"id": "scripted", "model": "echo"}]}
 

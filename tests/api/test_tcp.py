@@ -10,7 +10,6 @@ import pytest
 
 from claybot.config.home import HomePaths
 from tests.conftest import ECHO_SETTINGS, EngineProcess, write_settings
-from tests.db.conftest import postgres_url  # noqa: F401 - the fixture, for the PostgreSQL run
 
 pytestmark = pytest.mark.slow
 
@@ -20,7 +19,8 @@ def engine(request: pytest.FixtureRequest, paths: HomePaths) -> Iterator[EngineP
     write_settings(paths, ECHO_SETTINGS)
     extra = {}
     if request.param == "postgres":
-        extra["CLAYBOT_DATABASE_URL"] = request.getfixturevalue("postgres_url")
+        # A database of its own: the test counts the keys in it.
+        extra["CLAYBOT_DATABASE_URL"] = request.getfixturevalue("fresh_postgres_url")
     process = EngineProcess(paths, extra)
     process.start()
     yield process

@@ -15,7 +15,7 @@ from claybot.db.errors import StoreError
 from claybot.db.keys import SCOPES, ApiKeyStore, MemoryApiKeyStore
 from claybot.db.sql_keys import SqlApiKeyStore
 from claybot.db.tables import api_keys
-from tests.db.conftest import open_database, url_for
+from tests.databases import open_database, url_for
 
 
 class Clock:

@@ -1,4 +1,4 @@
-"""Database fixtures: a temporary SQLite file, and PostgreSQL databases made for this run.
+"""Database fixtures (a pytest plugin, see tests/conftest.py): a temporary SQLite file, and PostgreSQL databases made for this run.
 
 The PostgreSQL server comes from CLAYBOT_TEST_POSTGRES_URL (default: the local
 server's `test` database, which is only used to create and drop ours). Tests never
@@ -77,6 +77,14 @@ def postgres_url() -> Iterator[str]:
     _drop_postgres_database(url)
 
 
+@pytest.fixture
+def fresh_postgres_url() -> Iterator[str]:
+    """A new empty PostgreSQL database for one test (one that lists what it made, say)."""
+    url = _create_postgres_database()
+    yield url
+    _drop_postgres_database(url)
+
+
 def url_for(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if backend == "sqlite":
         return f"sqlite+aiosqlite:///{tmp_path}/claybot.db"
@@ -97,7 +105,7 @@ def empty_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterat
 
 @pytest.fixture(params=BACKENDS)
 async def database(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Any]:
-    """A migrated database with no API keys in it."""
+    """A migrated database with nothing in it."""
     async for engine in open_database(url_for(request.param, request, tmp_path)):
         yield engine
 
@@ -107,9 +115,11 @@ async def open_database(url: str) -> AsyncIterator[Any]:
     await migrate(engine)
     from sqlalchemy import delete
 
-    from claybot.db.tables import api_keys
+    from claybot.db.tables import metadata
 
     async with engine.begin() as connection:
-        await connection.execute(delete(api_keys))  # the PostgreSQL database lives all session
+        # The PostgreSQL database lives all session: each test starts with empty tables.
+        for table in reversed(metadata.sorted_tables):
+            await connection.execute(delete(table))
     yield engine
     await engine.dispose()
