@@ -1,4 +1,5 @@
-"""Database fixtures (a pytest plugin, see tests/conftest.py): a temporary SQLite file, and PostgreSQL databases made for this run.
+"""Database fixtures (a pytest plugin, see tests/conftest.py): a temporary SQLite file,
+and PostgreSQL databases made for this run.
 
 The PostgreSQL server comes from CLAYBOT_TEST_POSTGRES_URL (default: the local
 server's `test` database, which is only used to create and drop ours). Tests never

@@ -1,0 +1,32 @@
+"""The job store's parts over one database: jobs and claims, logs, files, workers."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from claybot.jobs.files import JobFiles
+from claybot.jobs.logs import JobLogs
+from claybot.jobs.sql import Clock, JobTables, utcnow
+from claybot.jobs.store import JobStore
+from claybot.jobs.worker_rows import WorkerRows
+
+DEFAULT_LEASE = timedelta(seconds=30)
+DEFAULT_MAX_FILE_BYTES = 10 * 1024 * 1024  # seed 002's upload cap
+
+
+class JobDatabase:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        clock: Clock = utcnow,
+        lease: timedelta = DEFAULT_LEASE,
+        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    ) -> None:
+        self.tables = JobTables(engine, clock=clock, lease=lease, max_file_bytes=max_file_bytes)
+        self.jobs = JobStore(self.tables)
+        self.logs = JobLogs(self.tables)
+        self.files = JobFiles(self.tables)
+        self.workers = WorkerRows(self.tables)

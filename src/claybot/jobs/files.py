@@ -1,0 +1,163 @@
+"""A job's files, in the database so a worker on any machine can read and write them:
+``job_attachments`` (uploaded for a job) and ``job_artifacts`` (written by one)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, insert, select, update
+
+from claybot.db.errors import wrap_database_errors
+from claybot.db.tables import job_artifacts, job_attachments
+from claybot.jobs.model import Claim, InvalidJobState
+from claybot.jobs.sql import JobTables, Owner, at
+from claybot.kernel.errors import InvalidInput, NotFound
+
+
+@dataclass(frozen=True)
+class StoredFile:
+    """An artifact (written by a job) or an attachment (uploaded for one)."""
+
+    id: str
+    job_id: str | None
+    filename: str
+    mime_type: str | None
+    size_bytes: int
+    created_at: datetime
+    content: bytes | None = None  # only when asked for
+
+
+class JobFiles:
+    def __init__(self, tables: JobTables) -> None:
+        self._db = tables
+
+    def _check_size(self, content: bytes, field: str) -> None:
+        if len(content) > self._db.max_file_bytes:
+            raise InvalidInput(
+                f"the file is {len(content)} bytes; at most {self._db.max_file_bytes} are kept",
+                field=field,
+                code="FILE_TOO_LARGE",
+            )
+
+    async def put_artifact(
+        self, claim: Claim, filename: str, content: bytes, mime_type: str | None
+    ) -> StoredFile:
+        """Store an artifact at once; written again under its name, it is replaced."""
+        self._check_size(content, "content")
+        now = self._db.clock()
+        async with self._db.transaction("storing an artifact") as (connection, _events):
+            await self._db.fence(connection, claim)
+            existing = (
+                await connection.execute(
+                    select(job_artifacts.c.id).where(
+                        job_artifacts.c.job_id == claim.job.id,
+                        job_artifacts.c.filename == filename,
+                    )
+                )
+            ).first()
+            values = {
+                "mime_type": mime_type,
+                "content": content,
+                "size_bytes": len(content),
+                "created_at": now,
+            }
+            if existing is None:
+                artifact_id = str(uuid.uuid4())
+                await connection.execute(
+                    insert(job_artifacts).values(
+                        id=artifact_id, job_id=claim.job.id, filename=filename, **values
+                    )
+                )
+            else:
+                artifact_id = existing.id
+                await connection.execute(
+                    update(job_artifacts).where(job_artifacts.c.id == artifact_id).values(**values)
+                )
+        return StoredFile(artifact_id, claim.job.id, filename, mime_type, len(content), now)
+
+    async def artifacts(self, job_id: str) -> list[StoredFile]:
+        return await self._files(job_artifacts, job_artifacts.c.job_id == job_id)
+
+    async def artifact(self, job_id: str, artifact_id: str) -> StoredFile:
+        found = await self._files(
+            job_artifacts,
+            and_(job_artifacts.c.job_id == job_id, job_artifacts.c.id == artifact_id),
+            content=True,
+        )
+        if not found:
+            raise NotFound(f"job {job_id} has no artifact {artifact_id!r}")
+        return found[0]
+
+    async def add_attachment(
+        self,
+        filename: str,
+        content: bytes,
+        mime_type: str | None,
+        *,
+        owner: Owner,
+        job_id: str | None = None,
+    ) -> StoredFile:
+        """An upload, attached to one of the uploader's own jobs (or kept for the next job
+        they create)."""
+        self._check_size(content, "file")
+        now = self._db.clock()
+        attachment_id = str(uuid.uuid4())
+        async with self._db.transaction("storing an upload") as (connection, _events):
+            if job_id is not None:
+                job = await self._db.locked(connection, job_id, owner)
+                if job.terminal:
+                    raise InvalidJobState(f"job {job_id} is {job.status.value}")
+            storage_path = f"attachments/{job_id or 'unattached'}/{attachment_id}/{filename}"
+            await connection.execute(
+                insert(job_attachments).values(
+                    id=attachment_id,
+                    job_id=job_id,
+                    api_key_id=owner,
+                    filename=filename,
+                    mime_type=mime_type,
+                    content=content,
+                    size_bytes=len(content),
+                    storage_path=storage_path,
+                    created_at=now,
+                )
+            )
+        return StoredFile(attachment_id, job_id, filename, mime_type, len(content), now)
+
+    async def attachments(self, job_id: str, *, content: bool = False) -> list[StoredFile]:
+        return await self._files(
+            job_attachments, job_attachments.c.job_id == job_id, content=content
+        )
+
+    async def _files(self, table: Any, where: Any, *, content: bool = False) -> list[StoredFile]:
+        columns = [
+            table.c.id,
+            table.c.job_id,
+            table.c.filename,
+            table.c.mime_type,
+            table.c.size_bytes,
+            table.c.created_at,
+        ]
+        if content:
+            columns.append(table.c.content)
+        async with (
+            wrap_database_errors("reading job files"),
+            self._db.engine.connect() as connection,
+        ):
+            rows = await connection.execute(
+                select(*columns).where(where).order_by(table.c.created_at, table.c.id)
+            )
+            return [
+                StoredFile(
+                    row.id,
+                    row.job_id,
+                    row.filename,
+                    row.mime_type,
+                    row.size_bytes,
+                    at(row.created_at),
+                    bytes(row.content) if content else None,
+                )
+                for row in rows
+            ]

@@ -1,0 +1,153 @@
+"""Jobs (seed 002): their statuses, the moves between them, and the texts a response becomes.
+
+A job is ``queued`` until a worker claims it (``running``); it ends ``completed``,
+``failed`` or ``cancelled``, or waits for a person (``waiting_for_user``) and is
+queued again when they respond. A running job whose worker is lost goes back to
+``queued``. Every other move is refused (``InvalidJobState``), so a job that ended
+stays ended whatever arrives late.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from claybot.kernel.errors import Conflict, InvalidInput, NotFound
+
+
+class JobStatus(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    WAITING_FOR_USER = "waiting_for_user"
+    CANCELLED = "cancelled"
+
+
+TERMINAL = frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED})
+TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
+    JobStatus.QUEUED: frozenset({JobStatus.RUNNING, JobStatus.CANCELLED}),
+    JobStatus.RUNNING: frozenset(
+        {
+            JobStatus.COMPLETED,
+            JobStatus.FAILED,
+            JobStatus.WAITING_FOR_USER,
+            JobStatus.CANCELLED,
+            JobStatus.QUEUED,  # its worker was lost, or drained
+        }
+    ),
+    JobStatus.WAITING_FOR_USER: frozenset({JobStatus.QUEUED, JobStatus.CANCELLED}),
+    JobStatus.COMPLETED: frozenset(),
+    JobStatus.FAILED: frozenset(),
+    JobStatus.CANCELLED: frozenset(),
+}
+
+
+class HitlMode(StrEnum):
+    PLAN_APPROVAL = "plan_approval"  # the default: a plan is approved before anything runs
+    AUTO_EXECUTE = "auto_execute"
+    ALWAYS_ASK = "always_ask"
+
+
+RespondAction = Literal["approve", "reject", "edit", "respond"]
+
+
+class JobNotFound(NotFound):
+    code = "not_found"
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"no job {job_id!r}")
+
+
+class InvalidJobState(Conflict):
+    """Seed 002 answers a move the job's status does not allow with 400 INVALID_STATE."""
+
+    code = "INVALID_STATE"
+    status = 400
+
+
+class LeaseLost(Exception):
+    """A worker's write found the job no longer its own (requeued, cancelled, or claimed
+    again by another worker): the write was not made, and the worker drops the job."""
+
+
+def check_transition(current: JobStatus, wanted: JobStatus) -> None:
+    if wanted not in TRANSITIONS[current]:
+        raise InvalidJobState(f"a {current.value} job cannot become {wanted.value}")
+
+
+def response_text(action: RespondAction, answer: str, edited_plan: str | None) -> str:
+    """What the model reads as the answer to its question (seed 002's table, as the
+    original engine wrote it)."""
+    if action == "approve":
+        return f"[PLAN APPROVED] {answer or 'User approved the plan.'}"
+    if action == "reject":
+        return f"[PLAN REJECTED] {answer}"
+    if action == "edit":
+        if not edited_plan:
+            raise InvalidInput("an edit needs editedPlan", field="editedPlan")
+        return (
+            f"[PLAN EDITED] User modified the plan:\n\n{edited_plan}\n\n"
+            f"Additional feedback: {answer or 'None'}"
+        )
+    return answer
+
+
+@dataclass(frozen=True)
+class Job:
+    """One row of ``job_queue`` (the fields the engine reads; the API shows them by the
+    seed's names)."""
+
+    id: str
+    task: str
+    status: JobStatus
+    priority: int
+    timeout_seconds: int
+    model: str | None
+    hitl_mode: HitlMode
+    allow_network: bool
+    worker_id: str | None
+    attempt: int
+    retry_count: int
+    max_retries: int
+    api_key_id: str | None
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None = None
+    paused_at: datetime | None = None
+    completed_at: datetime | None = None
+    result: str | None = None
+    error_message: str | None = None
+    agent_question: str | None = None
+    user_answer: str | None = None
+    cancel_requested: bool = False
+    tools_discovered: list[str] | None = None
+    execution_state: dict[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A worker's hold on a running job: every write it makes names both."""
+
+    job: Job
+    worker_id: str
+    attempt: int
+
+
+@dataclass(frozen=True)
+class NewJob:
+    task: str
+    priority: int = 0
+    timeout_seconds: int = 300
+    model: str | None = None
+    hitl_mode: HitlMode = HitlMode.PLAN_APPROVAL
+    allow_network: bool = False
+    max_retries: int = 3
+    api_key_id: str | None = None
+    attachment_ids: tuple[str, ...] = ()
