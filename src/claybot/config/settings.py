@@ -107,6 +107,16 @@ class ProactiveSettings(CamelModel):
         return None if value is None else EngineSettings._known_zone(value)
 
 
+class JobSettings(CamelModel):
+    """Jobs (seed 002): the workers inside the engine and the limits every worker keeps."""
+
+    workers: int = Field(default=2, ge=0, le=256)  # jobs run at once in the engine; 0: none
+    max_file_bytes: int = Field(default=10 * 1024 * 1024, ge=1024, le=1024**3)  # per file
+    max_iterations: int = Field(default=50, ge=1, le=1000)  # model calls per job run
+    lease_s: float = Field(default=30.0, ge=2.0, le=3600.0)  # a worker silent this long is lost
+    python_memory_mb: int = Field(default=512, ge=32, le=65536)  # run_python's address space
+
+
 class Settings(CamelModel):
     # Later features add their own sections; a file written by a newer engine must
     # still load, so unknown sections are preserved instead of rejected.
@@ -119,6 +129,7 @@ class Settings(CamelModel):
     permissions: PermissionSettings = Field(default_factory=PermissionSettings)
     heartbeat: HeartbeatSettings = Field(default_factory=HeartbeatSettings)
     proactive: ProactiveSettings = Field(default_factory=ProactiveSettings)
+    jobs: JobSettings = Field(default_factory=JobSettings)
 
     def enabled_providers(self) -> list[ProviderSettings]:
         return [provider for provider in self.providers if provider.enabled]

@@ -19,6 +19,8 @@ from claybot.db.errors import StoreError
 from claybot.db.location import redact_url
 
 if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
     from claybot.db.keys import ApiKeyRecord, ApiKeyStore
 
 log = logging.getLogger(__name__)
@@ -67,7 +69,7 @@ class DeferredApiKeyStore:
         await (await self._store()).record_use(key_id)
 
 
-async def open_database(url: str, keys: DeferredApiKeyStore) -> Any:
+async def open_database(url: str, keys: DeferredApiKeyStore) -> AsyncEngine | None:
     """Import the SQL layer off the event loop, migrate, and hand the store over.
 
     Returns the SQLAlchemy engine (to dispose at shutdown), or None on failure.
@@ -92,7 +94,8 @@ async def open_database(url: str, keys: DeferredApiKeyStore) -> Any:
         keys.fail(message)
         return None
     keys.resolve(sql_keys.SqlApiKeyStore(engine))
-    return engine
+    opened: AsyncEngine = engine
+    return opened
 
 
 class BackgroundDatabase:
@@ -102,7 +105,7 @@ class BackgroundDatabase:
         self.url = url
         self.key_store: DeferredApiKeyStore | None = None
         self.sql_engine: Any = None  # the SQLAlchemy engine, once open
-        self._opening: asyncio.Task[Any] | None = None
+        self._opening: asyncio.Task[AsyncEngine | None] | None = None
 
     @property
     def keys(self) -> DeferredApiKeyStore:
@@ -118,6 +121,16 @@ class BackgroundDatabase:
         """Open it in the background; key operations wait for it."""
         if self._opening is None:
             self._opening = asyncio.create_task(open_database(self.url, self.keys))
+
+    async def engine(self) -> AsyncEngine:
+        """The SQLAlchemy engine once the database is open (opening it if nobody has);
+        StoreError when it cannot be."""
+        self.open()
+        assert self._opening is not None
+        engine = await asyncio.shield(self._opening)
+        if engine is None:
+            raise StoreError(self.keys.error or "the database could not be opened")
+        return engine
 
     async def close(self) -> None:
         if self._opening is not None:
