@@ -22,6 +22,7 @@ from claybot.cron.scheduler import CronScheduler
 from claybot.db.location import database_url
 from claybot.durable.group_commit import GroupCommitWriter
 from claybot.engine.assembly import Running, build_agents, build_schedulers
+from claybot.engine.jobs_host import JobsHost
 from claybot.engine.keystore import BackgroundDatabase, DeferredApiKeyStore
 from claybot.engine.options import EngineOptions
 from claybot.engine.status import StatusSources, engine_status
@@ -74,6 +75,7 @@ class Engine:
         self.tcp_port: int | None = None
         self._running: Running | None = None
         self.database = BackgroundDatabase(database_url(paths, self.options.env))
+        self.jobs = JobsHost(self.database, self.events)
         self._sandbox_probe: asyncio.Task[Any] | None = None
 
     @property
@@ -111,6 +113,7 @@ class Engine:
     async def start(self) -> None:
         self.paths.ensure()
         self.settings = self.config.read_settings()  # ConfigError: refuse to start, say why
+        self.jobs.settings = self.settings.jobs
         self.database.prepare()
         if not self.options.defer_database:
             self.database.open()
@@ -178,6 +181,7 @@ class Engine:
         if self._sandbox_probe is not None:
             await asyncio.gather(self._sandbox_probe, return_exceptions=True)
         await self.sandbox.close()
+        await self.jobs.stop()
         await self.database.close()
 
     @property
