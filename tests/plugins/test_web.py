@@ -18,17 +18,15 @@ from claybot.config.home import HomePaths
 from claybot.connectors.base import InboundMessage
 from claybot.engine.engine import Engine, EngineOptions
 from claybot.kernel.events import Event
-from claybot.permissions.model import Permissions
-from claybot.plugins.builtin.web import (
+from claybot.net.guarded_fetch import (
     FetchFailed,
     FetchRefused,
-    FetchUrlArguments,
-    FetchUrlTool,
     IPAddress,
     UrlFetcher,
-    WebSettings,
     address_refusal,
 )
+from claybot.permissions.model import Permissions
+from claybot.plugins.builtin.web import FetchUrlArguments, FetchUrlTool, WebSettings
 from claybot.tools.base import ToolContext, ToolResult
 from tests.agents.test_agents import next_event
 from tests.conftest import write_settings

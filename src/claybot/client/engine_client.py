@@ -54,6 +54,8 @@ class EngineClient:
             body = {}
         if response.status_code >= 400:
             error = body.get("error", {}) if isinstance(body, dict) else {}
+            if isinstance(error, str):  # seed 002's shape on /api/v1: {error, code}
+                error = {"code": body.get("code", "error"), "message": error}
             raise EngineApiError(
                 response.status_code,
                 str(error.get("code", "error")),

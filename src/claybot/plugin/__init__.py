@@ -24,6 +24,15 @@ from claybot.connectors.base import (
     PostedMessage,
 )
 from claybot.durable.atomic import atomic_write_json
+from claybot.net.guarded_fetch import (
+    FetchedPage,
+    FetchFailed,
+    FetchRefused,
+    Resolve,
+    UrlFetcher,
+    address_refusal,
+    resolve_host,
+)
 from claybot.permissions.model import Permissions
 from claybot.permissions.prompts import (
     PermissionAlreadyDecided,
@@ -80,6 +89,9 @@ __all__ = [
     "ChatMessage",
     "Connector",
     "ExecResult",
+    "FetchFailed",
+    "FetchRefused",
+    "FetchedPage",
     "ImageProvider",
     "InboundMessage",
     "InferenceProvider",
@@ -108,6 +120,7 @@ __all__ = [
     "ProviderSettings",
     "ProviderType",
     "RegistrationError",
+    "Resolve",
     "ResourceLimits",
     "Sandbox",
     "SandboxConfig",
@@ -121,9 +134,12 @@ __all__ = [
     "ToolResult",
     "ToolRun",
     "ToolSchema",
+    "UrlFetcher",
+    "address_refusal",
     "atomic_write_json",
     "check_path",
     "granting_folder",
     "is_within",
     "open_beneath",
+    "resolve_host",
 ]

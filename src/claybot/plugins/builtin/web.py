@@ -1,35 +1,30 @@
 """The ``web`` plugin: ``fetch_url``, an HTTP GET that cannot be turned against its own machine.
 
-An agent needs ``@network`` to fetch. The host name is resolved once, every
-address it resolves to is checked (loopback, private, link-local, multicast,
-reserved, unspecified and addresses that embed one of those are refused unless
-``allowPrivateAddresses`` is set), and the request is sent to the checked IP
-with the name kept for ``Host`` and TLS (SNI and certificate), so a DNS answer
-that changes between the check and the connect (rebinding) reaches nothing.
-Redirects are followed by hand, each hop checked the same way. The body is
-streamed and cut at a byte cap; connect, read and total time are bounded.
+An agent needs ``@network`` to fetch. The fetch itself is ClayBot's guarded fetch
+(``claybot.net.guarded_fetch``, through the plugin API): every address the host
+resolves to is checked (private ones are refused unless ``allowPrivateAddresses``
+is set), the request goes to the checked IP, redirects are checked hop by hop,
+and the body and the time are capped.
 """
 
 from __future__ import annotations
 
-import asyncio
-import ipaddress
-import socket
-import ssl
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
-import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
 from claybot.plugin import (
     CamelModel,
+    FetchFailed,
+    FetchRefused,
     PluginApi,
     PluginDefinition,
+    Resolve,
     ToolContext,
     ToolDefinition,
     ToolResult,
+    UrlFetcher,
+    resolve_host,
 )
 
 PLUGIN_ID = "web"
@@ -37,16 +32,6 @@ TOOL_NAME = "fetch_url"
 NEEDS_NETWORK = (
     "fetch_url needs @network; ask with request_permission (permission '@network') first."
 )
-REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
-USER_AGENT = "ClayBot fetch_url (+https://github.com/claybot)"
-
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-# (host name, port) -> every address it resolves to.
-Resolve = Callable[[str, int], Awaitable[list[IPAddress]]]
-# The reason an address must not be fetched from, or None when it may be.
-AddressPolicy = Callable[[IPAddress], str | None]
-
-_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 
 
 class WebSettings(CamelModel):
@@ -64,241 +49,6 @@ class FetchUrlArguments(BaseModel):
     maxBytes: int | None = Field(  # camelCase: the name the model sees
         default=None, ge=1, description="Stop reading the body after this many bytes."
     )
-
-
-class FetchRefused(Exception):
-    """The URL, or an address it leads to, is not allowed; nothing was sent there."""
-
-
-class FetchFailed(Exception):
-    """The fetch was allowed but did not complete (DNS, connection, timeout, protocol)."""
-
-
-def _embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
-    """The IPv4 address an IPv6 one routes to (mapped, 6to4, Teredo client, NAT64)."""
-    if address.ipv4_mapped is not None:
-        return address.ipv4_mapped
-    if address.sixtofour is not None:
-        return address.sixtofour
-    if address.teredo is not None:
-        return address.teredo[1]
-    if address in _NAT64:
-        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
-    return None
-
-
-def address_refusal(address: IPAddress) -> str | None:
-    """Why ``address`` is not a public internet address, or None if it is. Pure."""
-    if isinstance(address, ipaddress.IPv6Address):
-        embedded = _embedded_ipv4(address)
-        if embedded is not None:
-            reason = address_refusal(embedded)
-            return None if reason is None else f"it maps to {embedded}, {reason}"
-        if address.is_site_local:
-            return "it is a site-local address"
-    checks = (
-        (address.is_unspecified, "unspecified"),
-        (address.is_loopback, "loopback"),
-        (address.is_link_local, "link-local"),
-        (address.is_multicast, "multicast"),
-        (address.is_private, "private"),
-        (address.is_reserved, "reserved"),
-    )
-    for flagged, kind in checks:
-        if flagged:
-            return f"it is a {kind} address"
-    if not address.is_global:
-        return "it is not a globally routable address"
-    return None
-
-
-async def resolve_host(host: str, port: int) -> list[IPAddress]:
-    """Every address ``host`` resolves to, through the system resolver."""
-    infos = await asyncio.get_running_loop().getaddrinfo(
-        host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP
-    )
-    # Strip an IPv6 zone ("fe80::1%eth0"): the scope does not change what the address is.
-    return [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
-
-
-@dataclass(frozen=True)
-class FetchedPage:
-    url: str  # after redirects
-    status: int
-    content_type: str
-    body: bytes
-    truncated: bool
-    charset: str | None
-
-    def render(self, max_bytes: int) -> str:
-        lines = [f"status: {self.status}", f"url: {self.url}"]
-        lines.append(f"content-type: {self.content_type or '(none)'}")
-        if self.truncated:
-            lines.append(f"[truncated: the body is longer than {max_bytes} bytes]")
-        if _is_textual(self.content_type):
-            text = _decode(self.body, self.charset)
-        else:
-            text = f"[binary content, {len(self.body)} bytes read, not shown]"
-        return "\n".join(lines) + "\n\n" + text
-
-
-def _decode(body: bytes, charset: str | None) -> str:
-    try:
-        return body.decode(charset or "utf-8", errors="replace")
-    except LookupError:  # a charset Python does not know: UTF-8 is the best guess
-        return body.decode("utf-8", errors="replace")
-
-
-def _is_textual(content_type: str) -> bool:
-    media = content_type.split(";", 1)[0].strip().lower()
-    if not media or media.startswith("text/"):
-        return True
-    return any(kind in media for kind in ("json", "xml", "javascript", "ecmascript", "yaml"))
-
-
-def _checked_url(url: httpx.URL) -> httpx.URL:
-    if url.scheme not in ("http", "https"):
-        raise FetchRefused(f"only http and https URLs can be fetched, not {url.scheme or 'this'!r}")
-    if not url.raw_host:
-        raise FetchRefused(f"the URL {str(url)!r} has no host")
-    return url
-
-
-def _parse_url(raw: str) -> httpx.URL:
-    try:
-        return _checked_url(httpx.URL(raw))
-    except httpx.InvalidURL as exc:
-        raise FetchRefused(f"invalid URL {raw!r}: {exc}") from None
-
-
-class UrlFetcher:
-    """The fetch itself; the plugin wraps it as a tool. Resolver and policy are injectable."""
-
-    def __init__(
-        self,
-        settings: WebSettings,
-        *,
-        resolve: Resolve = resolve_host,
-        policy: AddressPolicy = address_refusal,
-        verify: ssl.SSLContext | bool = True,
-    ) -> None:
-        self._settings = settings
-        self._resolve = resolve
-        self._policy = policy
-        self._verify = verify  # certificates are checked against the host name, never the IP
-
-    def _refusal(self, address: IPAddress) -> str | None:
-        return None if self._settings.allow_private_addresses else self._policy(address)
-
-    async def checked_address(self, url: httpx.URL) -> IPAddress:
-        """The address to connect to; the host is refused if any of its addresses is."""
-        host = url.raw_host.decode("ascii")
-        port = url.port or (443 if url.scheme == "https" else 80)
-        addresses = await self._addresses(host, port)
-        # All of them, not just the one used: a name that also points inward is refused.
-        for address in addresses:
-            reason = self._refusal(address)
-            if reason is not None:
-                where = repr(host) if str(address) == host else f"{host!r} ({address})"
-                raise FetchRefused(
-                    f"not fetching {where}: {reason}; private addresses are fetched only when "
-                    "the web plugin's allowPrivateAddresses setting is on"
-                )
-        return addresses[0]
-
-    async def _addresses(self, host: str, port: int) -> list[IPAddress]:
-        try:
-            return [ipaddress.ip_address(host)]
-        except ValueError:
-            pass  # a name, not an address literal
-        try:
-            addresses = await self._resolve(host, port)
-        except OSError as exc:
-            raise FetchFailed(f"could not resolve {host!r}: {exc}") from None
-        if not addresses:
-            raise FetchFailed(f"{host!r} resolved to no address")
-        return addresses
-
-    async def fetch(self, raw_url: str, max_bytes: int | None = None) -> FetchedPage:
-        settings = self._settings
-        cap = min(max_bytes or settings.max_bytes, settings.max_bytes)
-        url = _parse_url(raw_url)
-        try:
-            async with asyncio.timeout(settings.total_timeout_s):
-                for _ in range(settings.max_redirects + 1):
-                    page, location = await self._hop(url, cap)
-                    if page is not None:
-                        return page
-                    assert location is not None
-                    try:
-                        url = _checked_url(url.join(location))
-                    except httpx.InvalidURL as exc:
-                        raise FetchFailed(f"bad redirect location {location!r}: {exc}") from None
-        except TimeoutError:
-            raise FetchFailed(
-                f"timed out after {settings.total_timeout_s:g} s (totalTimeoutS)"
-            ) from None
-        raise FetchFailed(f"stopped after {settings.max_redirects} redirects (maxRedirects)")
-
-    async def _hop(self, url: httpx.URL, cap: int) -> tuple[FetchedPage | None, str | None]:
-        """One request: a page, or (None, location) for a redirect to follow."""
-        settings = self._settings
-        address = await self.checked_address(url)
-        host = url.raw_host.decode("ascii")
-        # Connect to the checked address; the name stays in Host and in TLS (SNI and
-        # certificate check), so the request means the same as one to the name.
-        pinned = url.copy_with(host=str(address))
-        timeout = httpx.Timeout(
-            connect=settings.connect_timeout_s,
-            read=settings.read_timeout_s,
-            write=settings.read_timeout_s,
-            pool=settings.connect_timeout_s,
-        )
-        headers = {
-            "Host": url.netloc.decode("ascii"),
-            "User-Agent": USER_AGENT,
-            "Accept-Encoding": "identity",  # the cap counts what arrives, not a decompressed bomb
-        }
-        # A fresh client per hop: no connection made for one name is reused for another,
-        # and trust_env=False keeps proxy variables from routing around the check.
-        async with httpx.AsyncClient(
-            timeout=timeout, follow_redirects=False, trust_env=False, verify=self._verify
-        ) as client:
-            try:
-                async with client.stream(
-                    "GET", pinned, headers=headers, extensions={"sni_hostname": host}
-                ) as response:
-                    location = response.headers.get("location")
-                    if response.status_code in REDIRECT_STATUSES and location:
-                        return None, location
-                    body, truncated = await _read_capped(response, cap)
-                    page = FetchedPage(
-                        url=str(url),
-                        status=response.status_code,
-                        content_type=response.headers.get("content-type", ""),
-                        body=body,
-                        truncated=truncated,
-                        charset=response.charset_encoding,
-                    )
-                    return page, None
-            except httpx.TimeoutException as exc:
-                raise FetchFailed(f"timed out talking to {host!r}: {type(exc).__name__}") from None
-            except httpx.HTTPError as exc:
-                raise FetchFailed(
-                    f"request to {host!r} failed: {type(exc).__name__}: {exc}"
-                ) from None
-
-
-async def _read_capped(response: httpx.Response, cap: int) -> tuple[bytes, bool]:
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in response.aiter_bytes():
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > cap:
-            # Stop reading here: the rest of the body is never downloaded.
-            return b"".join(chunks)[:cap], True
-    return b"".join(chunks), False
 
 
 class FetchUrlTool:

@@ -1,0 +1,1 @@
+"""Network access that checks where it goes."""
