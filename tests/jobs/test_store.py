@@ -117,7 +117,8 @@ async def test_a_renewed_lease_is_not_swept(jobs_db: JobDatabase, clock: Clock) 
     job = await jobs_db.jobs.create(NewJob("t"))
     await claimed(jobs_db)
     clock.advance(20)
-    assert await jobs_db.jobs.renew("w1", [job.id]) == set()
+    renewal = await jobs_db.jobs.renew("w1", [job.id])
+    assert renewal.cancelled == renewal.lost == set()
     clock.advance(20)
     assert (await jobs_db.jobs.sweep()).requeued == []
 
@@ -185,7 +186,8 @@ async def test_cancel_ends_a_queued_job_and_asks_a_running_one(
     assert (await jobs_db.jobs.cancel(queued.id)).status is JobStatus.CANCELLED
     asked = await jobs_db.jobs.cancel(running.id)
     assert asked.status is JobStatus.RUNNING and asked.cancel_requested
-    assert await jobs_db.jobs.renew("w1", [running.id]) == {running.id}
+    assert (await jobs_db.jobs.renew("w1", [running.id])).cancelled == {running.id}
+    assert (await jobs_db.jobs.renew("w2", [running.id])).lost == {running.id}
     await jobs_db.jobs.finish(claim, JobStatus.CANCELLED)
     assert (await jobs_db.jobs.get(running.id)).status is JobStatus.CANCELLED
 

@@ -12,11 +12,13 @@ from claybot.cli import (
     engine_cmds,
     events_cmds,
     heartbeat_cmds,
+    jobs_cmds,
     keys_cmds,
     permissions_cmds,
     plugins_cmds,
     proactive_cmds,
     providers_cmds,
+    worker_cmd,
 )
 
 app = typer.Typer(
@@ -36,6 +38,7 @@ app.command()(engine_cmds.stop)
 app.command()(engine_cmds.status)
 app.command()(chat.chat)
 app.command()(events_cmds.events)
+app.command()(worker_cmd.worker)
 app.add_typer(agents_cmds.app, name="agents")
 app.add_typer(plugins_cmds.app, name="plugins")
 app.add_typer(auth_cmds.app, name="auth")
@@ -45,6 +48,7 @@ app.add_typer(permissions_cmds.app, name="permissions")
 app.add_typer(proactive_cmds.app, name="proactive")
 app.add_typer(cron_cmds.app, name="cron")
 app.add_typer(heartbeat_cmds.app, name="heartbeat")
+app.add_typer(jobs_cmds.app, name="jobs")
 
 
 def main() -> None:

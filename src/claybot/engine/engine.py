@@ -75,7 +75,7 @@ class Engine:
         self.tcp_port: int | None = None
         self._running: Running | None = None
         self.database = BackgroundDatabase(database_url(paths, self.options.env))
-        self.jobs = JobsHost(self.database, self.events)
+        self.jobs = JobsHost(self.database, self.events, self.sandbox, paths.home / "jobs")
         self._sandbox_probe: asyncio.Task[Any] | None = None
 
     @property
@@ -113,7 +113,6 @@ class Engine:
     async def start(self) -> None:
         self.paths.ensure()
         self.settings = self.config.read_settings()  # ConfigError: refuse to start, say why
-        self.jobs.settings = self.settings.jobs
         self.database.prepare()
         if not self.options.defer_database:
             self.database.open()
@@ -163,6 +162,7 @@ class Engine:
         if self.settings.heartbeat.enabled:
             await heartbeat.start()
         await self.rebuild_providers()
+        self.jobs.start(self.settings.jobs, self.providers.router)
         extra = {"action": "engine.started", "agents": agents.agent_count, "recovered": recovered}
         log.info("engine started", extra=extra)
 

@@ -1,27 +1,53 @@
 """The engine's jobs: the job database once the engine's database is open, its events
-on the engine's stream, and the workers that run inside the engine."""
+on the engine's stream (also those of jobs that ``claybot worker`` processes run),
+and the worker that runs jobs inside the engine (``jobs.workers`` slots).
+
+Nothing here holds up the engine's start: the database opens in the background,
+and the worker starts when it is open.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
+import logging
+from datetime import timedelta
+from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from claybot.config.settings import JobSettings
 from claybot.engine.keystore import BackgroundDatabase
 from claybot.kernel.events import EventBus
+from claybot.providers.router import InferenceRouter, router_for
+from claybot.sandbox import Sandbox
 
 if TYPE_CHECKING:
     from claybot.jobs.database import JobDatabase
+    from claybot.jobs.signals import JobSignals
+    from claybot.jobs.worker import Worker
+
+log = logging.getLogger(__name__)
 
 
 class JobsHost:
-    def __init__(self, database: BackgroundDatabase, events: EventBus) -> None:
+    def __init__(
+        self,
+        database: BackgroundDatabase,
+        events: EventBus,
+        sandbox: Sandbox,
+        workroot: Path,
+    ) -> None:
         self._database = database
         self._events = events
+        self._sandbox = sandbox
+        self._workroot = workroot
         self._jobs: asyncio.Task[JobDatabase] | None = None
-        self._unsubscribe: Any = None
+        self._starting: asyncio.Task[None] | None = None
         self.settings = JobSettings()
+        self.signals: JobSignals | None = None
+        self.worker: Worker | None = None
 
     async def database(self) -> JobDatabase:
         """The job database (waits for the engine's database to open; StoreError if it
@@ -30,22 +56,55 @@ class JobsHost:
             self._jobs = asyncio.create_task(self._open())
         return await asyncio.shield(self._jobs)
 
+    def start(self, settings: JobSettings, providers: InferenceRouter) -> None:
+        """Start the in-engine worker once the database is open (in the background)."""
+        self.settings = settings
+        if settings.workers > 0 and self._starting is None:
+            self._starting = asyncio.create_task(self._start_worker(providers), name="jobs-start")
+
     async def _open(self) -> JobDatabase:
         engine = await self._database.engine()
         module = await asyncio.to_thread(importlib.import_module, "claybot.jobs.database")
+        signals_module = await asyncio.to_thread(importlib.import_module, "claybot.jobs.signals")
         jobs: JobDatabase = module.JobDatabase(
             engine,
+            lease=timedelta(seconds=self.settings.lease_s),
             max_file_bytes=self.settings.max_file_bytes,
         )
-        self._unsubscribe = jobs.tables.subscribe(self._relay)
+        self.signals = signals_module.JobSignals(jobs.tables)
+        assert self.signals is not None
+        self.signals.subscribe(self._relay)
+        self.signals.start()
         return jobs
 
     def _relay(self, kind: str, payload: dict[str, Any]) -> None:
         self._events.emit(kind, payload)
 
+    async def _start_worker(self, providers: InferenceRouter) -> None:
+        try:
+            db = await self.database()
+        except Exception as exc:  # the database could not open: said where it failed
+            log.warning("jobs are not run: %s", exc, extra={"action": "jobs.unavailable"})
+            return
+        from claybot.jobs.runner import job_runner
+        from claybot.jobs.worker import Worker
+
+        runner = job_runner(
+            db, partial(router_for, providers), self._sandbox, self._workroot, self.settings
+        )
+        assert self.signals is not None
+        self.worker = Worker(db, runner, self.signals, slots=self.settings.workers)
+        await self.worker.start()
+
     async def stop(self) -> None:
+        if self._starting is not None:
+            self._starting.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._starting
+        if self.worker is not None:
+            await self.worker.stop()
+        if self.signals is not None:
+            await self.signals.close()
         if self._jobs is not None and not self._jobs.done():
             self._jobs.cancel()
             await asyncio.gather(self._jobs, return_exceptions=True)
-        if self._unsubscribe is not None:
-            self._unsubscribe()

@@ -10,6 +10,7 @@ and the engine relays their progress onto its event stream.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
@@ -93,6 +94,8 @@ class JobTables:
         self.lease = lease
         self.max_file_bytes = max_file_bytes
         self.postgres = engine.dialect.name == "postgresql"
+        # Names this process in its NOTIFYs, so it can tell its own from others'.
+        self.origin = uuid.uuid4().hex[:16]
         self._listeners: list[Listener] = []
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
@@ -111,7 +114,9 @@ class JobTables:
             yield connection, events
             if self.postgres:
                 for kind, payload in events:
-                    body = json.dumps({"type": kind, "payload": payload}, default=str)
+                    body = json.dumps(
+                        {"origin": self.origin, "type": kind, "payload": payload}, default=str
+                    )
                     await connection.execute(
                         text("SELECT pg_notify(:channel, :body)"),
                         {"channel": NOTIFY_CHANNEL, "body": body},

@@ -42,6 +42,12 @@ from claybot.kernel.errors import InvalidInput
 
 
 @dataclass(frozen=True)
+class Renewal:
+    cancelled: set[str]  # asked to stop: end them cancelled
+    lost: set[str]  # no longer this worker's: write nothing more
+
+
+@dataclass(frozen=True)
 class Swept:
     requeued: list[str]
     failed: list[str]
@@ -217,10 +223,11 @@ class JobStore:
         job = job_from_row(row)
         return Claim(job, worker_id, job.attempt)
 
-    async def renew(self, worker_id: str, job_ids: Sequence[str]) -> set[str]:
-        """Extend this worker's leases; the ids among them that were asked to cancel."""
+    async def renew(self, worker_id: str, job_ids: Sequence[str]) -> Renewal:
+        """Extend this worker's leases; which of its jobs were asked to cancel, and which
+        it no longer holds."""
         if not job_ids:
-            return set()
+            return Renewal(set(), set())
         now = self._db.clock()
         async with self._db.transaction("renewing leases") as (connection, _events):
             rows = (
@@ -235,9 +242,10 @@ class JobStore:
                     .returning(job_queue.c.id, job_queue.c.cancel_requested)
                 )
             ).all()
-        held = {row.id for row in rows}
-        lost = set(job_ids) - held
-        return {row.id for row in rows if row.cancel_requested} | lost
+        return Renewal(
+            cancelled={row.id for row in rows if row.cancel_requested},
+            lost=set(job_ids) - {row.id for row in rows},
+        )
 
     async def sweep(self) -> Swept:
         """Jobs whose lease ran out: requeued (retry_count + 1), failed when their

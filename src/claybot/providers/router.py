@@ -47,3 +47,24 @@ class InferenceRouter:
     async def close(self) -> None:
         for provider in self.providers:
             await provider.close()
+
+
+class PreferringRouter:
+    """The router's providers with the one ``name`` names (its id or its model) tried
+    first: how a job's ``model`` picks a provider. A name no provider has changes
+    nothing (seed 002's default model names a vendor ClayBot may not have). It reads
+    the router's providers at each call, so a rebuild of the providers reaches it."""
+
+    def __init__(self, router: InferenceRouter, name: str) -> None:
+        self._router = router
+        self._name = name
+
+    async def complete(self, request: InferenceRequest) -> InferenceResult:
+        providers = self._router.providers
+        named = [p for p in providers if self._name in (p.id, p.model)]
+        rest = [p for p in providers if p not in named]
+        return await InferenceRouter([*named, *rest]).complete(request)
+
+
+def router_for(router: InferenceRouter, name: str | None) -> InferenceRouter | PreferringRouter:
+    return router if not name else PreferringRouter(router, name)

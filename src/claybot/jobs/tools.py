@@ -1,0 +1,316 @@
+"""A job's tools (seed 002): fetch_url, run_python, read_file, write_file, ask_user,
+final_answer.
+
+Each works for one claimed job, and every write it makes is fenced by the claim.
+What the original did wrong is done right here: fetches go through the guarded
+fetch (no private addresses); files a script creates become artifacts at once;
+write_file stores its artifact at once, not at the end; a file read is never
+garbled (binary is described, not decoded); ask_user's plan is checked for its
+shape; a tool's limits are the job's, not the process's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import mimetypes
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from claybot.jobs.database import JobDatabase
+from claybot.jobs.model import Claim
+from claybot.net.guarded_fetch import (
+    FetchFailed,
+    FetchRefused,
+    FetchSettings,
+    Resolve,
+    UrlFetcher,
+    resolve_host,
+)
+from claybot.permissions.model import Permissions
+from claybot.sandbox import SandboxRunner, SandboxUnavailable
+from claybot.tools.base import AgentKind, ToolContext, ToolDefinition, ToolResult
+
+JOB: frozenset[AgentKind] = frozenset({"job"})
+SCRIPT = "script.py"
+PACKAGES = ".packages"
+FETCH_TEXT_LIMIT = 50_000
+MAX_NEW_ARTIFACTS = 50  # files one run_python may leave as artifacts
+PACKAGE_NAME = re.compile(r"^[a-zA-Z0-9_\-\[\]<>=.,]+$")
+MAX_PACKAGES = 10
+SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]")
+
+
+@dataclass
+class JobToolContext:
+    db: JobDatabase
+    claim: Claim  # every write is fenced by it
+    workdir: Path  # the job's own directory: run_python runs here
+    runner: SandboxRunner
+    allow_network: bool
+    python_timeout_s: float = 120.0
+    fetch_settings: FetchSettings = field(default_factory=lambda: FetchSettings(total_timeout_s=30))
+    resolve: Resolve = resolve_host
+
+    @property
+    def job_id(self) -> str:
+        return self.claim.job.id
+
+
+class _Args(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class FetchArgs(_Args):
+    url: str = Field(min_length=1, max_length=8192)
+    method: Literal["GET", "POST", "PUT", "DELETE"] = "GET"
+    headers: dict[str, str] = Field(default_factory=dict)
+    body: str | None = None
+
+
+class PythonArgs(_Args):
+    code: str = Field(min_length=1, max_length=200_000)
+    packages: list[str] = Field(default_factory=list, max_length=MAX_PACKAGES)
+
+
+class ReadArgs(_Args):
+    filename: str = Field(min_length=1, max_length=255)
+
+
+class WriteArgs(_Args):
+    filename: str = Field(min_length=1, max_length=255)
+    content: str
+
+
+class AskArgs(_Args):
+    question: str = Field(min_length=1, max_length=50_000)
+
+
+class AnswerArgs(_Args):
+    answer: str = Field(min_length=1)
+
+
+def safe_filename(name: str) -> str | None:
+    """The name as a plain file name in the job's folder, or None if nothing is left."""
+    base = SAFE_NAME.sub("_", os.path.basename(name.replace("\\", "/")))
+    return None if base in ("", ".", "..") or base.startswith(".") else base
+
+
+class JobTools:
+    def __init__(self, ctx: JobToolContext) -> None:
+        self.ctx = ctx
+        self._fetcher = UrlFetcher(
+            ctx.fetch_settings,
+            resolve=ctx.resolve,
+            private_hint="a job fetches public addresses only",
+        )
+
+    def definitions(self) -> list[ToolDefinition[Any]]:
+        return [
+            ToolDefinition(
+                "fetch_url",
+                "Send an HTTP request to a public http(s) URL; returns the status and the body "
+                f"(JSON pretty-printed, at most {FETCH_TEXT_LIMIT} characters).",
+                FetchArgs,
+                self.fetch_url,
+                visible_to=JOB,
+            ),
+            ToolDefinition(
+                "run_python",
+                "Run Python 3 code as a script in your own directory (files it writes there are "
+                "kept as artifacts). Returns stdout, stderr and the exit code.",
+                PythonArgs,
+                self.run_python,
+                visible_to=JOB,
+            ),
+            ToolDefinition(
+                "read_file",
+                "Read a file uploaded for this task, by its name.",
+                ReadArgs,
+                self.read_file,
+                visible_to=JOB,
+            ),
+            ToolDefinition(
+                "write_file",
+                "Save a file for the person (an artifact they can download).",
+                WriteArgs,
+                self.write_file,
+                visible_to=JOB,
+            ),
+            ToolDefinition(
+                "ask_user",
+                "Ask the person a question and wait for the answer. For a plan, the question "
+                'is a JSON string {"type": "plan", "plan": "...", "question": "..."}.',
+                AskArgs,
+                self.ask_user,
+                visible_to=JOB,
+            ),
+            ToolDefinition(
+                "final_answer",
+                "Finish the task with your answer.",
+                AnswerArgs,
+                self.final_answer,
+                visible_to=JOB,
+            ),
+        ]
+
+    async def _log(self, message: str) -> None:
+        await self.ctx.db.logs.add(self.ctx.job_id, message, claim=self.ctx.claim)
+
+    async def fetch_url(self, args: FetchArgs, context: ToolContext) -> ToolResult:
+        await self._log(f"Tool call: fetch_url({args.method} {args.url[:100]})")
+        try:
+            page = await self._fetcher.fetch(
+                args.url, method=args.method, headers=args.headers, body=args.body
+            )
+        except FetchRefused as exc:
+            return ToolResult(f"Refused: {exc}", is_error=True)
+        except FetchFailed as exc:
+            return ToolResult(f"Fetch failed: {exc}", is_error=True)
+        text = page.body.decode(page.charset or "utf-8", errors="replace")
+        if "json" in page.content_type:
+            with contextlib.suppress(ValueError):  # not JSON after all: shown as it is
+                text = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+        if len(text) > FETCH_TEXT_LIMIT:
+            text = text[:FETCH_TEXT_LIMIT] + "\n[Truncated - content too long]"
+        return ToolResult(f"Status: {page.status}\n\n{text}")
+
+    async def run_python(self, args: PythonArgs, context: ToolContext) -> ToolResult:
+        ctx = self.ctx
+        await self._log(f"Tool call: run_python({args.code[:100]!r})")
+        command = f"python3 {SCRIPT}"
+        if args.packages:
+            bad = [p for p in args.packages if not PACKAGE_NAME.match(p)]
+            if bad:
+                return ToolResult(f"Not a package name: {', '.join(bad)}", is_error=True)
+            if not ctx.allow_network:
+                return ToolResult(
+                    "Packages cannot be installed: this job has no network. Use the standard "
+                    "library, or ask for a job that allows the network.",
+                    is_error=True,
+                )
+            names = " ".join(f"'{p}'" for p in args.packages)
+            command = (
+                f"python3 -m pip install --quiet --target {PACKAGES} {names} && "
+                f"PYTHONPATH={PACKAGES} python3 {SCRIPT}"
+            )
+        (ctx.workdir / SCRIPT).write_text(args.code)
+        before = _snapshot(ctx.workdir)
+        workdir = str(ctx.workdir)
+        try:
+            result = await ctx.runner.run(
+                command,
+                cwd=workdir,
+                home=workdir,
+                permissions=Permissions(
+                    workingDir=workdir, writeDirs=[workdir], network=ctx.allow_network
+                ),
+                timeout_s=ctx.python_timeout_s,
+            )
+        except SandboxUnavailable as exc:
+            return ToolResult(f"run_python cannot run here: {exc}", is_error=True)
+        saved = await self._collect(before)
+        parts = [result.stdout.text().rstrip()]
+        stderr = result.stderr.text().rstrip()
+        if stderr:
+            parts.append(f"Stderr:\n{stderr}")
+        if result.timed_out:
+            parts.append(f"Timed out after {ctx.python_timeout_s:g} s: the script was stopped.")
+        else:
+            parts.append(f"Exit code: {result.exit_code}")
+        if saved:
+            parts.append("Files saved as artifacts: " + ", ".join(saved))
+        text = "\n\n".join(part for part in parts if part) or "(No output)"
+        return ToolResult(text, is_error=result.timed_out or result.exit_code != 0)
+
+    async def _collect(self, before: dict[str, tuple[int, int]]) -> list[str]:
+        """Files the script created or changed become artifacts now."""
+        saved: list[str] = []
+        for name, stamp in sorted(_snapshot(self.ctx.workdir).items()):
+            if before.get(name) == stamp or len(saved) >= MAX_NEW_ARTIFACTS:
+                continue
+            path = self.ctx.workdir / name
+            content = path.read_bytes()
+            if len(content) > self.ctx.db.tables.max_file_bytes:
+                continue
+            await self.ctx.db.files.put_artifact(self.ctx.claim, name, content, _mime(name))
+            saved.append(name)
+        return saved
+
+    async def read_file(self, args: ReadArgs, context: ToolContext) -> ToolResult:
+        files = await self.ctx.db.files.attachments(self.ctx.job_id, content=True)
+        for stored in files:
+            if stored.filename == args.filename:
+                assert stored.content is not None
+                try:
+                    return ToolResult(stored.content.decode("utf-8"))
+                except UnicodeDecodeError:
+                    return ToolResult(
+                        f"{stored.filename} is a binary file ({stored.mime_type or 'unknown type'}"
+                        f", {stored.size_bytes} bytes); run_python can read it from its folder."
+                    )
+        names = ", ".join(f.filename for f in files) or "none"
+        return ToolResult(f"No uploaded file {args.filename!r} (available: {names}).", True)
+
+    async def write_file(self, args: WriteArgs, context: ToolContext) -> ToolResult:
+        name = safe_filename(args.filename)
+        if name is None:
+            return ToolResult(f"Not a usable file name: {args.filename!r}", is_error=True)
+        content = args.content.encode()
+        await self.ctx.db.files.put_artifact(self.ctx.claim, name, content, _mime(name))
+        (self.ctx.workdir / name).write_bytes(content)  # run_python can read it too
+        await self._log(f"Artifact written: {name} ({len(content)} bytes)")
+        return ToolResult(f"Wrote {name} ({len(content)} bytes).")
+
+    async def ask_user(self, args: AskArgs, context: ToolContext) -> ToolResult:
+        problem = _plan_problem(args.question)
+        if problem is not None:
+            return ToolResult(problem, is_error=True)
+        return ToolResult(args.question, ends_turn="ask")
+
+    async def final_answer(self, args: AnswerArgs, context: ToolContext) -> ToolResult:
+        return ToolResult(args.answer, ends_turn="finish")
+
+
+def job_tools(ctx: JobToolContext) -> list[ToolDefinition[Any]]:
+    return JobTools(ctx).definitions()
+
+
+def _plan_problem(question: str) -> str | None:
+    """Why a question that is a plan does not have the plan's shape, or None."""
+    try:
+        value = json.loads(question)
+    except ValueError:
+        return None  # plain text
+    if not isinstance(value, dict) or value.get("type") != "plan":
+        return None
+    if not isinstance(value.get("plan"), str) or not isinstance(value.get("question"), str):
+        return (
+            'A plan is a JSON string {"type": "plan", "plan": "<markdown>", '
+            '"question": "<what to ask>"} with both plan and question as strings.'
+        )
+    return None
+
+
+def _mime(name: str) -> str | None:
+    return mimetypes.guess_type(name)[0]
+
+
+def _snapshot(folder: Path) -> dict[str, tuple[int, int]]:
+    """(size, mtime) of each file a script may leave (not the script, not the packages)."""
+    found: dict[str, tuple[int, int]] = {}
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = [d for d in dirs if d != PACKAGES and not d.startswith(".")]
+        for name in files:
+            path = Path(root) / name
+            relative = str(path.relative_to(folder))
+            if relative == SCRIPT or path.is_symlink():
+                continue
+            info = path.stat()
+            found[relative] = (info.st_size, info.st_mtime_ns)
+    return found

@@ -1,0 +1,66 @@
+"""A job's transcript: the turn loop's records as rows of ``job_records``.
+
+It keeps the agents' transcript contract (``claybot.agents.transcript``), so a job
+runs the very loop an agent runs. What it adds is where durability is paid for:
+an agent's history is synced in group commits, while a job's rows are committed
+at every checkpoint the loop calls (after each tool result) and at every durable
+append (each model answer), in a transaction fenced by the worker's claim. A job
+therefore resumes on another machine from its last step, and a worker that lost
+its claim writes nothing.
+
+Delivering a reply means writing it to the job's log under the reply's id
+(``step_key``), so ``delivered`` is known from the log, and a step run again
+after a crash does not log twice.
+"""
+
+from __future__ import annotations
+
+from claybot.agents.history import Record
+from claybot.jobs.database import JobDatabase
+from claybot.jobs.model import Claim
+
+
+class JobTranscript:
+    def __init__(
+        self,
+        db: JobDatabase,
+        claim: Claim,
+        records: list[Record],
+        delivered: set[str],
+    ) -> None:
+        self._db = db
+        self._claim = claim
+        self._written = list(records)
+        self._queued: list[Record] = []
+        self._delivered = set(delivered)
+
+    @classmethod
+    async def open(cls, db: JobDatabase, claim: Claim) -> JobTranscript:
+        records = await db.jobs.records(claim.job.id)
+        delivered = await db.logs.step_keys(claim.job.id)
+        return cls(db, claim, records, delivered)
+
+    def append(self, record: Record) -> None:
+        self._queued.append(record)
+
+    async def append_durably(self, record: Record) -> None:
+        self._queued.append(record)
+        await self.checkpoint()
+
+    async def checkpoint(self, *, clear_answer: bool = False) -> None:
+        if not self._queued and not clear_answer:
+            return
+        queued, self._queued = self._queued, []
+        await self._db.jobs.append_records(
+            self._claim, len(self._written), queued, clear_answer=clear_answer
+        )
+        self._written.extend(queued)
+
+    async def read(self) -> list[Record]:
+        return [*self._written, *self._queued]
+
+    def delivered(self, item_id: str, outgoing_id: str) -> bool:
+        return outgoing_id in self._delivered
+
+    def mark_delivered(self, item_id: str, outgoing_id: str) -> None:
+        self._delivered.add(outgoing_id)

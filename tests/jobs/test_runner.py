@@ -1,0 +1,244 @@
+"""A job's run, end to end over the store: plan approval, the respond texts, artifacts,
+rejection, the time limit, cancelling, and resuming on another worker."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from claybot.config.settings import ProviderSettings
+from claybot.jobs.database import JobDatabase
+from claybot.jobs.model import Claim, HitlMode, JobStatus, LeaseLost, NewJob, response_text
+from claybot.jobs.runner import JobRunner, RunLimits, Stop, StopSignal
+from claybot.providers.scripted import ScriptedProvider
+from claybot.sandbox import DEFAULT_LIMITS, Sandbox, SandboxConfig
+from tests.jobs.conftest import Clock
+
+PLAN = json.dumps(
+    {
+        "type": "plan",
+        "plan": "## Proposed Plan\n\n1. Write report.md",
+        "question": "Should I proceed with this plan?",
+    }
+)
+PLAN_2 = json.dumps({"type": "plan", "plan": "## Plan v2\n\n1. Write report.md", "question": "OK?"})
+
+
+def call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"name": name, "arguments": arguments}
+
+
+def rules(*pairs: tuple[str, Any]) -> ScriptedProvider:
+    return ScriptedProvider(
+        ProviderSettings(
+            id="scripted",
+            model="rules",
+            options={"rules": [{"match": m, "response": r} for m, r in pairs]},
+        )
+    )
+
+
+PLANNING = rules(
+    ("Task:", {"text": "", "toolCalls": [call("ask_user", question=PLAN)]}),
+    ("[PLAN EDITED]", {"text": "", "toolCalls": [call("ask_user", question=PLAN_2)]}),
+    (
+        "[PLAN APPROVED]",
+        {
+            "text": "Writing it.",
+            "toolCalls": [call("write_file", filename="report.md", content="# Stars\n")],
+        },
+    ),
+    ("report.md", {"text": "", "toolCalls": [call("final_answer", answer="The report is ready.")]}),
+    (
+        "[PLAN REJECTED]",
+        {"text": "", "toolCalls": [call("final_answer", answer="Stopped as asked.")]},
+    ),
+)
+
+
+@pytest.fixture
+async def sandbox(tmp_path: Path) -> AsyncIterator[Sandbox]:
+    box = Sandbox(tmp_path / "home", environ={"PATH": "/usr/bin:/bin"})
+    yield box
+    await box.close()
+
+
+def runner_for(
+    db: JobDatabase, provider: ScriptedProvider, sandbox: Sandbox, tmp_path: Path
+) -> JobRunner:
+    return JobRunner(
+        db,
+        lambda _model: provider,
+        sandbox.runner("jobs", SandboxConfig("auto", DEFAULT_LIMITS)),
+        tmp_path / "work",
+        RunLimits(max_iterations=10, python_timeout_s=30),
+    )
+
+
+async def run_once(
+    db: JobDatabase, runner: JobRunner, worker: str = "w1"
+) -> tuple[Claim, JobStatus | None]:
+    claim = await db.jobs.claim(worker)
+    assert claim is not None
+    return claim, await runner.run(claim, StopSignal())
+
+
+def tool_results(records: list[dict[str, Any]], name: str) -> list[str]:
+    return [
+        r["output"]["text"] for r in records if r["type"] == "tool_result" and r["toolName"] == name
+    ]
+
+
+async def test_plan_approval_edit_then_approve_writes_the_artifact_and_completes(
+    jobs_db: JobDatabase, sandbox: Sandbox, tmp_path: Path
+) -> None:
+    runner = runner_for(jobs_db, PLANNING, sandbox, tmp_path)
+    job = await jobs_db.jobs.create(NewJob("Write a report about stars"))
+    _, status = await run_once(jobs_db, runner)
+    assert status is JobStatus.WAITING_FOR_USER
+    waiting = await jobs_db.jobs.get(job.id)
+    assert json.loads(waiting.agent_question or "") == json.loads(PLAN)
+    assert waiting.worker_id is None and waiting.execution_state is not None
+
+    edited = response_text("edit", "shorter please", "## Plan v2")
+    await jobs_db.jobs.respond(job.id, edited)
+    _, status = await run_once(jobs_db, runner, "w2")
+    assert status is JobStatus.WAITING_FOR_USER
+    assert json.loads((await jobs_db.jobs.get(job.id)).agent_question or "")["plan"].startswith(
+        "## Plan v2"
+    )
+
+    await jobs_db.jobs.respond(job.id, response_text("approve", "", None))
+    _, status = await run_once(jobs_db, runner, "w3")
+    assert status is JobStatus.COMPLETED
+    done = await jobs_db.jobs.get(job.id)
+    assert (done.result, done.user_answer, done.agent_question) == (
+        "The report is ready.",
+        None,
+        None,
+    )
+    [artifact] = await jobs_db.files.artifacts(job.id)
+    assert artifact.filename == "report.md"
+    assert (await jobs_db.files.artifact(job.id, artifact.id)).content == b"# Stars\n"
+    # Each answer is the result of the question that asked it, exactly once, in seed 002's words.
+    records = await jobs_db.jobs.records(job.id)
+    assert tool_results(records, "ask_user") == [
+        "[PLAN EDITED] User modified the plan:\n\n## Plan v2\n\n"
+        "Additional feedback: shorter please",
+        "[PLAN APPROVED] User approved the plan.",
+    ]
+    assert sum(1 for r in records if r["type"] == "user_message") == 1
+    messages = [line.message for line in await jobs_db.logs.page(job.id)]
+    assert messages.count("Job started") == 1 and messages[-1] == "Job completed"
+
+
+async def test_a_rejected_plan_ends_as_the_model_says(
+    jobs_db: JobDatabase, sandbox: Sandbox, tmp_path: Path
+) -> None:
+    runner = runner_for(jobs_db, PLANNING, sandbox, tmp_path)
+    job = await jobs_db.jobs.create(NewJob("Write a report"))
+    await run_once(jobs_db, runner)
+    await jobs_db.jobs.respond(job.id, response_text("reject", "not now", None))
+    _, status = await run_once(jobs_db, runner)
+    assert status is JobStatus.COMPLETED
+    assert (await jobs_db.jobs.get(job.id)).result == "Stopped as asked."
+    assert tool_results(await jobs_db.jobs.records(job.id), "ask_user") == [
+        "[PLAN REJECTED] not now"
+    ]
+    assert await jobs_db.files.artifacts(job.id) == []
+
+
+SLOW = rules(
+    ("Task:", {"text": "", "toolCalls": [call("run_python", code="import time; time.sleep(20)")]})
+)
+
+
+async def test_the_time_limit_is_enforced(
+    jobs_db: JobDatabase, sandbox: Sandbox, tmp_path: Path
+) -> None:
+    runner = runner_for(jobs_db, SLOW, sandbox, tmp_path)
+    job = await jobs_db.jobs.create(
+        NewJob("sleep", timeout_seconds=1, hitl_mode=HitlMode.AUTO_EXECUTE)
+    )
+    _, status = await run_once(jobs_db, runner)
+    assert status is JobStatus.FAILED
+    failed = await jobs_db.jobs.get(job.id)
+    assert failed.error_message == "The job timed out after 1 s."
+    # The interrupted call got its result: the records stay valid for any model.
+    assert tool_results(await jobs_db.jobs.records(job.id), "run_python") == [
+        "Not completed: The job was timed out after 1 s."
+    ]
+
+
+async def test_a_running_job_is_cancelled_within_seconds(
+    jobs_db: JobDatabase, sandbox: Sandbox, tmp_path: Path
+) -> None:
+    runner = runner_for(jobs_db, SLOW, sandbox, tmp_path)
+    job = await jobs_db.jobs.create(NewJob("sleep", hitl_mode=HitlMode.AUTO_EXECUTE))
+    claim = await jobs_db.jobs.claim("w1")
+    assert claim is not None
+    signal = StopSignal()
+    run = asyncio.create_task(runner.run(claim, signal))
+    await asyncio.sleep(0.5)
+    await jobs_db.jobs.cancel(job.id)
+    signal.stop(Stop.CANCEL)
+    async with asyncio.timeout(5):
+        assert await run is JobStatus.CANCELLED
+    assert (await jobs_db.jobs.get(job.id)).status is JobStatus.CANCELLED
+
+
+async def test_a_drained_job_goes_back_to_the_queue_and_resumes(
+    jobs_db: JobDatabase, sandbox: Sandbox, tmp_path: Path
+) -> None:
+    runner = runner_for(jobs_db, SLOW, sandbox, tmp_path)
+    job = await jobs_db.jobs.create(NewJob("sleep", hitl_mode=HitlMode.AUTO_EXECUTE))
+    claim = await jobs_db.jobs.claim("w1")
+    assert claim is not None
+    signal = StopSignal()
+    run = asyncio.create_task(runner.run(claim, signal))
+    await asyncio.sleep(0.5)
+    signal.stop(Stop.DRAIN)
+    assert await run is JobStatus.QUEUED
+    released = await jobs_db.jobs.get(job.id)
+    assert (released.status, released.retry_count) == (JobStatus.QUEUED, 0)
+
+
+async def test_a_job_whose_worker_died_resumes_from_its_last_step_on_another(
+    jobs_db: JobDatabase, sandbox: Sandbox, tmp_path: Path, clock: Clock
+) -> None:
+    provider = rules(
+        ("Task:", {"text": "", "toolCalls": [call("write_file", filename="a.txt", content="A")]}),
+        ("restarted", {"text": "", "toolCalls": [call("final_answer", answer="done")]}),
+    )
+    runner = runner_for(jobs_db, provider, sandbox, tmp_path)
+    job = await jobs_db.jobs.create(NewJob("write a", hitl_mode=HitlMode.AUTO_EXECUTE))
+    # The first worker got as far as its first step, then died (its records stay).
+    dead = await jobs_db.jobs.claim("dead")
+    assert dead is not None
+    from claybot.agents.history import assistant_message_record, user_message_record
+    from claybot.providers.base import ToolCall
+
+    write = ToolCall("c1", "write_file", {"filename": "a.txt", "content": "A"})
+    await jobs_db.jobs.append_records(
+        dead,
+        0,
+        [
+            user_message_record(1, "Task: write a", job.id),
+            assistant_message_record(2, "", job.id, tool_calls=[write], final=False),
+        ],
+    )
+    clock.advance(31)
+    assert (await jobs_db.jobs.sweep()).requeued == [job.id]
+    _, status = await run_once(jobs_db, runner, "alive")
+    assert status is JobStatus.COMPLETED
+    # The call the dead worker was running is reported, not run again.
+    records = await jobs_db.jobs.records(job.id)
+    assert tool_results(records, "write_file")[0].startswith("The engine restarted")
+    with pytest.raises(LeaseLost):
+        await jobs_db.jobs.append_records(dead, len(records), [{"type": "note", "text": "late"}])
+    assert len(await jobs_db.jobs.records(job.id)) == len(records)
