@@ -1,4 +1,4 @@
-"""Two guards every test runs under (a pytest plugin, loaded by conftest.py).
+"""Three guards every test runs under (a pytest plugin, loaded by conftest.py).
 
 - **No network outside loopback.** Everything a test talks to (fake vendors, fake
   Telegram, the engine's own socket) lives on this machine; a connection or name
@@ -11,6 +11,10 @@
   with the test that caused it, and listed at the end of the run. Set
   ``CLAYBOT_STRICT_LOOP=1`` to fail such a test instead (on a quiet machine: a
   shared, busy one also stretches steps that do not block).
+- **Every event is what its type says.** Each event an in-process engine emits
+  whose type is an ``EventType`` is checked against its payload type
+  (``claybot.kernel.event_types``), extra keys refused: a payload that drifts
+  from its description fails the test that emitted it.
 """
 
 from __future__ import annotations
@@ -24,6 +28,40 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from pydantic import TypeAdapter
+
+from claybot.kernel.event_types import PAYLOAD_TYPES, EventType
+from claybot.kernel.events import EventBus
+
+_PAYLOAD_ADAPTERS = {kind: TypeAdapter(model) for kind, model in PAYLOAD_TYPES.items()}
+_ENGINE_TYPES = frozenset(kind.value for kind in EventType)
+
+
+def check_event_payload(type: str, payload: Any) -> None:
+    """Raise ``pydantic.ValidationError`` if an engine event's payload is not its type."""
+    adapter = _PAYLOAD_ADAPTERS.get(EventType(type)) if type in _ENGINE_TYPES else None
+    if adapter is not None:
+        adapter.validate_python(payload, strict=True)
+
+
+@pytest.fixture(autouse=True)
+def events_match_their_types(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    emit = EventBus.emit
+    wrong: list[str] = []
+
+    def checked_emit(self: EventBus, type: str, payload: dict[str, Any] | None = None) -> Any:
+        try:
+            check_event_payload(type, payload or {})
+        except ValueError as exc:  # pydantic's ValidationError; the emitter may swallow it
+            wrong.append(f"{type}: {exc}")
+            raise
+        return emit(self, type, payload)
+
+    monkeypatch.setattr(EventBus, "emit", checked_emit)
+    yield
+    if wrong:
+        pytest.fail("an event's payload is not its type: " + wrong[0])
+
 
 SLOW_CALLBACK_S = 0.1
 LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost", ""}

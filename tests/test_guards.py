@@ -47,3 +47,21 @@ def test_a_blocking_step_is_caught() -> None:
     finally:
         logger.removeHandler(handler)
     assert len(handler.seen) == 1 and "blocks()" in handler.seen[0]
+
+
+def test_an_event_payload_that_is_not_its_type_is_refused() -> None:
+    from pydantic import ValidationError
+
+    from tests.guards import check_event_payload
+
+    check_event_payload("agent.woke", {"agentId": "a1"})
+    check_event_payload("proactive.update", {"anything": 1})  # free-form: not checked
+    for wrong in ({"agentId": 5}, {"agentId": "a1", "extra": True}, {}):
+        with pytest.raises(ValidationError):
+            check_event_payload("agent.woke", wrong)
+
+
+def test_every_engine_event_type_has_a_payload_type() -> None:
+    from claybot.kernel.event_types import PAYLOAD_TYPES, EventType
+
+    assert set(PAYLOAD_TYPES) == set(EventType)

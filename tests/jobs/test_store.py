@@ -135,11 +135,17 @@ async def test_retries_spent_fail_the_job(jobs_db: JobDatabase, clock: Clock) ->
 
 
 async def test_two_records_under_one_number_are_refused(jobs_db: JobDatabase) -> None:
-    await jobs_db.jobs.create(NewJob("t"))
+    job = await jobs_db.jobs.create(NewJob("t"))
     claim = await claimed(jobs_db)
-    await jobs_db.jobs.append_records(claim, 0, [{"type": "note", "text": "a"}])
+    first = {"type": "note", "text": "a"}
+    await jobs_db.jobs.append_records(claim, 0, [first])
     with pytest.raises(LeaseLost):
         await jobs_db.jobs.append_records(claim, 0, [{"type": "note", "text": "b"}])
+    # The same checkpoint sent again (its sender was cancelled as it committed) is no error.
+    second = {"type": "note", "text": "c"}
+    await jobs_db.jobs.append_records(claim, 0, [first, second])
+    await jobs_db.jobs.append_records(claim, 0, [first, second])
+    assert await jobs_db.jobs.records(job.id) == [first, second]
 
 
 async def test_waiting_respond_and_the_moves_refused(jobs_db: JobDatabase) -> None:
@@ -237,10 +243,12 @@ async def test_uploads_attach_only_to_the_uploaders_own_jobs(jobs_db: JobDatabas
     their_job = await jobs_db.jobs.create(NewJob("theirs", api_key_id=theirs))
     with pytest.raises(JobNotFound):
         await jobs_db.files.add_attachment(
-            "x.txt", b"x", "text/plain", owner=mine, job_id=their_job.id
+            "x.txt", b"x", "text/plain", owner=mine, viewer=mine, job_id=their_job.id
         )
     assert await jobs_db.files.attachments(their_job.id) == []
-    loose = await jobs_db.files.add_attachment("data.csv", b"a,b", "text/csv", owner=mine)
+    loose = await jobs_db.files.add_attachment(
+        "data.csv", b"a,b", "text/csv", owner=mine, viewer=mine
+    )
     # Someone else's job cannot take my upload either.
     with pytest.raises(InvalidInput):
         await jobs_db.jobs.create(NewJob("steal", api_key_id=theirs, attachment_ids=(loose.id,)))

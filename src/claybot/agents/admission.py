@@ -31,6 +31,7 @@ from claybot.agents.turn import Turn, TurnOutcome
 from claybot.agents.turn_loop import outcome_of
 from claybot.connectors.base import OutgoingMessage
 from claybot.kernel.errors import Unavailable
+from claybot.kernel.event_types import EventType
 from claybot.kernel.ids import IdFactory
 from claybot.permissions.model import Permissions
 
@@ -150,7 +151,7 @@ class Admissions:
         agent.last_active = self._monotonic()
         self._residency.adopt(agent)
         self._runtime.events.emit(
-            "agent.created",
+            EventType.AGENT_CREATED,
             {"agentId": agent_id, "descriptor": descriptor_to_dict(descriptor), "source": "agent"},
         )
         if first is not None:

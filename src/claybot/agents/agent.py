@@ -31,6 +31,7 @@ from claybot.agents.transcript import FileTranscript
 from claybot.agents.turn import TurnOutcome
 from claybot.agents.turn_loop import TurnLoop, TurnWork
 from claybot.connectors.base import OutgoingMessage
+from claybot.kernel.event_types import EventType
 from claybot.kernel.events import EventBus
 from claybot.permissions.model import Permissions
 from claybot.permissions.tags import PermissionTagError, apply_grant, parse_tag
@@ -178,7 +179,9 @@ class Agent:
         )
         await self.runtime.store.append_history(self.id, record)
         self.context[:] = build_context([record])
-        self.runtime.events.emit("agent.reset", {"agentId": self.id, "context": item.context})
+        self.runtime.events.emit(
+            EventType.AGENT_RESET, {"agentId": self.id, "context": item.context}
+        )
 
     async def _apply_grant(self, item: InboxItem) -> None:
         """A decided permission request: apply it and persist state before the turn runs."""
@@ -212,7 +215,7 @@ class Agent:
         if delivered_before:
             return
         rt = self.runtime
-        rt.events.emit("agent.outgoing", {"agentId": self.id, "message": message.to_dict()})
+        rt.events.emit(EventType.AGENT_OUTGOING, {"agentId": self.id, "message": message.to_dict()})
         await rt.outbox.deliver(message)
 
     def count_usage(self, usage: TokenUsage, provider: str, model: str) -> None:

@@ -22,6 +22,7 @@ from claybot.agents.history import Record, turn_progress
 from claybot.agents.inbox import InboxItem
 from claybot.agents.state import AgentState
 from claybot.agents.store import AgentProblem, AgentStoreError
+from claybot.kernel.event_types import EventType
 from claybot.kernel.memory import release_freed_memory
 
 log = logging.getLogger(__name__)
@@ -118,7 +119,7 @@ class Residency:
         state, records, problem = await asyncio.to_thread(self._read_agent, agent_id, first_load)
         if problem is not None:
             self.problems[agent_id] = problem
-            self.events.emit("agent.damaged", problem.to_dict())
+            self.events.emit(EventType.AGENT_DAMAGED, problem.to_dict())
         agent = Agent(agent_id, entry.descriptor, state, records, self.runtime)
         agent.last_active = self._monotonic()
         for item in self.recovered.pop(agent_id, []):
@@ -130,9 +131,9 @@ class Residency:
         self.loaded[agent_id] = agent
         if first_load:
             self.restored.add(agent_id)
-            self.events.emit("agent.restored", {"agentId": agent_id})
+            self.events.emit(EventType.AGENT_RESTORED, {"agentId": agent_id})
         else:
-            self.events.emit("agent.woke", {"agentId": agent_id})
+            self.events.emit(EventType.AGENT_WOKE, {"agentId": agent_id})
         return agent
 
     def _read_agent(
@@ -194,7 +195,8 @@ class Residency:
                 self._resume_later(agent.id), name=f"agent-resume-{agent.id}"
             )
         self.events.emit(
-            "agent.storage_failed", {"agentId": agent.id, "error": error.strerror or str(error)}
+            EventType.AGENT_STORAGE_FAILED,
+            {"agentId": agent.id, "error": error.strerror or str(error)},
         )
 
     async def _resume_later(self, agent_id: str) -> None:
@@ -256,7 +258,7 @@ class Residency:
             agent.state_dirty = False
             del self.loaded[agent.id]
             self.directory.rested(agent.id, agent.state.updatedAt)
-            self.events.emit("agent.sleep", {"agentId": agent.id, "reason": "idle"})
+            self.events.emit(EventType.AGENT_SLEEP, {"agentId": agent.id, "reason": "idle"})
             count += 1
         self._unloads_unreleased += count
         if self._unloads_unreleased >= RELEASE_MEMORY_EVERY:

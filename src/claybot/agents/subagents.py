@@ -14,6 +14,7 @@ from claybot.agents.inbox import InboxItem
 from claybot.agents.residency import Residency
 from claybot.agents.turn import TurnOutcome
 from claybot.kernel.errors import Conflict
+from claybot.kernel.event_types import EventType
 from claybot.kernel.ids import IdFactory
 from claybot.permissions.model import Permissions
 
@@ -113,6 +114,6 @@ class Subagents:
         context = {"origin": agent.id}
         await self._admissions.accept([(parent_id, "message", result_id, text, context)])
         agent.runtime.events.emit(
-            "agent.subagent.failed" if outcome.failed else "agent.subagent.finished",
+            EventType.SUBAGENT_FAILED if outcome.failed else EventType.SUBAGENT_FINISHED,
             {"agentId": agent.id, "parentAgentId": parent_id, "messageId": item.id},
         )

@@ -37,6 +37,7 @@ from claybot.agents.history import (
 from claybot.agents.ports import ProviderRouter
 from claybot.agents.transcript import Transcript
 from claybot.agents.turn import TurnOutcome
+from claybot.kernel.event_types import EventType
 from claybot.kernel.events import EventBus
 from claybot.permissions.model import Permissions
 from claybot.providers.base import ChatMessage, InferenceRequest, TokenUsage, ToolCall
@@ -291,7 +292,8 @@ class TurnLoop:
         )
         if error:
             self.events.emit(
-                "agent.error", {"agentId": owner.id, "messageId": work.item_id, "error": text}
+                EventType.AGENT_ERROR,
+                {"agentId": owner.id, "messageId": work.item_id, "error": text},
             )
         await self._reply(owner, work, outgoing_id, text, final=True, mark=False)
 

@@ -13,6 +13,9 @@ from claybot.api.body_limit import BodyLimitMiddleware
 from claybot.api.cron_routes import router as cron_router
 from claybot.api.errors import install_error_handlers
 from claybot.api.heartbeat_routes import router as heartbeat_router
+from claybot.api.job_admin_routes import router as job_admin_router
+from claybot.api.job_routes import UPLOAD_PATH
+from claybot.api.job_routes import router as job_router
 from claybot.api.permission_routes import router as permission_router
 from claybot.api.proactive_routes import router as proactive_router
 from claybot.api.responses import errors
@@ -40,5 +43,9 @@ def create_app(engine: Engine, request_shutdown: Callable[[], None] = lambda: No
     app.include_router(heartbeat_router)
     app.include_router(webchat_router)
     app.include_router(proactive_router)
+    app.include_router(job_router)
+    app.include_router(job_admin_router)
     openapi.install(app, lambda: (t.type for t in engine.provider_registry.types()))
-    return BodyLimitMiddleware(app)
+    # An upload may be as large as a job's file (plus the multipart framing around it).
+    upload_limit = {UPLOAD_PATH: lambda: engine.settings.jobs.max_file_bytes + 64 * 1024}
+    return BodyLimitMiddleware(app, larger=upload_limit)

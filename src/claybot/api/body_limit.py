@@ -4,33 +4,46 @@ A declared ``Content-Length`` over the limit is refused before anything is read.
 chunked body is read here, up to the limit, before the app runs: FastAPI reads the
 body inside the route and turns any exception raised while it reads into a 400, so
 counting bytes as the app reads them could never answer 413. Holding at most
-``max_bytes`` (1 MiB) per request is what FastAPI would have held anyway.
+``max_bytes`` (1 MiB) per request is what FastAPI would have held anyway. Paths
+that take files (seed 002's upload) get their own limit (``larger``), read the same
+way.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from claybot.api.seed_errors import is_seed_path, seed_error
 
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 
 
 class BodyLimitMiddleware:
-    def __init__(self, app: ASGIApp, max_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        larger: Mapping[str, Callable[[], int]] | None = None,
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.larger = dict(larger or {})  # path -> its limit, read at each request
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        if self._declared_too_large(scope):
-            await self._reject(send)
+        path = str(scope.get("path", ""))
+        limit = self.larger[path]() if path in self.larger else self.max_bytes
+        if self._declared_too_large(scope, limit):
+            await self._reject(send, path, limit)
             return
-        buffered = await self._read_body(receive)
+        buffered = await self._read_body(receive, limit)
         if buffered is None:
-            await self._reject(send)
+            await self._reject(send, path, limit)
             return
         replayed = False
 
@@ -45,16 +58,16 @@ class BodyLimitMiddleware:
 
         await self.app(scope, replay_receive, send)
 
-    def _declared_too_large(self, scope: Scope) -> bool:
+    def _declared_too_large(self, scope: Scope, limit: int) -> bool:
         for name, value in scope.get("headers", []):
             if name == b"content-length":
                 try:
-                    return int(value) > self.max_bytes
+                    return int(value) > limit
                 except ValueError:
                     return False  # the server refuses a malformed length itself
         return False
 
-    async def _read_body(self, receive: Receive) -> Message | None:
+    async def _read_body(self, receive: Receive, limit: int) -> Message | None:
         """The whole body as one ``http.request`` message; None if it is over the limit.
 
         A disconnect before the body ends is handed to the app as it is, so the
@@ -68,30 +81,27 @@ class BodyLimitMiddleware:
                 return message
             chunk: bytes = message.get("body", b"")
             size += len(chunk)
-            if size > self.max_bytes:
+            if size > limit:
                 return None
             chunks.append(chunk)
             if not message.get("more_body", False):
                 return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
 
-    async def _reject(self, send: Send) -> None:
-        body = json.dumps(
-            {
-                "ok": False,
-                "error": {
-                    "code": "too_large",
-                    "message": f"request body is larger than {self.max_bytes} bytes",
-                },
-            }
-        ).encode()
+    async def _reject(self, send: Send, path: str, limit: int) -> None:
+        message = f"request body is larger than {limit} bytes"
+        body = json.dumps({"ok": False, "error": {"code": "too_large", "message": message}})
+        encoded = body.encode()
+        if is_seed_path(path):
+            _, encoded = seed_error(413, "FILE_TOO_LARGE", message, None)
+        body_bytes = encoded
         await send(
             {
                 "type": "http.response.start",
                 "status": 413,
                 "headers": [
                     (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
+                    (b"content-length", str(len(body_bytes)).encode()),
                 ],
             }
         )
-        await send({"type": "http.response.body", "body": body})
+        await send({"type": "http.response.body", "body": body_bytes})

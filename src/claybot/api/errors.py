@@ -9,8 +9,9 @@ raises (an unknown path, a body that does not validate) and what the machine doe
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -19,6 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse
 from starlette.routing import Match
 
+from claybot.api.seed_errors import is_seed_path, seed_error
 from claybot.durable.group_commit import is_disk_full
 from claybot.kernel.errors import ClayError
 
@@ -151,9 +153,29 @@ async def _storage_error(request: Request, exc: Exception) -> JSONResponse:
     )
 
 
+Handler = Callable[[Request, Exception], Awaitable[JSONResponse]]
+
+
+def _in_seed_shape(handler: Handler) -> Handler:
+    """On ``/api/v1`` the same error, in seed 002's shape (``seed_errors.py``)."""
+
+    async def answer(request: Request, exc: Exception) -> JSONResponse:
+        response = await handler(request, exc)
+        if not is_seed_path(request.url.path):
+            return response
+        error = json.loads(bytes(response.body))["error"]
+        status, body = seed_error(
+            response.status_code, error["code"], error["message"], error.get("field")
+        )
+        headers = {k: v for k, v in response.headers.items() if k.lower() != "content-length"}
+        return JSONResponse(json.loads(body), status_code=status, headers=headers)
+
+    return answer
+
+
 def install_error_handlers(app: FastAPI) -> None:
-    app.add_exception_handler(Exception, _unexpected)
-    app.add_exception_handler(OSError, _storage_error)
-    app.add_exception_handler(ClayError, _clay_error)
-    app.add_exception_handler(RequestValidationError, _validation_error)
-    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _in_seed_shape(_unexpected))
+    app.add_exception_handler(OSError, _in_seed_shape(_storage_error))
+    app.add_exception_handler(ClayError, _in_seed_shape(_clay_error))
+    app.add_exception_handler(RequestValidationError, _in_seed_shape(_validation_error))
+    app.add_exception_handler(StarletteHTTPException, _in_seed_shape(_http_error))

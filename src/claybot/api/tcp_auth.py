@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from claybot.api.ratelimit import FailureLimiter, RateLimiter, SlidingWindowLimiter
+from claybot.api.seed_errors import is_seed_path, seed_error
 from claybot.db.errors import StoreError
 
 if TYPE_CHECKING:
@@ -26,6 +27,8 @@ log = logging.getLogger(__name__)
 
 # Paths any valid key may read, whatever its scopes: the API's own description.
 OPEN_PATHS = frozenset({"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
+# Paths that need no key at all: seed 002's health check (it says nothing of the engine).
+PUBLIC_PATHS = frozenset({"/api/v1/health"})
 READ_METHODS = frozenset({"GET", "HEAD"})
 ScopeTable = Callable[[str, str], str | None]
 
@@ -49,7 +52,9 @@ def required_scope(method: str, path: str) -> str | None:
         if method in READ_METHODS:
             return "jobs:read"
         return "jobs:delete" if method == "DELETE" else "jobs:write"
-    return "admin"
+    if _under(path, "/api/v1/agents"):
+        return "agents:read" if method in READ_METHODS else "agents:write"
+    return "admin"  # /api/v1/admin/... among them
 
 
 class ApiKeyMiddleware:
@@ -70,8 +75,8 @@ class ApiKeyMiddleware:
         self._pending: set[asyncio.Task[None]] = set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket"):  # lifespan
-            await self.app(scope, receive, send)
+        if scope["type"] not in ("http", "websocket") or scope.get("path") in PUBLIC_PATHS:
+            await self.app(scope, receive, send)  # lifespan, or a path open to anyone
             return
         client = _client_address(scope)
         wait_s = self.failures.retry_after(client)
@@ -160,8 +165,12 @@ def _client_address(scope: Scope) -> str:
 
 
 def _bearer(scope: Scope) -> str | None:
-    """The token of ``Authorization: Bearer <token>``; None if absent or malformed."""
+    """The key of ``Authorization: Bearer <key>`` or of seed 002's ``X-API-Key: <key>``;
+    None if absent or malformed."""
     for name, value in scope.get("headers", []):
+        if name == b"x-api-key":
+            key = bytes(value).decode("latin-1").strip()
+            return key if key and " " not in key else None
         if name == b"authorization":
             header: str = bytes(value).decode("latin-1")
             scheme, _, token = header.strip().partition(" ")
@@ -182,6 +191,8 @@ async def _deny(
     extra_headers: list[tuple[bytes, bytes]] | None = None,
 ) -> None:
     body = json.dumps({"ok": False, "error": {"code": code, "message": message}}).encode()
+    if is_seed_path(str(scope.get("path", ""))):
+        status, body = seed_error(status, code, message, None)
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     if status == 401:
         headers.append((b"www-authenticate", b'Bearer realm="claybot"'))

@@ -26,6 +26,7 @@ from claybot.cron.ledger import RunLedger, Status, skipped_records, started_reco
 from claybot.cron.store import TASK_FILE, CronStore, CronTask, TaskProblem
 from claybot.cron.task import CronTaskNotFound, CronTaskSpec, TaskFileError
 from claybot.kernel.clock import Clock, from_ms, to_ms
+from claybot.kernel.event_types import EventType
 from claybot.kernel.events import EventBus
 from claybot.sandbox import SandboxRunner
 from claybot.scheduling.due_timer import DueTimer
@@ -174,7 +175,9 @@ class CronScheduler:
         ]
         if self._watch:
             self._loops.append(asyncio.create_task(self._watch_files(), name="cron-watch"))
-        self.events.emit("cron.started", {"tasks": len(self.tasks), "problems": len(self.problems)})
+        self.events.emit(
+            EventType.CRON_STARTED, {"tasks": len(self.tasks), "problems": len(self.problems)}
+        )
 
     async def stop(self) -> None:
         running = [*self._loops, *self._inflight.values(), *self._warming]
@@ -333,8 +336,7 @@ class CronScheduler:
             for task, key in starts
         ]
         for task, times, reason in skips:
-            self.events.emit(
-                "cron.task.skipped",
+            self.events.emit(EventType.CRON_TASK_SKIPPED,
                 {"taskId": task.id, "scheduledAt": [from_ms(t).isoformat() for t in times],
                  "reason": reason},
             )  # fmt: skip
@@ -466,8 +468,7 @@ class CronScheduler:
                     await self.ledger.finished(
                         task.id, key.at_ms, "skipped", to_ms(self.clock.now())
                     )
-                    self.events.emit(
-                        "cron.task.skipped",
+                    self.events.emit(EventType.CRON_TASK_SKIPPED,
                         {"taskId": task.id, "scheduledAt": [at.isoformat()], "reason": "gate",
                          "detail": gate.reason, "output": gate.output[-2000:]},
                     )  # fmt: skip
@@ -495,7 +496,7 @@ class CronScheduler:
             self.on_lateness("posted", key, lateness)
         if not resumed:
             self.events.emit(
-                "cron.task.started",
+                EventType.CRON_TASK_STARTED,
                 {
                     "taskId": task.id,
                     "scheduledAt": at.isoformat(),
@@ -518,7 +519,7 @@ class CronScheduler:
         }
         if error:
             payload["error"] = error
-        self.events.emit("cron.task.ran", payload)
+        self.events.emit(EventType.CRON_TASK_RAN, payload)
         state = {
             "lastRunAt": now.isoformat(),
             "lastScheduledAt": from_ms(key.at_ms).isoformat(),
@@ -569,11 +570,11 @@ class CronScheduler:
             if self.ledger.runs(task.id).last_at is None:
                 await self._mark_seen([task.id], now)
             self.events.emit(
-                "cron.task.added",
+                EventType.CRON_TASK_ADDED,
                 {"taskId": task.id, "name": task.spec.name, "source": source},
             )
         elif previous.version != task.version:
-            self.events.emit("cron.task.updated", {"taskId": task.id, "source": source})
+            self.events.emit(EventType.CRON_TASK_UPDATED, {"taskId": task.id, "source": source})
         self.tasks[task.id] = task
         self._by_folder[task.directory.name] = task.id
         self._versions[task.directory.name] = task.version
@@ -588,14 +589,14 @@ class CronScheduler:
             del self._by_folder[task.directory.name]
         self._unschedule(task_id)
         await self.ledger.deleted(task_id)
-        self.events.emit("cron.task.removed", {"taskId": task_id})
+        self.events.emit(EventType.CRON_TASK_REMOVED, {"taskId": task_id})
 
     def _report(self, problem: TaskProblem) -> None:
         log.error(
             "invalid cron task",
             extra={"action": "cron.task.invalid", "path": problem.path, "reason": problem.reason},
         )
-        self.events.emit("cron.task.invalid", problem.to_dict())
+        self.events.emit(EventType.CRON_TASK_INVALID, problem.to_dict())
 
     async def rescan(self, names: set[str] | None = None) -> None:
         """Pick up TASK.md files added, edited or removed: in folders ``names``, or all.

@@ -27,6 +27,7 @@ from claybot.engine.keystore import BackgroundDatabase, DeferredApiKeyStore
 from claybot.engine.options import EngineOptions
 from claybot.engine.status import StatusSources, engine_status
 from claybot.heartbeat.scheduler import HeartbeatScheduler
+from claybot.kernel.event_types import EventType
 from claybot.kernel.events import EventBus
 from claybot.permissions.requests import PermissionBroker
 from claybot.plugins import LoadedPlugin, PluginCatalog, PluginManager, Registries
@@ -208,7 +209,7 @@ class Engine:
     async def set_auth_field(self, entry_id: str, key: str, value: str) -> None:
         auth: AuthFile = self.config.read_auth().with_field(entry_id, key, value)
         self.config.write_auth(auth)
-        self.events.emit("auth.updated", {"id": entry_id, "key": key})
+        self.events.emit(EventType.AUTH_UPDATED, {"id": entry_id, "key": key})
         await self.rebuild_providers()
 
     # -- plugins --------------------------------------------------------------------

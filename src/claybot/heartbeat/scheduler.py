@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from claybot.heartbeat.store import HeartbeatStore, HeartbeatTask
 from claybot.kernel.clock import Clock, from_ms, to_ms
+from claybot.kernel.event_types import EventType
 from claybot.kernel.events import EventBus
 from claybot.sandbox import SandboxRunner
 from claybot.scheduling.due_timer import DueTimer
@@ -142,7 +143,7 @@ class HeartbeatScheduler:
     ) -> list[str]:
         """One batch; returns the ids of the tasks it included."""
         if self._beat_lock.locked():
-            self.events.emit("heartbeat.deferred", {"scheduledAt": at.isoformat()})
+            self.events.emit(EventType.HEARTBEAT_DEFERRED, {"scheduledAt": at.isoformat()})
         async with self._beat_lock:
             tasks, _ = await asyncio.to_thread(self.store.scan)
             if ids is not None:
@@ -157,7 +158,7 @@ class HeartbeatScheduler:
                     included.append((task, gate.output or None))
                 else:
                     self.events.emit(
-                        "heartbeat.task.skipped",
+                        EventType.HEARTBEAT_TASK_SKIPPED,
                         {"taskId": task.id, "reason": "gate", "detail": gate.reason},
                     )
             at_ms = to_ms(at)
@@ -206,7 +207,9 @@ class HeartbeatScheduler:
         if manual:  # the next scheduled beat counts from this one
             self._timer.set(BEAT, self.next_beat())
         for task_id in task_ids:
-            self.events.emit("heartbeat.task.ran", {"taskId": task_id, "lastRunAt": at.isoformat()})
+            self.events.emit(
+                EventType.HEARTBEAT_TASK_RAN, {"taskId": task_id, "lastRunAt": at.isoformat()}
+            )
         if reply is not None and reply.strip() and reply.strip() != HEARTBEAT_OK:
             await self.host.forward_beat(message_id, reply.strip())
 

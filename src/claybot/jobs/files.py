@@ -13,7 +13,7 @@ from sqlalchemy import and_, insert, select, update
 from claybot.db.errors import wrap_database_errors
 from claybot.db.tables import job_artifacts, job_attachments
 from claybot.jobs.model import Claim, InvalidJobState
-from claybot.jobs.sql import JobTables, Owner, at
+from claybot.jobs.sql import JobTables, Owner, at, completes_once_started
 from claybot.kernel.errors import InvalidInput, NotFound
 
 
@@ -28,6 +28,7 @@ class StoredFile:
     size_bytes: int
     created_at: datetime
     content: bytes | None = None  # only when asked for
+    storage_path: str | None = None  # an attachment's name in seed 002's terms
 
 
 class JobFiles:
@@ -42,6 +43,7 @@ class JobFiles:
                 code="FILE_TOO_LARGE",
             )
 
+    @completes_once_started
     async def put_artifact(
         self, claim: Claim, filename: str, content: bytes, mime_type: str | None
     ) -> StoredFile:
@@ -91,6 +93,7 @@ class JobFiles:
             raise NotFound(f"job {job_id} has no artifact {artifact_id!r}")
         return found[0]
 
+    @completes_once_started
     async def add_attachment(
         self,
         filename: str,
@@ -98,16 +101,18 @@ class JobFiles:
         mime_type: str | None,
         *,
         owner: Owner,
+        viewer: Owner,
         job_id: str | None = None,
     ) -> StoredFile:
-        """An upload, attached to one of the uploader's own jobs (or kept for the next job
-        they create)."""
+        """An upload by ``owner`` (a key id, None for the engine's owner), attached to a
+        job ``viewer`` may see (a key's own; every job for admin and the owner), or kept
+        for the next job the uploader creates."""
         self._check_size(content, "file")
         now = self._db.clock()
         attachment_id = str(uuid.uuid4())
         async with self._db.transaction("storing an upload") as (connection, _events):
             if job_id is not None:
-                job = await self._db.locked(connection, job_id, owner)
+                job = await self._db.locked(connection, job_id, viewer)
                 if job.terminal:
                     raise InvalidJobState(f"job {job_id} is {job.status.value}")
             storage_path = f"attachments/{job_id or 'unattached'}/{attachment_id}/{filename}"
@@ -124,7 +129,9 @@ class JobFiles:
                     created_at=now,
                 )
             )
-        return StoredFile(attachment_id, job_id, filename, mime_type, len(content), now)
+        return StoredFile(
+            attachment_id, job_id, filename, mime_type, len(content), now, None, storage_path
+        )
 
     async def attachments(self, job_id: str, *, content: bool = False) -> list[StoredFile]:
         return await self._files(

@@ -11,7 +11,8 @@ from sqlalchemy import insert, select
 from claybot.db.errors import wrap_database_errors
 from claybot.db.tables import job_logs
 from claybot.jobs.model import Claim
-from claybot.jobs.sql import JobTables, at
+from claybot.jobs.sql import JobTables, at, completes_once_started
+from claybot.kernel.event_types import EventType
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,7 @@ class JobLogs:
     def __init__(self, tables: JobTables) -> None:
         self._db = tables
 
+    @completes_once_started
     async def add(
         self,
         job_id: str,
@@ -68,7 +70,10 @@ class JobLogs:
             ).first()
             assert row is not None
             events.append(
-                ("job.log", {"jobId": job_id, "id": row.id, "level": level, "message": message})
+                (
+                    EventType.JOB_LOG,
+                    {"jobId": job_id, "id": row.id, "level": level, "message": message},
+                )
             )
         return True
 

@@ -9,12 +9,15 @@ and the engine relays their progress onto its event stream.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import functools
 import json
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from sqlalchemy import select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -78,6 +81,33 @@ def job_from_row(row: Any) -> Job:
         tools_discovered=row.tools_discovered,
         execution_state=row.execution_state,
     )
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def completes_once_started(method: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+    """A write that, once begun, runs to its commit or rollback even if its caller is
+    cancelled (a job being cancelled, a worker draining); the cancel is delivered after.
+
+    Cancelled inside its transaction, a SQLite connection could be left holding the
+    database's write lock until it is collected, and every other writer would wait
+    for it (for the whole busy timeout).
+    """
+
+    @functools.wraps(method)
+    async def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        task = asyncio.ensure_future(method(*args, **kwargs))
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if not task.done():
+                with contextlib.suppress(Exception):
+                    await task
+            raise
+
+    return run
 
 
 class JobTables:

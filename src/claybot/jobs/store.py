@@ -20,6 +20,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, delete, func, insert, literal, select, true, update
@@ -37,8 +38,9 @@ from claybot.jobs.model import (
     NewJob,
     check_transition,
 )
-from claybot.jobs.sql import EVERYONE, JobTables, Owner, job_from_row
+from claybot.jobs.sql import EVERYONE, JobTables, Owner, completes_once_started, job_from_row
 from claybot.kernel.errors import InvalidInput
+from claybot.kernel.event_types import EventType
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,7 @@ class JobStore:
 
     # -- jobs -------------------------------------------------------------------------
 
+    @completes_once_started
     async def create(self, new: NewJob) -> Job:
         now = self._db.clock()
         job_id = str(uuid.uuid4())
@@ -94,7 +97,7 @@ class JobStore:
                         "an attachment is unknown, not yours, or attached to another job",
                         field="attachments",
                     )
-            events.append(("job.created", {"jobId": job_id, "status": "queued"}))
+            events.append((EventType.JOB_CREATED, {"jobId": job_id, "status": "queued"}))
         return await self.get(job_id)
 
     async def get(self, job_id: str, owner: Owner = EVERYONE) -> Job:
@@ -135,6 +138,7 @@ class JobStore:
             ).scalar_one()
         return [job_from_row(row) for row in rows], int(count)
 
+    @completes_once_started
     async def respond(self, job_id: str, answer: str, owner: Owner = EVERYONE) -> Job:
         """A person answered the job's question: it is queued again with the answer."""
         now = self._db.clock()
@@ -154,9 +158,10 @@ class JobStore:
                     updated_at=now,
                 )
             )
-            events.append(("job.status", {"jobId": job_id, "status": "queued"}))
+            events.append((EventType.JOB_STATUS, {"jobId": job_id, "status": "queued"}))
         return await self.get(job_id)
 
+    @completes_once_started
     async def cancel(self, job_id: str, owner: Owner = EVERYONE) -> Job:
         """Cancel a queued or waiting job at once; a running one is asked to stop (its
         worker sees the request at its next heartbeat and ends the job ``cancelled``)."""
@@ -170,7 +175,7 @@ class JobStore:
                     .where(job_queue.c.id == job_id)
                     .values(cancel_requested=True, updated_at=now)
                 )
-                events.append(("job.cancel_requested", {"jobId": job_id}))
+                events.append((EventType.JOB_CANCEL_REQUESTED, {"jobId": job_id}))
             else:
                 await connection.execute(
                     update(job_queue)
@@ -182,11 +187,12 @@ class JobStore:
                         updated_at=now,
                     )
                 )
-                events.append(("job.status", {"jobId": job_id, "status": "cancelled"}))
+                events.append((EventType.JOB_STATUS, {"jobId": job_id, "status": "cancelled"}))
         return await self.get(job_id)
 
     # -- claiming -------------------------------------------------------------------
 
+    @completes_once_started
     async def claim(self, worker_id: str) -> Claim | None:
         """The top queued job, now running under this worker; None when none is queued."""
         now = self._db.clock()
@@ -219,10 +225,11 @@ class JobStore:
             ).first()
             if row is None:
                 return None
-            events.append(("job.status", {"jobId": row.id, "status": "running"}))
+            events.append((EventType.JOB_STATUS, {"jobId": row.id, "status": "running"}))
         job = job_from_row(row)
         return Claim(job, worker_id, job.attempt)
 
+    @completes_once_started
     async def renew(self, worker_id: str, job_ids: Sequence[str]) -> Renewal:
         """Extend this worker's leases; which of its jobs were asked to cancel, and which
         it no longer holds."""
@@ -247,6 +254,7 @@ class JobStore:
             lost=set(job_ids) - {row.id for row in rows},
         )
 
+    @completes_once_started
     async def sweep(self) -> Swept:
         """Jobs whose lease ran out: requeued (retry_count + 1), failed when their
         retries are spent, cancelled when a cancel was asked for meanwhile."""
@@ -293,7 +301,7 @@ class JobStore:
                 ).all()
                 done[status.value] = [row.id for row in rows]
                 for row in rows:
-                    events.append(("job.status", {"jobId": row.id, "status": status.value}))
+                    events.append((EventType.JOB_STATUS, {"jobId": row.id, "status": status.value}))
         return Swept(done["queued"], done["failed"], done["cancelled"])
 
     # -- a claimed job's writes (fenced) ----------------------------------------------
@@ -307,6 +315,7 @@ class JobStore:
             )
             return [dict(row.record) for row in rows]
 
+    @completes_once_started
     async def append_records(
         self,
         claim: Claim,
@@ -316,8 +325,12 @@ class JobStore:
         state: dict[str, Any] | None = None,
         clear_answer: bool = False,
     ) -> None:
-        """Append records numbered from ``first_seq``: the checkpoint after a step. A
-        number already taken means another writer got there first: ``LeaseLost``."""
+        """Append records numbered from ``first_seq``: the checkpoint after a step.
+
+        Records already there under their numbers, the same, are skipped (a checkpoint
+        sent again because its caller was cancelled as it committed); a number taken by
+        a different record means another writer got there first: ``LeaseLost``.
+        """
         values: dict[str, Any] = {}
         if state is not None:
             values["execution_state"] = state
@@ -325,20 +338,36 @@ class JobStore:
             values["user_answer"] = None
         async with self._db.transaction("checkpointing a job") as (connection, _events):
             await self._db.fence(connection, claim, **values)
-            if records:
-                try:
-                    await connection.execute(
-                        insert(job_records),
-                        [
-                            {"job_id": claim.job.id, "seq": first_seq + n, "record": record}
-                            for n, record in enumerate(records)
-                        ],
-                    )
-                except IntegrityError as exc:
-                    raise LeaseLost(
-                        f"job {claim.job.id}'s records were written by another worker"
-                    ) from exc
+            if not records:
+                return
+            present = (
+                await connection.execute(
+                    select(job_records.c.seq, job_records.c.record)
+                    .where(job_records.c.job_id == claim.job.id, job_records.c.seq >= first_seq)
+                    .order_by(job_records.c.seq)
+                )
+            ).all()
+            for row in present:
+                index = row.seq - first_seq
+                if index >= len(records) or dict(row.record) != records[index]:
+                    raise LeaseLost(f"job {claim.job.id}'s records were written by another worker")
+            if len(present) == len(records):
+                return
+            try:
+                await connection.execute(
+                    insert(job_records),
+                    [
+                        {"job_id": claim.job.id, "seq": first_seq + n, "record": record}
+                        for n, record in enumerate(records)
+                        if n >= len(present)
+                    ],
+                )
+            except IntegrityError as exc:
+                raise LeaseLost(
+                    f"job {claim.job.id}'s records were written by another worker"
+                ) from exc
 
+    @completes_once_started
     async def finish(
         self,
         claim: Claim,
@@ -360,8 +389,9 @@ class JobStore:
                 completed_at=now,
                 lease_expires_at=None,
             )
-            events.append(("job.status", {"jobId": claim.job.id, "status": status.value}))
+            events.append((EventType.JOB_STATUS, {"jobId": claim.job.id, "status": status.value}))
 
+    @completes_once_started
     async def pause(self, claim: Claim, question: str, state: dict[str, Any]) -> None:
         """The job asked a person: it waits, holding no worker."""
         now = self._db.clock()
@@ -376,8 +406,11 @@ class JobStore:
                 worker_id=None,
                 lease_expires_at=None,
             )
-            events.append(("job.status", {"jobId": claim.job.id, "status": "waiting_for_user"}))
+            events.append(
+                (EventType.JOB_STATUS, {"jobId": claim.job.id, "status": "waiting_for_user"})
+            )
 
+    @completes_once_started
     async def release(self, claim: Claim) -> None:
         """Give a running job back to the queue (the worker is draining): not a failure,
         so its retries stay as they were."""
@@ -389,7 +422,23 @@ class JobStore:
                 worker_id=None,
                 lease_expires_at=None,
             )
-            events.append(("job.status", {"jobId": claim.job.id, "status": "queued"}))
+            events.append((EventType.JOB_STATUS, {"jobId": claim.job.id, "status": "queued"}))
+
+    async def activity_since(self, moment: datetime) -> dict[str, int]:
+        """Jobs created and jobs completed since ``moment`` (the metrics route)."""
+        async with (
+            wrap_database_errors("counting jobs"),
+            self._db.engine.connect() as connection,
+        ):
+            created = await connection.execute(
+                select(func.count()).select_from(job_queue).where(job_queue.c.created_at >= moment)
+            )
+            completed = await connection.execute(
+                select(func.count())
+                .select_from(job_queue)
+                .where(job_queue.c.completed_at >= moment, job_queue.c.status == "completed")
+            )
+            return {"created": int(created.scalar_one()), "completed": int(completed.scalar_one())}
 
     async def counts(self) -> dict[str, int]:
         """Jobs by status (the metrics route)."""
@@ -399,6 +448,7 @@ class JobStore:
             )
             return {str(row[0]): int(row[1]) for row in rows}
 
+    @completes_once_started
     async def delete(self, job_ids: Iterable[str]) -> None:
         async with self._db.transaction("deleting jobs") as (connection, _events):
             await connection.execute(delete(job_queue).where(job_queue.c.id.in_(list(job_ids))))

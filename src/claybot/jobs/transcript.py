@@ -51,9 +51,15 @@ class JobTranscript:
         if not self._queued and not clear_answer:
             return
         queued, self._queued = self._queued, []
-        await self._db.jobs.append_records(
-            self._claim, len(self._written), queued, clear_answer=clear_answer
-        )
+        try:
+            await self._db.jobs.append_records(
+                self._claim, len(self._written), queued, clear_answer=clear_answer
+            )
+        except BaseException:
+            # Cancelled as it committed, or failed: sent again with the next checkpoint
+            # (the store skips records it already holds, the same, under their numbers).
+            self._queued[:0] = queued
+            raise
         self._written.extend(queued)
 
     async def read(self) -> list[Record]:

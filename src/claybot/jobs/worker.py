@@ -75,6 +75,8 @@ class Worker:
         self._stopping = False
         self._tasks: list[asyncio.Task[None]] = []
         self._unsubscribe: Callable[[], None] | None = None
+        self._claiming = False
+        self._cancelled_while_claiming: set[str] = set()
 
     @property
     def heartbeat_s(self) -> float:
@@ -114,9 +116,13 @@ class Worker:
         if kind == "job.created" or (kind == "job.status" and payload.get("status") == "queued"):
             self._wake.set()
         elif kind == "job.cancel_requested":
-            running = self.running.get(str(payload.get("jobId")))
+            job_id = str(payload.get("jobId"))
+            running = self.running.get(job_id)
             if running is not None:
                 running.signal.stop(Stop.CANCEL)
+            elif self._claiming:
+                # Cancelled while its claim was being committed: stopped as it starts.
+                self._cancelled_while_claiming.add(job_id)
 
     # -- claiming -------------------------------------------------------------------
 
@@ -124,6 +130,7 @@ class Worker:
         while not self._stopping:
             self._wake.clear()
             while len(self.running) < self.slots and not self._stopping:
+                self._claiming = True
                 try:
                     claim = await self.db.jobs.claim(self.id)
                 except Exception as exc:
@@ -131,9 +138,12 @@ class Worker:
                         "claiming a job failed: %s", exc, extra={"action": "job.claim_failed"}
                     )
                     break
+                finally:
+                    self._claiming = False
                 if claim is None:
                     break
                 self._start(claim)
+            self._cancelled_while_claiming.clear()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.poll_s):
                     await self._wake.wait()
@@ -144,6 +154,8 @@ class Worker:
         signal = StopSignal()
         task = asyncio.create_task(self.runner.run(claim, signal), name=f"job-{job.id}")
         self.running[job.id] = Running(claim, signal, task)
+        if job.id in self._cancelled_while_claiming:
+            signal.stop(Stop.CANCEL)
         task.add_done_callback(lambda done: self._finished(job.id, done))
         self._changed()
 

@@ -9,7 +9,7 @@ from sqlalchemy import insert, select, update
 
 from claybot.db.errors import wrap_database_errors
 from claybot.db.tables import workers
-from claybot.jobs.sql import JobTables, at
+from claybot.jobs.sql import JobTables, at, completes_once_started
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,7 @@ class WorkerRows:
     def __init__(self, tables: JobTables) -> None:
         self._db = tables
 
+    @completes_once_started
     async def heartbeat(
         self, worker_id: str, *, hostname: str, pid: int, version: str, active_jobs: int,
         status: str = "active",
@@ -73,6 +74,7 @@ class WorkerRows:
             for row in rows
         ]
 
+    @completes_once_started
     async def mark_dead(self, older_than: timedelta) -> int:
         cutoff = self._db.clock() - older_than
         async with self._db.transaction("marking dead workers") as (connection, _events):

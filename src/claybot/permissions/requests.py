@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from claybot.durable.atomic import append_durably
 from claybot.durable.jsonl import encode_record, read_jsonl
+from claybot.kernel.event_types import EventType
 from claybot.kernel.events import EventBus
 from claybot.kernel.ids import new_id
 from claybot.permissions.prompts import (
@@ -238,7 +239,7 @@ class PermissionBroker:
         await self._log.append(record)
         self._requests[request.id] = request
         self._arm(request)
-        self._events.emit("permission.requested", request.to_dict())
+        self._events.emit(EventType.PERMISSION_REQUESTED, request.to_dict())
         try:
             await self._present(request)
         except Exception:
@@ -289,7 +290,8 @@ class PermissionBroker:
         if timer is not None and timer is not asyncio.current_task():
             timer.cancel()
         self._events.emit(
-            "permission.granted" if approved else "permission.denied", request.to_dict()
+            EventType.PERMISSION_GRANTED if approved else EventType.PERMISSION_DENIED,
+            request.to_dict(),
         )
         await self._finish(request)
         try:

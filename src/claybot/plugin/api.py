@@ -18,6 +18,7 @@ from pydantic import BaseModel
 
 from claybot.config.auth import AuthEntry
 from claybot.connectors.base import ConversationControl, InboundMessage, PostedMessage, PostInbound
+from claybot.kernel.event_types import EventType
 from claybot.kernel.events import EventBus
 from claybot.permissions.prompts import PermissionOutcome
 from claybot.plugin.errors import InstanceNotFound
@@ -28,7 +29,7 @@ S = TypeVar("S", bound=BaseModel)
 
 AuthLookup = Callable[[str], AuthEntry | None]
 
-PLUGIN_EVENT = "plugin.event"
+PLUGIN_EVENT = EventType.PLUGIN_EVENT
 
 
 @dataclass(frozen=True)

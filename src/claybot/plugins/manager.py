@@ -28,6 +28,7 @@ from claybot.config.home import HomePaths
 from claybot.config.settings import PluginInstanceSettings, Settings
 from claybot.config.store import ConfigStore, describe_validation_error
 from claybot.connectors.base import ConversationControl, PostInbound
+from claybot.kernel.event_types import EventType
 from claybot.kernel.events import EventBus
 from claybot.plugin.api import AuthLookup, PluginApi
 from claybot.plugin.definition import PluginDefinition, PluginInstance
@@ -61,8 +62,8 @@ log = logging.getLogger(__name__)
 LOAD_TIMEOUT_S = 60.0
 UNLOAD_TIMEOUT_S = 30.0
 
-PLUGIN_LOADED = "plugin.loaded"
-PLUGIN_UNLOADED = "plugin.unloaded"
+PLUGIN_LOADED = EventType.PLUGIN_LOADED
+PLUGIN_UNLOADED = EventType.PLUGIN_UNLOADED
 
 
 def _iso(moment: datetime) -> str:

@@ -1,0 +1,107 @@
+"""Seed 002's admin routes under ``/api/v1/admin`` (the ``admin`` scope): keys, workers,
+metrics."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Literal
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from claybot.api.job_routes import jobs_db
+from claybot.api.models.base import Answer
+from claybot.api.models.jobs import Metrics, WorkerHealth, WorkerList
+from claybot.api.models.keys import ApiKey
+from claybot.api.routes import engine_of
+from claybot.kernel.errors import NotFound
+
+router = APIRouter(prefix="/api/v1/admin", tags=["jobs admin (seed 002)"])
+HEALTHY_S = 60  # a worker heard from this recently is healthy; twice as long, a warning
+WARNING_S = 120
+
+
+class NewKey(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1, max_length=128)
+    scopes: list[str] = Field(default_factory=lambda: ["jobs:write", "jobs:read"])
+    rate_limit_rpm: int = Field(default=60, ge=1, le=10_000)
+
+
+class KeyCreated(Answer):
+    id: str
+    key: str = Field(description="Shown this once; only its hash is kept")
+    message: str
+
+
+class KeyList(Answer):
+    keys: list[ApiKey]
+
+
+def _health(age_s: float) -> Literal["healthy", "warning", "dead"]:
+    if age_s < HEALTHY_S:
+        return "healthy"
+    return "warning" if age_s < WARNING_S else "dead"
+
+
+@router.get("/keys", summary="API keys (never the keys themselves)")
+async def list_keys(request: Request) -> KeyList:
+    return KeyList(keys=[ApiKey.of(record) for record in await engine_of(request).keys.list()])
+
+
+@router.post("/keys", status_code=201, summary="Create an API key (shown once)")
+async def create_key(request: Request, body: NewKey) -> KeyCreated:
+    record, plaintext = await engine_of(request).keys.create(
+        body.name, body.scopes, body.rate_limit_rpm
+    )
+    return KeyCreated(id=record.id, key=plaintext, message="Store this key now: it is shown once.")
+
+
+@router.delete("/keys/{key_id}", summary="Revoke an API key")
+async def revoke_key(request: Request, key_id: str) -> ApiKey:
+    record = await engine_of(request).keys.revoke(key_id)
+    if record is None:
+        raise NotFound(f"no API key {key_id!r}")
+    return ApiKey.of(record)
+
+
+@router.get("/workers", summary="Workers and how recently each was heard from")
+async def list_workers(request: Request, status: str | None = None) -> WorkerList:
+    db = await jobs_db(request)
+    now = datetime.now(UTC)
+    workers = []
+    for row in await db.workers.listing(status):
+        age = (now - row.last_heartbeat).total_seconds()
+        workers.append(
+            WorkerHealth(
+                id=row.id,
+                hostname=row.hostname,
+                status=row.status,
+                health=_health(age) if row.status != "dead" else "dead",
+                active_jobs=row.active_jobs,
+                version=row.version,
+                last_heartbeat=row.last_heartbeat.isoformat(),
+                seconds_since_heartbeat=round(age, 1),
+            )
+        )
+    summary = {"healthy": 0, "warning": 0, "dead": 0}
+    for worker in workers:
+        summary[worker.health] += 1
+    return WorkerList(workers=workers, summary=summary)
+
+
+@router.get("/metrics", summary="Jobs, workers and keys in numbers")
+async def metrics(request: Request) -> Metrics:
+    db = await jobs_db(request)
+    jobs = await db.jobs.counts()
+    jobs["total"] = sum(jobs.values())
+    workers: dict[str, int] = {}
+    for row in await db.workers.listing():
+        workers[row.status] = workers.get(row.status, 0) + 1
+    keys = await engine_of(request).keys.list()
+    return Metrics(
+        jobs=jobs,
+        jobs_last_hour=await db.jobs.activity_since(datetime.now(UTC) - timedelta(hours=1)),
+        workers=workers,
+        keys={"total": len(keys), "active": sum(1 for key in keys if not key.revoked)},
+    )

@@ -1,0 +1,260 @@
+"""Seed 002's job API under ``/api/v1``: paths, fields and status codes as the seed has
+them, so a client written against it works unchanged.
+
+Who sees what: on TCP a key sees only the jobs it created (another key's job is
+404, as unknown as a missing one) unless it has ``admin``; the Unix socket is the
+owner's and sees every job. Scopes are checked by the TCP middleware
+(``tcp_auth.required_scope``); errors here take the seed's shape
+(``seed_errors.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Annotated
+
+from fastapi import APIRouter, File, Form, Query, Request, UploadFile
+from fastapi.responses import Response, StreamingResponse
+
+from claybot import __version__
+from claybot.api.models.jobs import (
+    ArtifactInfo,
+    ArtifactList,
+    CreateJob,
+    Health,
+    JobCreated,
+    JobDetail,
+    JobPage,
+    JobSummary,
+    LogEntry,
+    LogPage,
+    Responded,
+    RespondToJob,
+    Uploaded,
+    status_name,
+)
+from claybot.api.routes import engine_of
+from claybot.jobs.database import JobDatabase
+from claybot.jobs.model import JobStatus, NewJob, response_text
+from claybot.jobs.sql import EVERYONE, Owner
+from claybot.kernel.errors import InvalidInput
+
+router = APIRouter(prefix="/api/v1", tags=["jobs (seed 002)"])
+UPLOAD_PATH = "/api/v1/jobs/upload"
+UNSAFE_NAME = re.compile(r"[^a-zA-Z0-9.-]")
+FOLLOW_POLL_S = 0.5  # a job another process runs is followed by reading its log this often
+TERMINAL = {JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED}
+
+
+def key_id(request: Request) -> str | None:
+    """The API key's id on TCP; None on the Unix socket (the owner)."""
+    record = request.scope.get("state", {}).get("api_key")
+    return None if record is None else str(record.id)
+
+
+def viewer(request: Request) -> Owner:
+    """Whose jobs this request may see: a key's own, or all (admin, the socket)."""
+    record = request.scope.get("state", {}).get("api_key")
+    if record is None or "admin" in record.scopes:
+        return EVERYONE
+    return str(record.id)
+
+
+async def jobs_db(request: Request) -> JobDatabase:
+    return await engine_of(request).jobs.database()
+
+
+@router.get("/health", summary="Is the API up (no key needed)")
+async def health() -> Health:
+    return Health(status="healthy", timestamp=datetime.now(UTC).isoformat(), version=__version__)
+
+
+@router.post("/jobs", status_code=201, summary="Queue a job")
+async def create_job(request: Request, body: CreateJob) -> JobCreated:
+    db = await jobs_db(request)
+    job = await db.jobs.create(
+        NewJob(
+            task=body.task,
+            priority=body.priority,
+            timeout_seconds=body.timeout_seconds,
+            model=body.model,
+            hitl_mode=body.hitl_mode,
+            allow_network=body.allow_network,
+            api_key_id=key_id(request),
+            attachment_ids=tuple(body.attachments),
+        )
+    )
+    await db.logs.add(job.id, "Job created")
+    return JobCreated(
+        id=job.id,
+        status=status_name(job.status),
+        task=job.task,
+        created_at=job.created_at.isoformat(),
+    )
+
+
+@router.get("/jobs", summary="Jobs, newest first")
+async def list_jobs(
+    request: Request,
+    status: JobStatus | None = None,
+    limit: Annotated[int, Query(ge=1, le=100)] = 50,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> JobPage:
+    db = await jobs_db(request)
+    jobs, count = await db.jobs.page(viewer(request), status=status, limit=limit, offset=offset)
+    return JobPage(jobs=[JobSummary.of(j) for j in jobs], count=count, offset=offset, limit=limit)
+
+
+@router.get("/jobs/{job_id}", summary="A job, with its artifacts")
+async def get_job(request: Request, job_id: str) -> JobDetail:
+    db = await jobs_db(request)
+    job = await db.jobs.get(job_id, viewer(request))
+    return JobDetail.of(job, await db.files.artifacts(job.id))
+
+
+@router.post("/jobs/{job_id}/respond", summary="Answer a job that waits for you")
+async def respond(request: Request, job_id: str, body: RespondToJob) -> Responded:
+    if body.action in ("reject", "respond") and not body.answer.strip():
+        raise InvalidInput(f"{body.action} needs an answer", field="answer")
+    text = response_text(body.action, body.answer, body.editedPlan)
+    db = await jobs_db(request)
+    job = await db.jobs.respond(job_id, text, viewer(request))
+    await db.logs.add(job.id, f"User responded ({body.action})")
+    return Responded(id=job.id, status=status_name(job.status), message=text)
+
+
+async def _cancel(request: Request, job_id: str) -> JobDetail:
+    db = await jobs_db(request)
+    job = await db.jobs.cancel(job_id, viewer(request))
+    return JobDetail.of(job, await db.files.artifacts(job.id))
+
+
+@router.post("/jobs/{job_id}/cancel", summary="Cancel a job (a running one within seconds)")
+async def cancel_job(request: Request, job_id: str) -> JobDetail:
+    return await _cancel(request, job_id)
+
+
+@router.delete("/jobs/{job_id}", summary="Cancel a job (seed 002's way)")
+async def delete_job(request: Request, job_id: str) -> JobDetail:
+    return await _cancel(request, job_id)
+
+
+@router.get(
+    "/jobs/{job_id}/logs",
+    summary="A job's log, oldest first; `follow=true` streams it (SSE) until the job ends",
+    response_model=LogPage,
+    responses={200: {"content": {"text/event-stream": {}}}},
+)
+async def job_logs(
+    request: Request,
+    job_id: str,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    after: Annotated[int, Query(ge=0, description="Only lines after this id")] = 0,
+    follow: bool = False,
+) -> LogPage | StreamingResponse:
+    db = await jobs_db(request)
+    job = await db.jobs.get(job_id, viewer(request))
+    if follow or "text/event-stream" in request.headers.get("accept", ""):
+        return StreamingResponse(_follow(db, job.id, after), media_type="text/event-stream")
+    lines = await db.logs.page(job.id, after_id=after, limit=limit, offset=offset)
+    return LogPage(
+        logs=[LogEntry.of(line) for line in lines], count=len(lines), offset=offset, limit=limit
+    )
+
+
+async def _follow(db: JobDatabase, job_id: str, after: int) -> AsyncIterator[bytes]:
+    """Every line after ``after``, then new ones as they come, until the job ends. Woken
+    by this engine's writes; lines another process writes are read every half second."""
+    news = asyncio.Event()
+
+    def heard(kind: str, payload: dict[str, object]) -> None:
+        if payload.get("jobId") == job_id:
+            news.set()
+
+    unsubscribe = db.tables.subscribe(heard)
+    try:
+        while True:
+            news.clear()
+            for line in await db.logs.page(job_id, after_id=after, limit=1000):
+                after = line.id
+                yield b"id: %d\nevent: log\ndata: %s\n\n" % (
+                    line.id,
+                    LogEntry.of(line).model_dump_json().encode(),
+                )
+            job = await db.jobs.get(job_id)
+            if job.status in TERMINAL:
+                yield b'event: end\ndata: {"status": "%s"}\n\n' % job.status.value.encode()
+                return
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(FOLLOW_POLL_S):
+                    await news.wait()
+    finally:
+        unsubscribe()
+
+
+@router.get("/jobs/{job_id}/artifacts", summary="A job's artifacts")
+async def list_artifacts(request: Request, job_id: str) -> ArtifactList:
+    db = await jobs_db(request)
+    job = await db.jobs.get(job_id, viewer(request))
+    artifacts = await db.files.artifacts(job.id)
+    return ArtifactList(
+        artifacts=[ArtifactInfo.of(job.id, a) for a in artifacts], count=len(artifacts)
+    )
+
+
+@router.get(
+    "/jobs/{job_id}/artifacts/{artifact_id}",
+    summary="Download an artifact",
+    response_class=Response,
+    responses={200: {"content": {"application/octet-stream": {}}}},
+)
+async def download_artifact(request: Request, job_id: str, artifact_id: str) -> Response:
+    db = await jobs_db(request)
+    job = await db.jobs.get(job_id, viewer(request))
+    artifact = await db.files.artifact(job.id, artifact_id)
+    name = UNSAFE_NAME.sub("_", artifact.filename.rsplit("/", 1)[-1]) or "artifact"
+    return Response(
+        artifact.content or b"",
+        media_type=artifact.mime_type or "application/octet-stream",
+        headers={
+            "Content-Disposition": f'attachment; filename="{name}"',
+            "X-Content-Type-Options": "nosniff",
+        },
+    )
+
+
+@router.post("/jobs/upload", status_code=201, summary="Upload a file for a job")
+async def upload(
+    request: Request,
+    file: Annotated[UploadFile, File(description="The file")],
+    jobId: Annotated[str | None, Form(description="One of your jobs (else: for the next)")] = None,
+) -> Uploaded:
+    db = await jobs_db(request)
+    cap = db.tables.max_file_bytes
+    content = await file.read(cap + 1)
+    if len(content) > cap:
+        raise InvalidInput(
+            f"the file is over {cap} bytes", field="file", code="FILE_TOO_LARGE", status=413
+        )
+    name = UNSAFE_NAME.sub("_", (file.filename or "upload").rsplit("/", 1)[-1])[:255] or "upload"
+    stored = await db.files.add_attachment(
+        name,
+        content,
+        file.content_type,
+        owner=key_id(request),
+        viewer=viewer(request),
+        job_id=jobId,
+    )
+    return Uploaded(
+        id=stored.id,
+        filename=stored.filename,
+        mime_type=stored.mime_type,
+        size_bytes=stored.size_bytes,
+        storage_path=stored.storage_path or "",
+        public_url=None,
+    )

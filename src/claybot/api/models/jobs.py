@@ -1,0 +1,234 @@
+"""Seed 002's job API: bodies and answers, with the seed's field names (snake_case).
+
+Answers carry no ``ok`` field (the seed's never did); times are ISO 8601 in UTC.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from claybot.api.models.base import Answer
+from claybot.jobs.files import StoredFile
+from claybot.jobs.logs import LogLine
+from claybot.jobs.model import HitlMode, Job, JobStatus
+
+JobStatusName = Literal["queued", "running", "completed", "failed", "waiting_for_user", "cancelled"]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CreateJob(_Body):
+    task: str = Field(min_length=1, max_length=10_000)
+    priority: int = Field(default=0, ge=0, le=100)
+    timeout_seconds: int = Field(default=300, ge=30, le=3600)
+    model: str | None = Field(default=None, max_length=200)
+    hitl_mode: HitlMode = HitlMode.PLAN_APPROVAL
+    allow_network: bool = Field(default=False, description="run_python may reach the network")
+    attachments: list[str] = Field(
+        default_factory=list, max_length=50, description="Ids of uploads (POST /jobs/upload)"
+    )
+
+
+class RespondToJob(_Body):
+    answer: str = Field(default="", max_length=10_000)
+    editedPlan: str | None = Field(default=None, max_length=50_000)
+    action: Literal["approve", "reject", "edit", "respond"] = "respond"
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat()
+
+
+class JobCreated(Answer):
+    id: str
+    status: JobStatusName
+    task: str
+    created_at: str
+
+
+class JobSummary(Answer):
+    id: str
+    task: str
+    status: JobStatusName
+    priority: int
+    created_at: str
+    started_at: str | None
+    completed_at: str | None
+    agent_question: str | None
+
+    @classmethod
+    def of(cls, job: Job) -> JobSummary:
+        return cls(
+            id=job.id,
+            task=job.task,
+            status=job.status.value,
+            priority=job.priority,
+            created_at=job.created_at.isoformat(),
+            started_at=_iso(job.started_at),
+            completed_at=_iso(job.completed_at),
+            agent_question=job.agent_question,
+        )
+
+
+class JobPage(Answer):
+    jobs: list[JobSummary]
+    count: int = Field(description="Jobs matching, over all pages")
+    offset: int
+    limit: int
+
+
+class ArtifactInfo(Answer):
+    id: str
+    filename: str
+    mime_type: str | None
+    url: str = Field(description="Where to download it (with the same key)")
+    size_bytes: int
+    created_at: str
+
+    @classmethod
+    def of(cls, job_id: str, stored: StoredFile) -> ArtifactInfo:
+        return cls(
+            id=stored.id,
+            filename=stored.filename,
+            mime_type=stored.mime_type,
+            url=f"/api/v1/jobs/{job_id}/artifacts/{stored.id}",
+            size_bytes=stored.size_bytes,
+            created_at=stored.created_at.isoformat(),
+        )
+
+
+class JobDetail(Answer):
+    id: str
+    task: str
+    status: JobStatusName
+    priority: int
+    timeout_seconds: int
+    model: str | None
+    hitl_mode: str
+    allow_network: bool
+    result: str | None
+    error_message: str | None
+    agent_question: str | None
+    user_answer: str | None
+    retry_count: int
+    max_retries: int
+    worker_id: str | None
+    cancel_requested: bool
+    tools_discovered: list[str] | None
+    execution_state: dict[str, Any] | None
+    created_at: str
+    started_at: str | None
+    paused_at: str | None
+    completed_at: str | None
+    artifacts: list[ArtifactInfo]
+
+    @classmethod
+    def of(cls, job: Job, artifacts: list[StoredFile]) -> JobDetail:
+        return cls(
+            id=job.id,
+            task=job.task,
+            status=job.status.value,
+            priority=job.priority,
+            timeout_seconds=job.timeout_seconds,
+            model=job.model,
+            hitl_mode=job.hitl_mode.value,
+            allow_network=job.allow_network,
+            result=job.result,
+            error_message=job.error_message,
+            agent_question=job.agent_question,
+            user_answer=job.user_answer,
+            retry_count=job.retry_count,
+            max_retries=job.max_retries,
+            worker_id=job.worker_id,
+            cancel_requested=job.cancel_requested,
+            tools_discovered=job.tools_discovered,
+            execution_state=job.execution_state,
+            created_at=job.created_at.isoformat(),
+            started_at=_iso(job.started_at),
+            paused_at=_iso(job.paused_at),
+            completed_at=_iso(job.completed_at),
+            artifacts=[ArtifactInfo.of(job.id, stored) for stored in artifacts],
+        )
+
+
+class Responded(Answer):
+    id: str
+    status: JobStatusName
+    message: str = Field(description="The text the job's model reads as the answer")
+
+
+class LogEntry(Answer):
+    id: int
+    level: Literal["debug", "info", "warn", "error"]
+    message: str
+    metadata: dict[str, Any] | None
+    timestamp: str
+
+    @classmethod
+    def of(cls, line: LogLine) -> LogEntry:
+        return cls(
+            id=line.id,
+            level=line.level,  # type: ignore[arg-type]
+            message=line.message,
+            metadata=line.metadata,
+            timestamp=line.timestamp.isoformat(),
+        )
+
+
+class LogPage(Answer):
+    logs: list[LogEntry]
+    count: int = Field(description="Lines in this page")
+    offset: int
+    limit: int
+
+
+class ArtifactList(Answer):
+    artifacts: list[ArtifactInfo]
+    count: int
+
+
+class Uploaded(Answer):
+    id: str = Field(description="Name it in a job's `attachments`")
+    filename: str
+    mime_type: str | None
+    size_bytes: int
+    storage_path: str
+    public_url: None = Field(description="Uploads are never public (seed 002 had a bucket)")
+
+
+class Health(Answer):
+    status: Literal["healthy"]
+    timestamp: str
+    version: str
+
+
+class WorkerHealth(Answer):
+    id: str
+    hostname: str
+    status: str
+    health: Literal["healthy", "warning", "dead"]
+    active_jobs: int
+    version: str
+    last_heartbeat: str
+    seconds_since_heartbeat: float
+
+
+class WorkerList(Answer):
+    workers: list[WorkerHealth]
+    summary: dict[str, int] = Field(description="Workers by health")
+
+
+class Metrics(Answer):
+    jobs: dict[str, int] = Field(description="Jobs by status, and `total`")
+    jobs_last_hour: dict[str, int] = Field(description="`created` and `completed`")
+    workers: dict[str, int] = Field(description="Workers by status")
+    keys: dict[str, int] = Field(description="`total` and `active`")
+
+
+def status_name(status: JobStatus) -> JobStatusName:
+    return status.value

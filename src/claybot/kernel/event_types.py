@@ -1,0 +1,305 @@
+"""Every event type the engine emits, and what each one's payload holds.
+
+Clients learn here what arrives on the event stream; the emitting code builds
+each payload with its TypedDict, so mypy checks the keys where they are written,
+and the test suite checks every payload it sees against its type
+(``tests/guards.py``), so a payload cannot drift from this description.
+
+A member of ``EventType`` *is* its string (``StrEnum``): the wire is unchanged.
+Events a plugin emits are namespaced to it (``plugin.event``, with the plugin's
+own type inside), and proactive agents' events keep seed 004's names under
+``proactive.``; those are free-form and not listed here.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Literal, NotRequired
+
+from pydantic import ConfigDict
+from typing_extensions import TypedDict
+
+
+class EventType(StrEnum):
+    AGENT_CREATED = "agent.created"
+    AGENT_WOKE = "agent.woke"
+    AGENT_RESTORED = "agent.restored"
+    AGENT_SLEEP = "agent.sleep"
+    AGENT_RESET = "agent.reset"
+    AGENT_OUTGOING = "agent.outgoing"
+    AGENT_ERROR = "agent.error"
+    AGENT_DAMAGED = "agent.damaged"
+    AGENT_STORAGE_FAILED = "agent.storage_failed"
+    SUBAGENT_FINISHED = "agent.subagent.finished"
+    SUBAGENT_FAILED = "agent.subagent.failed"
+    CRON_STARTED = "cron.started"
+    CRON_TASK_ADDED = "cron.task.added"
+    CRON_TASK_UPDATED = "cron.task.updated"
+    CRON_TASK_REMOVED = "cron.task.removed"
+    CRON_TASK_INVALID = "cron.task.invalid"
+    CRON_TASK_STARTED = "cron.task.started"
+    CRON_TASK_RAN = "cron.task.ran"
+    CRON_TASK_SKIPPED = "cron.task.skipped"
+    HEARTBEAT_DEFERRED = "heartbeat.deferred"
+    HEARTBEAT_TASK_SKIPPED = "heartbeat.task.skipped"
+    HEARTBEAT_TASK_RAN = "heartbeat.task.ran"
+    PERMISSION_REQUESTED = "permission.requested"
+    PERMISSION_GRANTED = "permission.granted"
+    PERMISSION_DENIED = "permission.denied"
+    AUTH_UPDATED = "auth.updated"
+    PLUGIN_LOADED = "plugin.loaded"
+    PLUGIN_UNLOADED = "plugin.unloaded"
+    PLUGIN_EVENT = "plugin.event"
+    JOB_CREATED = "job.created"
+    JOB_STATUS = "job.status"
+    JOB_LOG = "job.log"
+    JOB_CANCEL_REQUESTED = "job.cancel_requested"
+
+
+# Payload types refuse keys they do not list when the tests check them.
+_CLOSED = ConfigDict(extra="forbid")
+
+
+class AgentId(TypedDict):
+    __pydantic_config__ = _CLOSED  # type: ignore[misc]
+    agentId: str
+
+
+class AgentCreated(TypedDict):
+    __pydantic_config__ = _CLOSED  # type: ignore[misc]
+    agentId: str
+    descriptor: dict[str, Any]
+    source: Literal["agent", "api", "connector"]
+
+
+class AgentSleep(TypedDict):
+    __pydantic_config__ = _CLOSED  # type: ignore[misc]
+    agentId: str
+    reason: Literal["idle"]
+
+
+class AgentReset(TypedDict):
+    __pydantic_config__ = _CLOSED  # type: ignore[misc]
+    agentId: str
+    context: dict[str, Any]  # what the reset was asked with
+
+
+class OutgoingMessagePayload(TypedDict):
+    __pydantic_config__ = _CLOSED  # type: ignore[misc]
+    id: str
+    agentId: str
+    connector: str
+    userId: str
+    channelId: str
+    text: str
+    inReplyTo: str | None
+    final: bool
+
+
+class AgentOutgoing(TypedDict):
+    __pydantic_config__ = _CLOSED  # type: ignore[misc]
+    agentId: str
+    message: OutgoingMessagePayload
+
+
+class AgentError(TypedDict):
+    __pydantic_config__ = _CLOSED  # type: ignore[misc]
+    agentId: str
+    messageId: str
+    error: str
+
+
+class AgentDamaged(TypedDict):
+    __pydantic_config__ = _CLOSED  # type: ignore[misc]
+    agentId: str
+    file: str
+    error: str
+    action: str
+
+
+class AgentStorageFailed(TypedDict):
+    __pydantic_config__ = _CLOSED  # type: ignore[misc]
+    agentId: str
+    error: str
+
+
+class SubagentEnded(TypedDict):
+    __pydantic_config__ = _CLOSED  # type: ignore[misc]
+    agentId: str
+    parentAgentId: str
+    messageId: str
+
+
+class CronStarted(TypedDict):
+    __pydantic_config__ = _CLOSED  # type: ignore[misc]
+    tasks: int
+    problems: int
+
+
+class CronTaskAdded(TypedDict):
+    __pydantic_config__ = _CLOSED  # type: ignore[misc]
+    taskId: str
+    name: str
+    source: Literal["api", "file", "tool"]
+
+
+class CronTaskUpdated(TypedDict):
+    __pydantic_config__ = _CLOSED  # type: ignore[misc]
+    taskId: str
+    source: Literal["api", "file", "tool"]
+
+
+class TaskId(TypedDict):
+    __pydantic_config__ = _CLOSED  # type: ignore[misc]
+    taskId: str
+
+
+class TaskInvalid(TypedDict):
+    __pydantic_config__ = _CLOSED  # type: ignore[misc]
+    path: str
+    reason: str
+
+
+class CronTaskStarted(TypedDict):
+    __pydantic_config__ = _CLOSED  # type: ignore[misc]
+    taskId: str
+    scheduledAt: str
+    agentId: str
+    latenessMs: float
+
+
+class CronTaskRan(TypedDict):
+    __pydantic_config__ = _CLOSED  # type: ignore[misc]
+    taskId: str
+    scheduledAt: str
+    status: str
+    agentId: str | None
+    error: NotRequired[str]
+
+
+class CronTaskSkipped(TypedDict):
+    __pydantic_config__ = _CLOSED  # type: ignore[misc]
+    taskId: str
+    scheduledAt: list[str]
+    reason: str
+    detail: NotRequired[str]
+    output: NotRequired[str]
+
+
+class HeartbeatDeferred(TypedDict):
+    __pydantic_config__ = _CLOSED  # type: ignore[misc]
+    scheduledAt: str
+
+
+class HeartbeatTaskSkipped(TypedDict):
+    __pydantic_config__ = _CLOSED  # type: ignore[misc]
+    taskId: str
+    reason: str
+    detail: str
+
+
+class HeartbeatTaskRan(TypedDict):
+    __pydantic_config__ = _CLOSED  # type: ignore[misc]
+    taskId: str
+    lastRunAt: str
+
+
+class PermissionRequest(TypedDict):
+    __pydantic_config__ = _CLOSED  # type: ignore[misc]
+    requestId: str
+    agentId: str
+    agentLabel: str
+    permission: str
+    reason: str
+    connector: str
+    userId: str
+    channelId: str
+    expiresAt: int  # unix ms; unanswered by then means denied
+    createdAt: int  # unix ms
+    status: Literal["pending", "granted", "denied"]
+    decidedBy: str | None
+    decidedAt: int | None
+    delivered: bool
+
+
+class AuthUpdated(TypedDict):
+    __pydantic_config__ = _CLOSED  # type: ignore[misc]
+    id: str
+    key: str  # the field's name; never its value
+
+
+class PluginInstance(TypedDict):
+    __pydantic_config__ = _CLOSED  # type: ignore[misc]
+    id: str
+    pluginId: str
+    name: NotRequired[str]
+
+
+class PluginEvent(TypedDict):
+    __pydantic_config__ = _CLOSED  # type: ignore[misc]
+    instanceId: str
+    pluginId: str
+    type: str
+    payload: dict[str, Any]
+
+
+class JobCreated(TypedDict):
+    __pydantic_config__ = _CLOSED  # type: ignore[misc]
+    jobId: str
+    status: Literal["queued"]
+
+
+class JobStatusChanged(TypedDict):
+    __pydantic_config__ = _CLOSED  # type: ignore[misc]
+    jobId: str
+    status: Literal["queued", "running", "completed", "failed", "waiting_for_user", "cancelled"]
+
+
+class JobLog(TypedDict):
+    __pydantic_config__ = _CLOSED  # type: ignore[misc]
+    jobId: str
+    id: int
+    level: Literal["debug", "info", "warn", "error"]
+    message: str
+
+
+class JobId(TypedDict):
+    __pydantic_config__ = _CLOSED  # type: ignore[misc]
+    jobId: str
+
+
+PAYLOAD_TYPES: dict[EventType, type] = {
+    EventType.AGENT_CREATED: AgentCreated,
+    EventType.AGENT_WOKE: AgentId,
+    EventType.AGENT_RESTORED: AgentId,
+    EventType.AGENT_SLEEP: AgentSleep,
+    EventType.AGENT_RESET: AgentReset,
+    EventType.AGENT_OUTGOING: AgentOutgoing,
+    EventType.AGENT_ERROR: AgentError,
+    EventType.AGENT_DAMAGED: AgentDamaged,
+    EventType.AGENT_STORAGE_FAILED: AgentStorageFailed,
+    EventType.SUBAGENT_FINISHED: SubagentEnded,
+    EventType.SUBAGENT_FAILED: SubagentEnded,
+    EventType.CRON_STARTED: CronStarted,
+    EventType.CRON_TASK_ADDED: CronTaskAdded,
+    EventType.CRON_TASK_UPDATED: CronTaskUpdated,
+    EventType.CRON_TASK_REMOVED: TaskId,
+    EventType.CRON_TASK_INVALID: TaskInvalid,
+    EventType.CRON_TASK_STARTED: CronTaskStarted,
+    EventType.CRON_TASK_RAN: CronTaskRan,
+    EventType.CRON_TASK_SKIPPED: CronTaskSkipped,
+    EventType.HEARTBEAT_DEFERRED: HeartbeatDeferred,
+    EventType.HEARTBEAT_TASK_SKIPPED: HeartbeatTaskSkipped,
+    EventType.HEARTBEAT_TASK_RAN: HeartbeatTaskRan,
+    EventType.PERMISSION_REQUESTED: PermissionRequest,
+    EventType.PERMISSION_GRANTED: PermissionRequest,
+    EventType.PERMISSION_DENIED: PermissionRequest,
+    EventType.AUTH_UPDATED: AuthUpdated,
+    EventType.PLUGIN_LOADED: PluginInstance,
+    EventType.PLUGIN_UNLOADED: PluginInstance,
+    EventType.PLUGIN_EVENT: PluginEvent,
+    EventType.JOB_CREATED: JobCreated,
+    EventType.JOB_STATUS: JobStatusChanged,
+    EventType.JOB_LOG: JobLog,
+    EventType.JOB_CANCEL_REQUESTED: JobId,
+}
