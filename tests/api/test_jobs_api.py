@@ -291,7 +291,6 @@ async def test_rate_limit_and_size_cap_answer_in_the_seeds_shape(
         {"task": "t", "priority": 101},
         {"task": "t", "timeout_seconds": 5},
         {"task": "t", "hitl_mode": "yolo"},
-        {"task": "t", "attachments": ["no-such-upload"]},
         {"task": "t", "surprise": True},
         [1, 2, 3],
         "garbage",

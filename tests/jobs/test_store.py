@@ -109,7 +109,7 @@ async def test_a_lost_lease_is_requeued_and_the_old_workers_writes_are_refused(
     final = await jobs_db.jobs.get(job.id)
     assert (final.status, final.result) == (JobStatus.COMPLETED, "done")
     assert await jobs_db.jobs.records(job.id) == [{"type": "user_message", "text": "t"}]
-    assert await jobs_db.logs.page(job.id) == []
+    assert [line.message for line in await jobs_db.logs.page(job.id)] == ["Job created"]
     assert await jobs_db.files.artifacts(job.id) == []
 
 
@@ -215,8 +215,8 @@ async def test_a_step_writes_its_log_line_once(jobs_db: JobDatabase) -> None:
     assert not await jobs_db.logs.add(job.id, "Tool call: x", claim=claim, step_key="c1")
     await jobs_db.logs.add(job.id, "free line")
     lines = await jobs_db.logs.page(job.id)
-    assert [line.message for line in lines] == ["Tool call: x", "free line"]
-    assert [line.message for line in await jobs_db.logs.page(job.id, after_id=lines[0].id)] == [
+    assert [line.message for line in lines] == ["Job created", "Tool call: x", "free line"]
+    assert [line.message for line in await jobs_db.logs.page(job.id, after_id=lines[1].id)] == [
         "free line"
     ]
     assert await jobs_db.logs.step_keys(job.id) == {"c1"}
@@ -250,7 +250,7 @@ async def test_uploads_attach_only_to_the_uploaders_own_jobs(jobs_db: JobDatabas
         "data.csv", b"a,b", "text/csv", owner=mine, viewer=mine
     )
     # Someone else's job cannot take my upload either.
-    with pytest.raises(InvalidInput):
+    with pytest.raises(NotFound):
         await jobs_db.jobs.create(NewJob("steal", api_key_id=theirs, attachment_ids=(loose.id,)))
     job = await jobs_db.jobs.create(NewJob("use it", api_key_id=mine, attachment_ids=(loose.id,)))
     files = await jobs_db.files.attachments(job.id, content=True)

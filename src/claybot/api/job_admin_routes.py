@@ -4,7 +4,7 @@ metrics."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
@@ -13,19 +13,31 @@ from claybot.api.job_routes import jobs_db
 from claybot.api.models.base import Answer
 from claybot.api.models.jobs import Metrics, WorkerHealth, WorkerList
 from claybot.api.models.keys import ApiKey
+from claybot.api.responses import seed_errors
 from claybot.api.routes import engine_of
+from claybot.api.schemas import JSON_INTEGER
 from claybot.kernel.errors import NotFound
 
-router = APIRouter(prefix="/api/v1/admin", tags=["jobs admin (seed 002)"])
+router = APIRouter(
+    prefix="/api/v1/admin",
+    tags=["jobs admin (seed 002)"],
+    responses=seed_errors(400, 404, 413, 500, 503, 507),
+)
 HEALTHY_S = 60  # a worker heard from this recently is healthy; twice as long, a warning
 WARNING_S = 120
 
 
+ScopeName = Literal[
+    "jobs:read", "jobs:write", "jobs:delete", "agents:read", "agents:write", "admin"
+]
+DEFAULT_SCOPES: list[ScopeName] = ["jobs:write", "jobs:read"]  # seed 002's default
+
+
 class NewKey(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     name: str = Field(min_length=1, max_length=128)
-    scopes: list[str] = Field(default_factory=lambda: ["jobs:write", "jobs:read"])
-    rate_limit_rpm: int = Field(default=60, ge=1, le=10_000)
+    scopes: list[ScopeName] = Field(default_factory=lambda: list(DEFAULT_SCOPES), min_length=1)
+    rate_limit_rpm: Annotated[int, Field(ge=1, le=10_000), JSON_INTEGER] = 60
 
 
 class KeyCreated(Answer):

@@ -16,6 +16,7 @@ import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Annotated
+from uuid import UUID
 
 from fastapi import APIRouter, File, Form, Query, Request, UploadFile
 from fastapi.responses import Response, StreamingResponse
@@ -37,13 +38,16 @@ from claybot.api.models.jobs import (
     Uploaded,
     status_name,
 )
+from claybot.api.responses import seed_errors
 from claybot.api.routes import engine_of
 from claybot.jobs.database import JobDatabase
-from claybot.jobs.model import JobStatus, NewJob, response_text
+from claybot.jobs.model import HitlMode, JobStatus, NewJob, response_text
 from claybot.jobs.sql import EVERYONE, Owner
 from claybot.kernel.errors import InvalidInput
 
-router = APIRouter(prefix="/api/v1", tags=["jobs (seed 002)"])
+router = APIRouter(
+    prefix="/api/v1", tags=["jobs (seed 002)"], responses=seed_errors(400, 404, 413, 500, 503, 507)
+)
 UPLOAD_PATH = "/api/v1/jobs/upload"
 UNSAFE_NAME = re.compile(r"[^a-zA-Z0-9.-]")
 FOLLOW_POLL_S = 0.5  # a job another process runs is followed by reading its log this often
@@ -82,13 +86,12 @@ async def create_job(request: Request, body: CreateJob) -> JobCreated:
             priority=body.priority,
             timeout_seconds=body.timeout_seconds,
             model=body.model,
-            hitl_mode=body.hitl_mode,
+            hitl_mode=HitlMode(body.hitl_mode),
             allow_network=body.allow_network,
             api_key_id=key_id(request),
             attachment_ids=tuple(body.attachments),
         )
     )
-    await db.logs.add(job.id, "Job created")
     return JobCreated(
         id=job.id,
         status=status_name(job.status),
@@ -109,56 +112,56 @@ async def list_jobs(
     return JobPage(jobs=[JobSummary.of(j) for j in jobs], count=count, offset=offset, limit=limit)
 
 
-@router.get("/jobs/{job_id}", summary="A job, with its artifacts")
-async def get_job(request: Request, job_id: str) -> JobDetail:
+@router.get("/jobs/{job_id:uuid}", summary="A job, with its artifacts")
+async def get_job(request: Request, job_id: UUID) -> JobDetail:
     db = await jobs_db(request)
-    job = await db.jobs.get(job_id, viewer(request))
+    job = await db.jobs.get(str(job_id), viewer(request))
     return JobDetail.of(job, await db.files.artifacts(job.id))
 
 
-@router.post("/jobs/{job_id}/respond", summary="Answer a job that waits for you")
-async def respond(request: Request, job_id: str, body: RespondToJob) -> Responded:
-    if body.action in ("reject", "respond") and not body.answer.strip():
+@router.post("/jobs/{job_id:uuid}/respond", summary="Answer a job that waits for you")
+async def respond(request: Request, job_id: UUID, body: RespondToJob) -> Responded:
+    if body.action in ("reject", "respond") and not body.answer:
         raise InvalidInput(f"{body.action} needs an answer", field="answer")
     text = response_text(body.action, body.answer, body.editedPlan)
     db = await jobs_db(request)
-    job = await db.jobs.respond(job_id, text, viewer(request))
+    job = await db.jobs.respond(str(job_id), text, viewer(request))
     await db.logs.add(job.id, f"User responded ({body.action})")
     return Responded(id=job.id, status=status_name(job.status), message=text)
 
 
-async def _cancel(request: Request, job_id: str) -> JobDetail:
+async def _cancel(request: Request, job_id: UUID) -> JobDetail:
     db = await jobs_db(request)
-    job = await db.jobs.cancel(job_id, viewer(request))
+    job = await db.jobs.cancel(str(job_id), viewer(request))
     return JobDetail.of(job, await db.files.artifacts(job.id))
 
 
-@router.post("/jobs/{job_id}/cancel", summary="Cancel a job (a running one within seconds)")
-async def cancel_job(request: Request, job_id: str) -> JobDetail:
+@router.post("/jobs/{job_id:uuid}/cancel", summary="Cancel a job (a running one within seconds)")
+async def cancel_job(request: Request, job_id: UUID) -> JobDetail:
     return await _cancel(request, job_id)
 
 
-@router.delete("/jobs/{job_id}", summary="Cancel a job (seed 002's way)")
-async def delete_job(request: Request, job_id: str) -> JobDetail:
+@router.delete("/jobs/{job_id:uuid}", summary="Cancel a job (seed 002's way)")
+async def delete_job(request: Request, job_id: UUID) -> JobDetail:
     return await _cancel(request, job_id)
 
 
 @router.get(
-    "/jobs/{job_id}/logs",
+    "/jobs/{job_id:uuid}/logs",
     summary="A job's log, oldest first; `follow=true` streams it (SSE) until the job ends",
     response_model=LogPage,
-    responses={200: {"content": {"text/event-stream": {}}}},
+    responses={200: {"content": {"text/event-stream": {"schema": {"type": "string"}}}}},
 )
 async def job_logs(
     request: Request,
-    job_id: str,
+    job_id: UUID,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0)] = 0,
     after: Annotated[int, Query(ge=0, description="Only lines after this id")] = 0,
     follow: bool = False,
 ) -> LogPage | StreamingResponse:
     db = await jobs_db(request)
-    job = await db.jobs.get(job_id, viewer(request))
+    job = await db.jobs.get(str(job_id), viewer(request))
     if follow or "text/event-stream" in request.headers.get("accept", ""):
         return StreamingResponse(_follow(db, job.id, after), media_type="text/event-stream")
     lines = await db.logs.page(job.id, after_id=after, limit=limit, offset=offset)
@@ -197,10 +200,10 @@ async def _follow(db: JobDatabase, job_id: str, after: int) -> AsyncIterator[byt
         unsubscribe()
 
 
-@router.get("/jobs/{job_id}/artifacts", summary="A job's artifacts")
-async def list_artifacts(request: Request, job_id: str) -> ArtifactList:
+@router.get("/jobs/{job_id:uuid}/artifacts", summary="A job's artifacts")
+async def list_artifacts(request: Request, job_id: UUID) -> ArtifactList:
     db = await jobs_db(request)
-    job = await db.jobs.get(job_id, viewer(request))
+    job = await db.jobs.get(str(job_id), viewer(request))
     artifacts = await db.files.artifacts(job.id)
     return ArtifactList(
         artifacts=[ArtifactInfo.of(job.id, a) for a in artifacts], count=len(artifacts)
@@ -208,15 +211,15 @@ async def list_artifacts(request: Request, job_id: str) -> ArtifactList:
 
 
 @router.get(
-    "/jobs/{job_id}/artifacts/{artifact_id}",
+    "/jobs/{job_id:uuid}/artifacts/{artifact_id:uuid}",
     summary="Download an artifact",
     response_class=Response,
-    responses={200: {"content": {"application/octet-stream": {}}}},
+    responses={200: {"content": {"application/octet-stream": {"schema": {"type": "string"}}}}},
 )
-async def download_artifact(request: Request, job_id: str, artifact_id: str) -> Response:
+async def download_artifact(request: Request, job_id: UUID, artifact_id: UUID) -> Response:
     db = await jobs_db(request)
-    job = await db.jobs.get(job_id, viewer(request))
-    artifact = await db.files.artifact(job.id, artifact_id)
+    job = await db.jobs.get(str(job_id), viewer(request))
+    artifact = await db.files.artifact(job.id, str(artifact_id))
     name = UNSAFE_NAME.sub("_", artifact.filename.rsplit("/", 1)[-1]) or "artifact"
     return Response(
         artifact.content or b"",

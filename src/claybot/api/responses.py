@@ -77,3 +77,37 @@ def errors(*statuses: int, text_route: bool = False) -> dict[int | str, dict[str
             response["headers"] = RETRY_AFTER
         table[status] = response
     return table
+
+
+class SeedError(BaseModel):
+    """Seed 002's error body, on ``/api/v1`` (see ``seed_errors.py``)."""
+
+    error: str = Field(description="What went wrong, for people")
+    code: str = Field(
+        description="VALIDATION_ERROR, NOT_FOUND, INVALID_STATE, FILE_TOO_LARGE, DUPLICATE, "
+        "UNAUTHORIZED, FORBIDDEN, RATE_LIMITED, UNAVAILABLE or INTERNAL_ERROR"
+    )
+    field: str | SkipJsonSchema[None] = Field(default=None, description="The input to blame")
+
+
+SEED_DESCRIPTIONS: dict[int, str] = {
+    400: "VALIDATION_ERROR (the body or a parameter; `field` names it) or INVALID_STATE "
+    "(the job's status does not allow it)",
+    404: "NOT_FOUND: no such job (or not yours), artifact or upload",
+    409: "DUPLICATE",
+    413: "FILE_TOO_LARGE: an upload or a body over its cap",
+    500: "INTERNAL_ERROR; the engine log has the details",
+    503: "UNAVAILABLE: the database cannot be reached; retry after `Retry-After` seconds",
+    507: "UNAVAILABLE: the disk holding the engine's home is full",
+}
+
+
+def seed_errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """``responses=`` for seed 002's routes: their errors in the seed's shape."""
+    table: dict[int | str, dict[str, Any]] = {}
+    for status in sorted(set(statuses)):
+        response: dict[str, Any] = {"description": SEED_DESCRIPTIONS[status], "model": SeedError}
+        if status in (503, 507):
+            response["headers"] = RETRY_AFTER
+        table[status] = response
+    return table

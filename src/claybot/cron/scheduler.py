@@ -9,6 +9,13 @@ the ledger and posts them again under the same id (the inbox drops a repeat),
 so a run never happens twice. Instants that passed while the engine was down
 follow the task's ``misfire`` policy: ``skip`` runs none of them, ``run-once``
 runs the newest one.
+
+It is longer than most modules because firing, misfire handling, warming and the
+reaction to edited task files all change one plan (each task's next instant) and
+one ledger under one lock; split apart, the rule "recorded before anything else
+happens, exactly once" would have to be checked across files. Its parts that stand
+alone already live beside it: the task files (``store.py``), the ledger
+(``ledger.py``), the timer (``scheduling/due_timer.py``), the gates.
 """
 
 from __future__ import annotations

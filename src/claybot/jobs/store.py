@@ -13,6 +13,11 @@ Two rules carry the durability of jobs:
   same transaction as the write itself (``JobTables.fence``). A worker that lost its
   lease (swept, cancelled, claimed again elsewhere) gets ``LeaseLost`` and nothing
   is written.
+
+It is longer than most modules because the claim, the fence and every transition
+that needs one are one protocol over one row: reading them together is how one
+checks that no write escapes the fence. Logs, files and workers, which need no
+status transitions, live beside it.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from sqlalchemy import and_, delete, func, insert, literal, select, true, update
 from sqlalchemy.exc import IntegrityError
 
 from claybot.db.errors import wrap_database_errors
-from claybot.db.tables import job_attachments, job_queue, job_records
+from claybot.db.tables import job_attachments, job_logs, job_queue, job_records
 from claybot.jobs.model import (
     Claim,
     InvalidJobState,
@@ -39,7 +44,7 @@ from claybot.jobs.model import (
     check_transition,
 )
 from claybot.jobs.sql import EVERYONE, JobTables, Owner, completes_once_started, job_from_row
-from claybot.kernel.errors import InvalidInput
+from claybot.kernel.errors import NotFound
 from claybot.kernel.event_types import EventType
 
 
@@ -93,10 +98,16 @@ class JobStore:
                     .values(job_id=job_id)
                 )
                 if attached.rowcount != len(set(new.attachment_ids)):
-                    raise InvalidInput(
+                    raise NotFound(
                         "an attachment is unknown, not yours, or attached to another job",
                         field="attachments",
                     )
+            # Its first log line, in the same transaction: before any worker can log.
+            await connection.execute(
+                insert(job_logs).values(
+                    job_id=job_id, level="info", message="Job created", timestamp=now
+                )
+            )
             events.append((EventType.JOB_CREATED, {"jobId": job_id, "status": "queued"}))
         return await self.get(job_id)
 

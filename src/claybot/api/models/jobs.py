@@ -6,28 +6,51 @@ Answers carry no ``ok`` field (the seed's never did); times are ISO 8601 in UTC.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from claybot.api.models.base import Answer
+from claybot.api.schemas import JSON_INTEGER
 from claybot.jobs.files import StoredFile
 from claybot.jobs.logs import LogLine
-from claybot.jobs.model import HitlMode, Job, JobStatus
+from claybot.jobs.model import Job, JobStatus
 
 JobStatusName = Literal["queued", "running", "completed", "failed", "waiting_for_user", "cancelled"]
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # JSON types are strict: `0` is no boolean, `"5"` no number.
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+HitlModeName = Literal["plan_approval", "auto_execute", "always_ask"]
+# What each action needs, in the document too (so a generated client knows).
+RESPOND_RULE: list[Any] = [
+    {"properties": {"action": {"const": "approve"}}, "required": ["action"]},
+    {
+        "properties": {
+            "action": {"const": "edit"},
+            "editedPlan": {"type": "string", "minLength": 1},
+        },
+        "required": ["action", "editedPlan"],
+    },
+    {
+        "properties": {
+            "action": {"enum": ["reject", "respond"]},
+            "answer": {"type": "string", "minLength": 1},
+        },
+        "required": ["answer"],
+    },
+]
 
 
 class CreateJob(_Body):
     task: str = Field(min_length=1, max_length=10_000)
-    priority: int = Field(default=0, ge=0, le=100)
-    timeout_seconds: int = Field(default=300, ge=30, le=3600)
+    priority: Annotated[int, Field(ge=0, le=100), JSON_INTEGER] = 0
+    timeout_seconds: Annotated[int, Field(ge=30, le=3600), JSON_INTEGER] = 300
     model: str | None = Field(default=None, max_length=200)
-    hitl_mode: HitlMode = HitlMode.PLAN_APPROVAL
+    hitl_mode: HitlModeName = "plan_approval"
     allow_network: bool = Field(default=False, description="run_python may reach the network")
     attachments: list[str] = Field(
         default_factory=list, max_length=50, description="Ids of uploads (POST /jobs/upload)"
@@ -35,6 +58,10 @@ class CreateJob(_Body):
 
 
 class RespondToJob(_Body):
+    model_config = ConfigDict(
+        extra="forbid", strict=True, json_schema_extra={"anyOf": RESPOND_RULE}
+    )
+
     answer: str = Field(default="", max_length=10_000)
     editedPlan: str | None = Field(default=None, max_length=50_000)
     action: Literal["approve", "reject", "edit", "respond"] = "respond"
