@@ -109,3 +109,18 @@ async def test_drain_cancels_a_reader_still_waiting_and_reports_reader_errors() 
     errors = await drain([stuck_reader, asyncio.create_task(broken())], 0.05)
     assert stuck_reader.cancelled()
     assert [str(error) for error in errors] == ["read failed"]
+
+
+async def test_a_cancellation_that_meets_the_childs_end_still_cancels(tmp_path: Path) -> None:
+    # Python 3.11's asyncio.wait_for returns the result instead when both happen in one
+    # step of the loop: a stopped turn then ran on (a drained job asked its model again).
+    process = await start_group(["true"], cwd=tmp_path, env=dict(os.environ))
+    await process.wait()
+    ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    group = ProcessGroup(process.pid, exited=lambda: ended, kill_grace_s=1.0)
+    waiting = asyncio.create_task(group.wait(10.0))
+    await asyncio.sleep(0)  # it waits for the child now
+    ended.set_result(None)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting

@@ -47,6 +47,7 @@ class Turn:
         "_durable",
         "_ended",
         "_history",
+        "_outcome",
         "_replies",
         "_wakeup",
         "agent_id",
@@ -69,7 +70,9 @@ class Turn:
         self.duplicate = duplicate
         self._durable = durable
         self._history = history
+        # The future exists only once someone waits: most turns end unobserved.
         self._ended: asyncio.Future[TurnOutcome] | None = None
+        self._outcome: TurnOutcome | None = None
         self._replies: list[OutgoingMessage] = []
         self._wakeup: asyncio.Event | None = None
 
@@ -87,9 +90,8 @@ class Turn:
         if self._history is not None:
             await self._load_history()
         ended = self._ended_future()
-        if timeout is None:
+        async with asyncio.timeout(timeout):
             return await asyncio.shield(ended)
-        return await asyncio.wait_for(asyncio.shield(ended), timeout)
 
     async def replies(self) -> AsyncIterator[OutgoingMessage]:
         """Every outgoing message of the turn, from its first, as it is produced."""
@@ -125,9 +127,11 @@ class Turn:
             self._wakeup.set()
 
     def ended(self, outcome: TurnOutcome) -> None:
-        ended = self._ended_future()
-        if not ended.done():
-            ended.set_result(outcome)
+        if self._outcome is not None:
+            return
+        self._outcome = outcome
+        if self._ended is not None and not self._ended.done():
+            self._ended.set_result(outcome)
 
     def follower(self) -> Turn:
         """Another handle on this item, for a poster whose message id was seen before."""
@@ -142,6 +146,8 @@ class Turn:
     def _ended_future(self) -> asyncio.Future[TurnOutcome]:
         if self._ended is None:
             self._ended = asyncio.get_running_loop().create_future()
+            if self._outcome is not None:
+                self._ended.set_result(self._outcome)
         return self._ended
 
     async def _load_history(self) -> None:

@@ -196,7 +196,8 @@ class GroupCommitWriter:
         while True:
             if self._retry and not self._closing:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wakeup.wait(), self._retry_delay_s)
+                    async with asyncio.timeout(self._retry_delay_s):
+                        await self._wakeup.wait()
             else:
                 await self._wakeup.wait()
             self._wakeup.clear()

@@ -79,7 +79,8 @@ async def open_database(url: str, keys: DeferredApiKeyStore) -> AsyncEngine | No
         sql_keys = await asyncio.to_thread(importlib.import_module, "claybot.db.sql_keys")
         engine = database.create_database_engine(url)
         try:
-            await asyncio.wait_for(database.migrate(engine), OPEN_TIMEOUT_S)
+            async with asyncio.timeout(OPEN_TIMEOUT_S):
+                await database.migrate(engine)
         except BaseException:
             await engine.dispose()
             raise

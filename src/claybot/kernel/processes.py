@@ -83,7 +83,8 @@ class ProcessGroup:
         """
         try:
             try:
-                await asyncio.wait_for(self._exited(), timeout_s)
+                async with asyncio.timeout(timeout_s):
+                    await self._exited()
             except TimeoutError:
                 if on_timeout is not None:
                     on_timeout()
@@ -98,7 +99,8 @@ class ProcessGroup:
         """SIGTERM to the group; SIGKILL once the grace is over."""
         signal_group(self.pid, signal.SIGTERM)
         try:
-            await asyncio.wait_for(self._exited(), self._kill_grace_s)
+            async with asyncio.timeout(self._kill_grace_s):
+                await self._exited()
         except TimeoutError:
             if self._on_sigkill is not None:
                 self._on_sigkill()

@@ -432,7 +432,8 @@ async def _failure_of(argv: list[str]) -> str | None:
     except OSError as exc:
         return str(exc)
     try:
-        _, stderr = await asyncio.wait_for(process.communicate(), PROBE_TIMEOUT_S)
+        async with asyncio.timeout(PROBE_TIMEOUT_S):
+            _, stderr = await process.communicate()
     except TimeoutError:
         process.kill()
         await process.wait()
