@@ -10,6 +10,7 @@ carried and raises, so nothing is acknowledged that is not on disk.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -210,11 +211,13 @@ class Admissions:
             else:
                 queued.append(item)
                 turns.append(item.turn)
-        durables = [item.durable for item in queued if item.durable is not None]
-        if durables:
-            # Waiting on the futures themselves (not a task per item) wakes this poster
-            # before the agents start on the work.
-            await asyncio.wait(durables)
+        for item in queued:
+            # Shielded: a poster that goes away does not cancel the write. Awaiting the
+            # futures themselves (no task, no asyncio.wait) is the cheapest wait, and one
+            # sync completes them all, so after the first the rest are already done.
+            assert item.durable is not None
+            with contextlib.suppress(Exception):  # looked at below, for every item
+                await asyncio.shield(item.durable)
         failure: BaseException | None = None
         for item in queued:
             assert item.durable is not None
