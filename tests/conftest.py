@@ -71,6 +71,27 @@ async def running_engine(
         await engine.stop()
 
 
+@asynccontextmanager
+async def engine_on_backend(
+    request: pytest.FixtureRequest,
+    paths: HomePaths,
+    settings: dict[str, Any],
+    env: dict[str, str] | None = None,
+) -> AsyncIterator[Engine]:
+    """An engine with ``settings`` on the database ``request.param`` names: "sqlite" (the
+    home's) or "postgres" (a new PostgreSQL database for this test)."""
+    write_settings(paths, settings)
+    env = {"PATH": "/usr/bin:/bin", **(env or {})}
+    if request.param == "postgres":
+        env["CLAYBOT_DATABASE_URL"] = request.getfixturevalue("fresh_postgres_url")
+    engine = Engine(paths, EngineOptions(port=0, env=env))
+    await engine.start()
+    try:
+        yield engine
+    finally:
+        await engine.stop(drain_timeout_s=2)
+
+
 @pytest.fixture
 async def api(engine: Engine) -> AsyncIterator[httpx.AsyncClient]:
     transport = httpx.ASGITransport(app=create_app(engine))

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -15,8 +17,8 @@ import pytest
 from claybot.api.app import create_app
 from claybot.api.tcp_auth import ApiKeyMiddleware
 from claybot.config.home import HomePaths
-from claybot.engine.engine import Engine, EngineOptions
-from tests.conftest import write_settings
+from claybot.engine.engine import Engine
+from tests.conftest import engine_on_backend
 
 PLAN = json.dumps({"type": "plan", "plan": "## Plan\n\n1. Write report.md", "question": "Go?"})
 
@@ -44,14 +46,8 @@ SETTINGS = {"providers": [{"id": "scripted", "model": "rules", "options": {"rule
 
 @pytest.fixture(params=["sqlite", "postgres"])
 async def engine(request: pytest.FixtureRequest, paths: HomePaths) -> AsyncIterator[Engine]:
-    write_settings(paths, SETTINGS)
-    env = {"PATH": "/usr/bin:/bin"}
-    if request.param == "postgres":
-        env["CLAYBOT_DATABASE_URL"] = request.getfixturevalue("fresh_postgres_url")
-    engine = Engine(paths, EngineOptions(port=0, env=env))
-    await engine.start()
-    yield engine
-    await engine.stop(drain_timeout_s=2)
+    async with engine_on_backend(request, paths, SETTINGS) as engine:
+        yield engine
 
 
 @pytest.fixture
@@ -183,6 +179,12 @@ ROUTES: list[tuple[str, str, str | None]] = [
     ("POST", "/api/v1/admin/keys", "admin"),
     ("GET", "/api/v1/admin/workers", "admin"),
     ("GET", "/api/v1/admin/metrics", "admin"),
+    ("GET", "/api/v1/jobs/{job}/artifacts/{unknown}", "jobs:read"),
+    ("DELETE", "/api/v1/admin/keys/{unknown}", "admin"),
+    ("GET", "/api/v1/agents", "agents:read"),
+    ("POST", "/api/v1/agents", "agents:write"),
+    ("POST", "/api/v1/agents/discover", "agents:read"),
+    ("POST", "/api/v1/admin/agents/{unknown}/verify", "admin"),
 ]
 SCOPES = ["jobs:read", "jobs:write", "jobs:delete", "agents:read", "agents:write", "admin"]
 
@@ -199,7 +201,7 @@ async def test_every_route_with_every_scope_and_without_a_key(
                 if "{job}" in path:
                     async with tcp(await make_key(engine, "jobs:write", "jobs:read")) as maker:
                         job_id = await create(maker, "quick job", hitl_mode="auto_execute")
-                url = path.replace("{job}", str(job_id))
+                url = path.replace("{job}", str(job_id)).replace("{unknown}", str(uuid.uuid4()))
                 kwargs: dict[str, Any] = {}
                 if method == "POST" and url.endswith("/jobs"):
                     kwargs["json"] = {"task": "quick"}
@@ -209,6 +211,15 @@ async def test_every_route_with_every_scope_and_without_a_key(
                     kwargs["json"] = {"name": "made"}
                 elif url.endswith("/respond"):
                     kwargs["json"] = {"answer": "x"}
+                elif url.endswith("/agents") and method == "POST":
+                    kwargs["json"] = {
+                        "name": "echo",
+                        "description": "A server that echoes",
+                        "package_name": f"pkg-{uuid.uuid4().hex}",
+                        "command": "echo",
+                    }
+                elif url.endswith("/discover"):
+                    kwargs["json"] = {"task": "echo"}
                 response = await client.request(method, url, **kwargs)
                 if needed is None:
                     expected = {200}
@@ -223,6 +234,20 @@ async def test_every_route_with_every_scope_and_without_a_key(
                 if response.status_code in (401, 403):
                     assert set(response.json()) == {"error", "code"}
                     assert response.json()["code"] in ("UNAUTHORIZED", "FORBIDDEN")
+
+
+def test_the_scope_matrix_lists_every_seed_route() -> None:
+    """A route added under /api/v1 without a row in ROUTES fails here."""
+    from claybot.api import job_admin_routes, job_routes, registry_routes
+
+    served = {
+        (method, re.sub(r"\{[^}]+\}", "{}", route.path))
+        for router in (job_routes.router, job_admin_routes.router, registry_routes.router)
+        for route in router.routes
+        for method in getattr(route, "methods", ())
+    }
+    listed = {(method, re.sub(r"\{[^}]+\}", "{}", path)) for method, path, _ in ROUTES}
+    assert served == listed
 
 
 @pytest.mark.parametrize("engine", ["sqlite"], indirect=True)

@@ -13,7 +13,7 @@ import pytest
 from claybot.engine.engine import Engine
 from claybot.engine.logging_setup import JsonFormatter
 from claybot.kernel.events import Event
-from claybot.plugins.builtin.mcp.tools import McpArguments
+from claybot.mcp_client.mapping import McpArguments
 from claybot.tools.base import ToolContext, ToolResult
 from tests.plugins.test_mcp import ECHO_SERVER
 

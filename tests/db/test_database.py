@@ -21,7 +21,7 @@ from claybot.db.database import (
     migrate,
 )
 from claybot.db.errors import StoreError
-from claybot.db.tables import metadata
+from claybot.db.tables import described_here, metadata
 
 
 @pytest.mark.parametrize(
@@ -112,7 +112,10 @@ async def test_the_tables_and_the_migrations_agree(empty_database_url: str) -> N
         await migrate(engine)
 
         def differences(connection: Any) -> list[Any]:
-            return list(compare_metadata(MigrationContext.configure(connection), metadata))
+            context = MigrationContext.configure(
+                connection, opts={"include_object": described_here}
+            )
+            return list(compare_metadata(context, metadata))
 
         async with engine.connect() as connection:
             assert await connection.run_sync(differences) == []

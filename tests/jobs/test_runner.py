@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
+import sys
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +16,9 @@ import pytest
 
 from claybot.config.settings import ProviderSettings
 from claybot.jobs.database import JobDatabase
+from claybot.jobs.mcp_servers import list_tools
 from claybot.jobs.model import Claim, HitlMode, JobStatus, LeaseLost, NewJob, response_text
+from claybot.jobs.registry import NewServer
 from claybot.jobs.runner import JobRunner, RunLimits, Stop, StopSignal
 from claybot.providers.scripted import ScriptedProvider
 from claybot.sandbox import DEFAULT_LIMITS, Sandbox, SandboxConfig
@@ -242,3 +247,85 @@ async def test_a_job_whose_worker_died_resumes_from_its_last_step_on_another(
     with pytest.raises(LeaseLost):
         await jobs_db.jobs.append_records(dead, len(records), [{"type": "note", "text": "late"}])
     assert len(await jobs_db.jobs.records(job.id)) == len(records)
+
+
+PROBE = """
+import socket
+from pathlib import Path
+try:
+    socket.create_connection(("127.0.0.1", {port}), timeout=3).close()
+    print("network: reached")
+except OSError as exc:
+    print("network: unreachable", type(exc).__name__)
+for name, path in (("host", {host!r}), ("tmp", {beside!r})):
+    try:
+        Path(path).write_text("escaped")
+        print(name, "written")
+    except OSError as exc:
+        print(name, "refused", type(exc).__name__)
+Path("table.csv").write_text("a,b\\n1,2\\n")
+"""
+
+
+@pytest.mark.parametrize("allow_network", [False, True])
+async def test_run_python_stays_in_its_directory_and_off_the_network_unless_allowed(
+    jobs_db: JobDatabase, sandbox: Sandbox, tmp_path: Path, allow_network: bool
+) -> None:
+    listener = socket.create_server(("127.0.0.1", 0))  # on the host's own loopback
+    host = Path(f"/var/tmp/claybot-escape-{uuid.uuid4().hex}.txt")  # a real, writable folder
+    beside = tmp_path / "beside.txt"  # next to the job's folder, in the host's /tmp
+    probe = PROBE.format(port=listener.getsockname()[1], host=str(host), beside=str(beside))
+    provider = rules(
+        ("Task:", {"text": "", "toolCalls": [call("run_python", code=probe)]}),
+        ("Exit code", {"text": "", "toolCalls": [call("final_answer", answer="Probed.")]}),
+    )
+    runner = runner_for(jobs_db, provider, sandbox, tmp_path)
+    try:
+        job = await jobs_db.jobs.create(
+            NewJob("probe", hitl_mode=HitlMode.AUTO_EXECUTE, allow_network=allow_network)
+        )
+        _, status = await run_once(jobs_db, runner)
+    finally:
+        listener.close()
+    assert status is JobStatus.COMPLETED
+    [output] = tool_results(await jobs_db.jobs.records(job.id), "run_python")
+    assert ("network: reached" in output) is allow_network, output
+    assert "host refused OSError" in output, output
+    # /tmp is the sandbox's own: a write there succeeds and is gone with the sandbox.
+    assert not await asyncio.to_thread(host.exists)
+    assert not await asyncio.to_thread(beside.exists)
+    assert "Files saved as artifacts: table.csv" in output
+    [artifact] = await jobs_db.files.artifacts(job.id)
+    assert artifact.filename == "table.csv"
+
+
+ECHO_SERVER = str(Path(__file__).parent.parent / "plugins" / "mcp_echo_server.py")
+
+
+async def test_a_resumed_job_can_call_the_mcp_tools_it_discovered_before(
+    jobs_db: JobDatabase, sandbox: Sandbox, tmp_path: Path
+) -> None:
+    server = await jobs_db.registry.register(
+        NewServer("echo", "Shouts text in capitals", "echo-pkg", command=sys.executable,
+                  args=(ECHO_SERVER,))
+    )  # fmt: skip
+    await jobs_db.registry.mark_verified(
+        server.id, await list_tools(server, tmp_path / "mcp-logs"), "test"
+    )
+    provider = rules(
+        ("Task:", {"text": "", "toolCalls": [call("mcp__echo__shout", text="again")]}),
+        ("AGAIN!", {"text": "", "toolCalls": [call("final_answer", answer="It said AGAIN!")]}),
+    )
+    runner = runner_for(jobs_db, provider, sandbox, tmp_path)
+    job = await jobs_db.jobs.create(NewJob("resume", hitl_mode=HitlMode.AUTO_EXECUTE))
+    first = await jobs_db.jobs.claim("w1")
+    assert first is not None
+    await jobs_db.jobs.record_discovered(first, ["echo-pkg"])  # found in an earlier run
+    await jobs_db.jobs.release(first)
+    try:
+        _, status = await run_once(jobs_db, runner, "w2")
+    finally:
+        await runner.close()
+    assert status is JobStatus.COMPLETED
+    assert (await jobs_db.jobs.get(job.id)).result == "It said AGAIN!"
+    assert tool_results(await jobs_db.jobs.records(job.id), "mcp__echo__shout") == ["AGAIN!"]

@@ -20,9 +20,9 @@ from claybot.config.home import HomePaths
 from claybot.connectors.base import InboundMessage
 from claybot.engine.engine import Engine, EngineOptions
 from claybot.kernel.events import Event
+from claybot.mcp_client.mapping import McpArguments, result_of, tool_name
 from claybot.plugins import PluginLoadFailed
 from claybot.plugins.builtin.mcp import McpSettings
-from claybot.plugins.builtin.mcp.tools import McpArguments, result_of, tool_name
 from claybot.tools.base import ToolContext, ToolResult
 from tests.agents.test_agents import next_event
 from tests.conftest import write_settings

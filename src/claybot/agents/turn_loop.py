@@ -150,9 +150,11 @@ class TurnLoop:
                     tool_message(call, INTERRUPTED_TOOL, is_error=True),
                 )
         sent = len(progress.outgoing) if progress is not None else 0
-        schemas = self.tools.schemas_for(owner.kind)
         for iteration in range(limits.max_tool_iterations + 1):
             self._trim(work)
+            # Read each round (cached by the registry): a tool may add tools (a job's
+            # discover_tools).
+            schemas = self.tools.schemas_for(owner.kind)
             request = InferenceRequest(
                 messages=context_window(work.context, limits.max_context_messages),
                 system_prompt=limits.system_prompt,

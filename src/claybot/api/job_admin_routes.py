@@ -111,9 +111,11 @@ async def metrics(request: Request) -> Metrics:
     for row in await db.workers.listing():
         workers[row.status] = workers.get(row.status, 0) + 1
     keys = await engine_of(request).keys.list()
+    servers, verified = await db.registry.counts()
     return Metrics(
         jobs=jobs,
         jobs_last_hour=await db.jobs.activity_since(datetime.now(UTC) - timedelta(hours=1)),
         workers=workers,
         keys={"total": len(keys), "active": sum(1 for key in keys if not key.revoked)},
+        agents={"total": servers, "verified": verified},
     )

@@ -95,6 +95,7 @@ SEED_DESCRIPTIONS: dict[int, str] = {
     "(the job's status does not allow it)",
     404: "NOT_FOUND: no such job (or not yours), artifact or upload",
     409: "DUPLICATE",
+    502: "MCP_UNAVAILABLE: the MCP server could not be started or reached",
     413: "FILE_TOO_LARGE: an upload or a body over its cap",
     500: "INTERNAL_ERROR; the engine log has the details",
     503: "UNAVAILABLE: the database cannot be reached; retry after `Retry-After` seconds",

@@ -52,6 +52,8 @@ def required_scope(method: str, path: str) -> str | None:
         if method in READ_METHODS:
             return "jobs:read"
         return "jobs:delete" if method == "DELETE" else "jobs:write"
+    if path == "/api/v1/agents/discover":
+        return "agents:read"  # a search, though it is a POST (as seed 002 has it)
     if _under(path, "/api/v1/agents"):
         return "agents:read" if method in READ_METHODS else "agents:write"
     return "admin"  # /api/v1/admin/... among them

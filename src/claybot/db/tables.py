@@ -7,6 +7,8 @@ can name. A test checks that these tables and the migrations agree.
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
     JSON,
     BigInteger,
@@ -204,5 +206,20 @@ mcp_agents = Table(
     Column("verified_by", String(200), nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
+    # The words the registry is searched by; the full-text index over them is
+    # migration 0003's (SEARCH_INDEX_OBJECTS).
+    Column("search_text", Text, nullable=False, server_default=text("''")),
     CheckConstraint(_one_of("mcp_transport", ("stdio", "sse", "http")), name="mcp_transport"),
 )
+
+# What migration 0003 creates that SQLAlchemy cannot describe (an FTS5 table and its
+# shadow tables on SQLite, an expression index on PostgreSQL): autogenerate leaves
+# them alone.
+SEARCH_INDEX_OBJECTS = ("agents_fts", "ix_agents_search")
+
+
+def described_here(
+    obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any
+) -> bool:
+    """Alembic's ``include_object``: False for the search index's own objects."""
+    return not (name is not None and name.startswith(SEARCH_INDEX_OBJECTS))

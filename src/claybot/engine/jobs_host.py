@@ -49,6 +49,11 @@ class JobsHost:
         self.signals: JobSignals | None = None
         self.worker: Worker | None = None
 
+    @property
+    def workroot(self) -> Path:
+        """Where jobs' directories (and the MCP servers' logs) are."""
+        return self._workroot
+
     async def database(self) -> JobDatabase:
         """The job database (waits for the engine's database to open; StoreError if it
         cannot be)."""

@@ -1,4 +1,5 @@
-"""The job store's parts over one database: jobs and claims, logs, files, workers."""
+"""The job store's parts over one database: jobs and claims, logs, files, workers and
+the MCP registry."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from claybot.jobs.files import JobFiles
 from claybot.jobs.logs import JobLogs
+from claybot.jobs.registry import McpRegistry
 from claybot.jobs.sql import Clock, JobTables, utcnow
 from claybot.jobs.store import JobStore
 from claybot.jobs.worker_rows import WorkerRows
@@ -30,3 +32,4 @@ class JobDatabase:
         self.logs = JobLogs(self.tables)
         self.files = JobFiles(self.tables)
         self.workers = WorkerRows(self.tables)
+        self.registry = McpRegistry(self.tables)

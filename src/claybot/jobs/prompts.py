@@ -13,11 +13,14 @@ _TOOLS = """You work on one task for a person, alone, with these tools:
 - read_file: read a file the person uploaded for this task;
 - write_file: save a result file (an artifact the person downloads);
 - ask_user: ask the person something, and stop until they answer;
+- discover_tools: search the registry of MCP servers; the tools of the servers it finds become
+  yours too (mcp__<server>__<tool>);
 - final_answer: finish the task with your answer.
 Finish with final_answer. Keep your own text short: the person reads the log."""
 
-_PLAN_APPROVAL = """Before you act, you plan. Your first response calls ask_user, and only
-ask_user, with a JSON string of this shape as the question:
+_PLAN_APPROVAL = """Before you act, you plan. If the task may need tools beyond yours, first
+call discover_tools. Then call ask_user, and only ask_user, with a JSON string of this shape as
+the question:
 {"type": "plan", "plan": "## Proposed Plan\\n\\n1. First step\\n2. Second step",
  "question": "Should I proceed with this plan?"}
 Do nothing else until the person answers. Their answer starts with [PLAN APPROVED] (carry out

@@ -38,9 +38,10 @@ from claybot.agents.turn import TurnOutcome
 from claybot.agents.turn_loop import LoopLimits, TurnLoop, TurnWork
 from claybot.config.settings import JobSettings
 from claybot.jobs.database import JobDatabase
+from claybot.jobs.mcp_servers import McpServers
 from claybot.jobs.model import Claim, Job, JobStatus, LeaseLost
 from claybot.jobs.prompts import system_prompt, task_message
-from claybot.jobs.tools import JobToolContext, job_tools
+from claybot.jobs.tools import JobToolContext, JobTools
 from claybot.jobs.transcript import JobTranscript
 from claybot.kernel.events import EventBus
 from claybot.permissions.model import Permissions
@@ -140,6 +141,12 @@ class JobRunner:
         self.sandbox = sandbox
         self.workroot = workroot
         self.limits = limits
+        # Shared by the jobs this runner runs; their stderr logs go under the workroot.
+        self.mcp = McpServers(workroot / ".mcp")
+
+    async def close(self) -> None:
+        """Stop the MCP servers the jobs started."""
+        await self.mcp.close()
 
     async def run(self, claim: Claim, stop: StopSignal) -> JobStatus | None:
         """Run the job until it ends, waits, is released or lost; its status then (None
@@ -166,18 +173,21 @@ class JobRunner:
         workdir = self.workroot / job.id
         workdir.mkdir(parents=True, exist_ok=True)
         attachments = [f.filename for f in await self.db.files.attachments(job.id)]
-        tools = ToolRegistry(
-            job_tools(
-                JobToolContext(
-                    self.db,
-                    claim,
-                    workdir,
-                    self.sandbox,
-                    job.allow_network,
-                    self.limits.python_timeout_s,
-                )
-            )
+        tools = ToolRegistry()
+        job_tools = JobTools(
+            JobToolContext(
+                self.db,
+                claim,
+                workdir,
+                self.sandbox,
+                job.allow_network,
+                self.mcp,
+                self.limits.python_timeout_s,
+            ),
+            tools,
         )
+        job_tools.offer_builtins()
+        await job_tools.offer_discovered(job.tools_discovered or [])
         loop = TurnLoop(
             providers=self.providers(job.model),
             tools=tools,

@@ -31,7 +31,7 @@ from typing import Any
 from sqlalchemy import and_, delete, func, insert, literal, select, true, update
 from sqlalchemy.exc import IntegrityError
 
-from claybot.db.errors import wrap_database_errors
+from claybot.db.errors import StoreError, wrap_database_errors
 from claybot.db.tables import job_attachments, job_logs, job_queue, job_records
 from claybot.jobs.model import (
     Claim,
@@ -347,10 +347,23 @@ class JobStore:
             values["execution_state"] = state
         if clear_answer:
             values["user_answer"] = None
+        rows = [
+            {"job_id": claim.job.id, "seq": first_seq + n, "record": record}
+            for n, record in enumerate(records)
+        ]
+        try:
+            async with self._db.transaction("checkpointing a job") as (connection, _events):
+                await self._db.fence(connection, claim, **values)
+                if rows:
+                    await connection.execute(insert(job_records), rows)
+            return
+        except StoreError as exc:
+            if not isinstance(exc.__cause__, IntegrityError):
+                raise
+        # A number is taken: by these very records (sent again after a cancel as they
+        # committed), or by another writer. Rare, so checked only now.
         async with self._db.transaction("checkpointing a job") as (connection, _events):
             await self._db.fence(connection, claim, **values)
-            if not records:
-                return
             present = (
                 await connection.execute(
                     select(job_records.c.seq, job_records.c.record)
@@ -362,21 +375,8 @@ class JobStore:
                 index = row.seq - first_seq
                 if index >= len(records) or dict(row.record) != records[index]:
                     raise LeaseLost(f"job {claim.job.id}'s records were written by another worker")
-            if len(present) == len(records):
-                return
-            try:
-                await connection.execute(
-                    insert(job_records),
-                    [
-                        {"job_id": claim.job.id, "seq": first_seq + n, "record": record}
-                        for n, record in enumerate(records)
-                        if n >= len(present)
-                    ],
-                )
-            except IntegrityError as exc:
-                raise LeaseLost(
-                    f"job {claim.job.id}'s records were written by another worker"
-                ) from exc
+            if len(present) < len(records):
+                await connection.execute(insert(job_records), rows[len(present) :])
 
     @completes_once_started
     async def finish(
@@ -420,6 +420,21 @@ class JobStore:
             events.append(
                 (EventType.JOB_STATUS, {"jobId": claim.job.id, "status": "waiting_for_user"})
             )
+
+    @completes_once_started
+    async def record_discovered(self, claim: Claim, packages: Sequence[str]) -> list[str]:
+        """Add MCP servers (by package) to those the job found, seed 002's
+        ``tools_discovered``: a resumed run makes their tools callable again."""
+        async with self._db.transaction("recording discovered tools") as (connection, _events):
+            row = (
+                await connection.execute(
+                    select(job_queue.c.tools_discovered).where(job_queue.c.id == claim.job.id)
+                )
+            ).first()
+            known = list(row.tools_discovered or []) if row is not None else []
+            found = known + [package for package in packages if package not in known]
+            await self._db.fence(connection, claim, tools_discovered=found)
+        return found
 
     @completes_once_started
     async def release(self, claim: Claim) -> None:

@@ -1,12 +1,13 @@
 """A job's tools (seed 002): fetch_url, run_python, read_file, write_file, ask_user,
-final_answer.
+discover_tools, final_answer.
 
 Each works for one claimed job, and every write it makes is fenced by the claim.
 What the original did wrong is done right here: fetches go through the guarded
 fetch (no private addresses); files a script creates become artifacts at once;
 write_file stores its artifact at once, not at the end; a file read is never
 garbled (binary is described, not decoded); ask_user's plan is checked for its
-shape; a tool's limits are the job's, not the process's.
+shape; a tool's limits are the job's, not the process's; the servers
+discover_tools finds can be called (the original only described them).
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from claybot.jobs.database import JobDatabase
+from claybot.jobs.mcp_servers import McpServers
 from claybot.jobs.model import Claim
+from claybot.jobs.registry import Match, RegisteredServer
 from claybot.net.guarded_fetch import (
     FetchFailed,
     FetchRefused,
@@ -34,7 +37,7 @@ from claybot.net.guarded_fetch import (
 )
 from claybot.permissions.model import Permissions
 from claybot.sandbox import SandboxRunner, SandboxUnavailable
-from claybot.tools.base import AgentKind, ToolContext, ToolDefinition, ToolResult
+from claybot.tools.base import AgentKind, ToolContext, ToolDefinition, ToolRegistry, ToolResult
 
 JOB: frozenset[AgentKind] = frozenset({"job"})
 SCRIPT = "script.py"
@@ -44,6 +47,7 @@ MAX_NEW_ARTIFACTS = 50  # files one run_python may leave as artifacts
 PACKAGE_NAME = re.compile(r"^[a-zA-Z0-9_\-\[\]<>=.,]+$")
 MAX_PACKAGES = 10
 SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]")
+DISCOVER_LIMIT = 5  # servers one discover_tools call offers
 
 
 @dataclass
@@ -53,6 +57,7 @@ class JobToolContext:
     workdir: Path  # the job's own directory: run_python runs here
     runner: SandboxRunner
     allow_network: bool
+    mcp: McpServers  # the servers discover_tools finds, connected when first called
     python_timeout_s: float = 120.0
     fetch_settings: FetchSettings = field(default_factory=lambda: FetchSettings(total_timeout_s=30))
     resolve: Resolve = resolve_host
@@ -91,6 +96,10 @@ class AskArgs(_Args):
     question: str = Field(min_length=1, max_length=50_000)
 
 
+class DiscoverArgs(_Args):
+    query: str = Field(min_length=1, max_length=1000)
+
+
 class AnswerArgs(_Args):
     answer: str = Field(min_length=1)
 
@@ -102,15 +111,23 @@ def safe_filename(name: str) -> str | None:
 
 
 class JobTools:
-    def __init__(self, ctx: JobToolContext) -> None:
+    """The job's tools, offered through ``offered``: discover_tools adds to it."""
+
+    def __init__(self, ctx: JobToolContext, offered: ToolRegistry) -> None:
         self.ctx = ctx
+        self.offered = offered
+        self._servers: dict[str, list[str]] = {}  # an offered MCP server's id: its tools' names
         self._fetcher = UrlFetcher(
             ctx.fetch_settings,
             resolve=ctx.resolve,
             private_hint="a job fetches public addresses only",
         )
 
-    def definitions(self) -> list[ToolDefinition[Any]]:
+    def offer_builtins(self) -> None:
+        for definition in self._definitions():
+            self.offered.register(definition)
+
+    def _definitions(self) -> list[ToolDefinition[Any]]:
         return [
             ToolDefinition(
                 "fetch_url",
@@ -148,6 +165,15 @@ class JobTools:
                 'is a JSON string {"type": "plan", "plan": "...", "question": "..."}.',
                 AskArgs,
                 self.ask_user,
+                visible_to=JOB,
+            ),
+            ToolDefinition(
+                "discover_tools",
+                "Search the registry of MCP servers for tools that fit a need (words such as "
+                "'weather forecast' or 'github issues'); the servers found have their tools "
+                "added to yours, callable as mcp__<server>__<tool>.",
+                DiscoverArgs,
+                self.discover_tools,
                 visible_to=JOB,
             ),
             ToolDefinition(
@@ -273,12 +299,57 @@ class JobTools:
             return ToolResult(problem, is_error=True)
         return ToolResult(args.question, ends_turn="ask")
 
+    async def discover_tools(self, args: DiscoverArgs, context: ToolContext) -> ToolResult:
+        await self._log(f"Tool call: discover_tools({args.query[:100]!r})")
+        matches = await self.ctx.db.registry.search(args.query, limit=DISCOVER_LIMIT)
+        if not matches:
+            return ToolResult(
+                f"No MCP server matches {args.query!r}. Use the built-in tools "
+                "(fetch_url, run_python, read_file, write_file)."
+            )
+        offered = {match.server.id: self._offer(match.server) for match in matches}
+        packages = [match.server.package_name for match in matches]
+        await self.ctx.db.jobs.record_discovered(self.ctx.claim, packages)
+        await self._log(f"Discovered MCP servers: {', '.join(packages)}")
+        return ToolResult(
+            "\n\n".join(_describe(match, offered[match.server.id]) for match in matches)
+        )
+
+    async def offer_discovered(self, packages: list[str]) -> None:
+        """A resumed job gets back the tools it had found (of servers still verified)."""
+        for package in packages:
+            server = await self.ctx.db.registry.by_package(package)
+            if server is not None and server.verified:
+                self._offer(server)
+
+    def _offer(self, server: RegisteredServer) -> list[ToolDefinition[Any]]:
+        """Add the server's tools to the job's (once); their definitions."""
+        names = self._servers.get(server.id)
+        if names is None:
+            before = set(self.offered.names())
+            for definition in self.ctx.mcp.tools_of(server, set(before)):
+                self.offered.register(definition)
+            names = self._servers[server.id] = [
+                name for name in self.offered.names() if name not in before
+            ]
+        return [tool for name in names if (tool := self.offered.get(name)) is not None]
+
     async def final_answer(self, args: AnswerArgs, context: ToolContext) -> ToolResult:
         return ToolResult(args.answer, ends_turn="finish")
 
 
-def job_tools(ctx: JobToolContext) -> list[ToolDefinition[Any]]:
-    return JobTools(ctx).definitions()
+def _describe(match: Match, tools: list[ToolDefinition[Any]]) -> str:
+    server = match.server
+    lines = [
+        f"{server.name} ({round(match.similarity * 100)}% match): {server.description}",
+        f"Package: {server.package_name}",
+    ]
+    if tools:
+        lines.append("Tools you can call now:")
+        lines.extend(f"- {tool.name}: {tool.description}" for tool in tools)
+    else:
+        lines.append("It lists no tools.")
+    return "\n".join(lines)
 
 
 def _plan_problem(question: str) -> str | None:

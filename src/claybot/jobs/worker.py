@@ -108,6 +108,8 @@ class Worker:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         with contextlib.suppress(Exception):
+            await self.runner.close()
+        with contextlib.suppress(Exception):
             await self._heartbeat_once(status="dead")
 
     # -- signals --------------------------------------------------------------------

@@ -24,6 +24,7 @@ from claybot.connectors.base import (
     PostedMessage,
 )
 from claybot.durable.atomic import atomic_write_json
+from claybot.mcp_client.settings import McpServerSettings
 from claybot.net.guarded_fetch import (
     FetchedPage,
     FetchFailed,
@@ -98,6 +99,7 @@ __all__ = [
     "InferenceRequest",
     "InferenceResult",
     "InstanceNotFound",
+    "McpServerSettings",
     "OutgoingMessage",
     "PermissionAlreadyDecided",
     "PermissionOutcome",

@@ -58,7 +58,8 @@ class EngineRunner:
             raise
         # Every message the turn sent reaches the sink before the run ends.
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(streamed), ABORT_WAIT_S)
+            async with asyncio.timeout(ABORT_WAIT_S):
+                await asyncio.shield(streamed)
         streamed.cancel()
         records = await self._turn_records(agent_id, message_id)
         for record in records:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
@@ -59,8 +60,15 @@ class ToolDefinition(Generic[Args]):
     def schema(self) -> ToolSchema:
         schema = self.json_schema
         if schema is None:
-            schema = self.parameters.model_json_schema()
+            schema = argument_schema(self.parameters)
         return ToolSchema(self.name, self.description, schema)
+
+
+@functools.cache
+def argument_schema(parameters: type[BaseModel]) -> dict[str, Any]:
+    """An argument model's JSON schema (shared; do not modify). Generating one costs
+    about a millisecond, and every job builds its tools afresh."""
+    return parameters.model_json_schema()
 
 
 class ToolRegistry:

@@ -255,6 +255,7 @@ class Metrics(Answer):
     jobs_last_hour: dict[str, int] = Field(description="`created` and `completed`")
     workers: dict[str, int] = Field(description="Workers by status")
     keys: dict[str, int] = Field(description="`total` and `active`")
+    agents: dict[str, int] = Field(description="MCP servers: `total` and `verified`")
 
 
 def status_name(status: JobStatus) -> JobStatusName:

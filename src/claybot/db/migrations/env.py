@@ -15,13 +15,14 @@ from typing import Any
 from alembic import context
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from claybot.db.tables import metadata
+from claybot.db.tables import described_here, metadata
 
 
 def _configure(connection: Any) -> None:
     context.configure(
         connection=connection,
         target_metadata=metadata,
+        include_object=described_here,
         # SQLite alters a table by copying it; autogenerate must write batch operations.
         render_as_batch=connection.dialect.name == "sqlite",
     )
@@ -55,6 +56,7 @@ def _main() -> None:
         context.configure(
             url=url,
             target_metadata=metadata,
+            include_object=described_here,
             literal_binds=True,
             dialect_opts={"paramstyle": "named"},
         )

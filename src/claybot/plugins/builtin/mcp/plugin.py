@@ -21,15 +21,15 @@ from claybot.plugin import (
     ToolDefinition,
     ToolResult,
 )
-from claybot.plugins.builtin.mcp.connection import McpConnection, McpServerError, describe
-from claybot.plugins.builtin.mcp.settings import McpSettings
-from claybot.plugins.builtin.mcp.tools import (
+from claybot.plugin.mcp import (
     McpArguments,
-    result_of,
+    McpConnection,
+    as_tool_result,
     tool_description,
     tool_name,
     tool_schema,
 )
+from claybot.plugins.builtin.mcp.settings import McpSettings
 
 SERVER_FAILED = "mcp.server_failed"
 SERVER_CONNECTED = "mcp.server_connected"
@@ -43,17 +43,9 @@ class McpToolCall:
         self._tool = tool
 
     async def __call__(self, arguments: McpArguments, context: ToolContext) -> ToolResult:
-        server = self._connection.name
-        try:
-            result = await self._connection.call(self._tool, arguments.root)
-        except McpServerError as exc:
-            return ToolResult(f"MCP server {server!r}, tool {self._tool!r}: {exc}", is_error=True)
-        except Exception as exc:  # protocol errors, a dead pipe: the model reads what happened
-            return ToolResult(
-                f"MCP server {server!r}, tool {self._tool!r} failed: {describe(exc)}",
-                is_error=True,
-            )
-        return result_of(result)
+        return await as_tool_result(
+            self._connection.name, self._tool, self._connection.call(self._tool, arguments.root)
+        )
 
 
 class McpPlugin:

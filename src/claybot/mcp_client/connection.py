@@ -22,7 +22,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 import claybot
-from claybot.plugins.builtin.mcp.settings import McpServerSettings
+from claybot.mcp_client.settings import McpServerSettings
 
 log = logging.getLogger(__name__)
 

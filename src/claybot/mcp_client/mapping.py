@@ -2,36 +2,22 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 from typing import Any
 
 import mcp_types
 from pydantic import RootModel
 
-from claybot.plugin import ToolResult
+from claybot.mcp_client.names import tool_name
+from claybot.tools.base import ToolResult
 
-TOOL_NAME_MAX = 64
+__all__ = ["McpArguments", "result_of", "tool_description", "tool_name", "tool_schema"]
+
 MAX_DESCRIPTION_CHARS = 2000
-_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 
 class McpArguments(RootModel[dict[str, Any]]):
     """Whatever object the model sends; the MCP server validates it against its own schema."""
-
-
-def tool_name(server: str, tool: str, taken: set[str] | frozenset[str] = frozenset()) -> str:
-    """``mcp__<server>__<tool>`` in [A-Za-z0-9_-], at most 64 characters, not in ``taken``.
-
-    A name that had to be shortened, or that collides after sanitising, ends
-    with a hash of the original tool name so that it stays distinct and stable.
-    """
-    name = f"mcp__{_UNSAFE.sub('_', server)}__{_UNSAFE.sub('_', tool)}"
-    if len(name) > TOOL_NAME_MAX or name in taken:
-        digest = hashlib.sha256(tool.encode()).hexdigest()[:8]
-        name = f"{name[: TOOL_NAME_MAX - len(digest) - 1]}_{digest}"
-    return name
 
 
 def tool_description(server: str, tool: mcp_types.Tool) -> str:
