@@ -127,6 +127,12 @@ class JobTables:
         # Names this process in its NOTIFYs, so it can tell its own from others'.
         self.origin = uuid.uuid4().hex[:16]
         self._listeners: list[Listener] = []
+        # SQLite has one writer at a time, and a connection that finds the database
+        # locked sleeps in SQLite's busy handler (1 ms, 2, 5 ... up to 100 ms at a go)
+        # while the lock may have been free for most of it. This process's writers
+        # therefore take turns here, awaiting instead of sleeping; only other
+        # processes' writers (a `claybot worker` on the same file) meet the busy handler.
+        self._one_writer = contextlib.nullcontext() if self.postgres else asyncio.Lock()
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Hear this process's committed changes; returns the unsubscribe call."""
@@ -140,7 +146,11 @@ class JobTables:
         self, action: str
     ) -> AsyncIterator[tuple[AsyncConnection, list[tuple[str, dict[str, Any]]]]]:
         events: list[tuple[str, dict[str, Any]]] = []
-        async with wrap_database_errors(action), self.engine.begin() as connection:
+        async with (
+            self._one_writer,
+            wrap_database_errors(action),
+            self.engine.begin() as connection,
+        ):
             yield connection, events
             if self.postgres:
                 for kind, payload in events:
