@@ -57,9 +57,16 @@ pytest: $(DEV_STAMP)
 
 test: lint typecheck pytest
 
-bench: $(DEV_STAMP) compile
+BENCH_STAMP := $(VENV)/.installed-bench
+
+$(BENCH_STAMP): $(DEV_STAMP)
+	$(PIP) install --progress-bar off -e '.[local,dev,bench]'
+	@touch $@
+
+bench: $(BENCH_STAMP) compile
 	$(BIN)/python bench/agents.py
 	$(BIN)/python bench/schedules.py
+	$(BIN)/python bench/jobs.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -48,6 +48,9 @@ def worker(
         str | None,
         typer.Option("--id", help="This worker's name in `workers` (default: <host>-<pid>)."),
     ] = None,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", help="Say only when starting and stopping, not per job.")
+    ] = False,
     home: HomeOption = None,
 ) -> None:
     """Run queued jobs from the database until stopped (Ctrl-C drains: jobs are released)."""
@@ -57,13 +60,18 @@ def worker(
         env["CLAYBOT_DATABASE_URL"] = database
     url = database_url(paths, env)
     try:
-        asyncio.run(_serve(paths, url, slots, worker_id, env))
+        asyncio.run(_serve(paths, url, slots, worker_id, env, quiet))
     except StoreError as exc:
         fail(f"cannot use the database {redact_url(url)}: {exc}")
 
 
 async def _serve(
-    paths: HomePaths, url: str, slots: int | None, worker_id: str | None, env: dict[str, str]
+    paths: HomePaths,
+    url: str,
+    slots: int | None,
+    worker_id: str | None,
+    env: dict[str, str],
+    quiet: bool,
 ) -> None:
     # Imported here: `claybot --help` should not load SQLAlchemy and the providers.
     from claybot.db.database import create_database_engine, migrate
@@ -103,7 +111,7 @@ async def _serve(
             signals,
             worker_id=worker_id,
             slots=slots or max(1, settings.jobs.workers),
-            on_change=progress.show,
+            on_change=None if quiet else progress.show,
         )
         await work.start()
         console.print(f"worker {work.id}: {work.slots} slot(s) on {redact_url(url)}; Ctrl-C drains")
