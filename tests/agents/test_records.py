@@ -114,7 +114,7 @@ def test_context_skips_what_is_no_context_and_what_is_damaged() -> None:
         tool_result_record(6, "m1", CALL, "noted", is_error=False),
         note_record(7, "for people, not the model"),
     ]
-    assert build_context(records) == [
+    assert list(build_context(records)) == [
         ChatMessage("user", '<system_message origin="cron">hi</system_message>'),
         ChatMessage("assistant", "on it", tool_calls=(CALL,)),
         ChatMessage("tool", "noted", tool_call_id="c1", tool_name="note"),

@@ -35,7 +35,7 @@ from claybot.kernel.event_types import EventType
 from claybot.kernel.events import EventBus
 from claybot.permissions.model import Permissions
 from claybot.permissions.tags import PermissionTagError, apply_grant, parse_tag
-from claybot.providers.base import ChatMessage, TokenUsage
+from claybot.providers.base import TokenUsage
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ class Agent:
         self.kind = agent_kind(descriptor)
         self.state = state
         self.runtime = runtime
-        self.context: list[ChatMessage] = build_context(since_last_marker(records))
+        self.context = build_context(since_last_marker(records))
         self.inbox = AgentInbox()
         self.running = False
         self.unloaded = False
@@ -178,7 +178,7 @@ class Agent:
             self.runtime.now_ms(), item.id, message if isinstance(message, str) else None
         )
         await self.runtime.store.append_history(self.id, record)
-        self.context[:] = build_context([record])
+        self.context = build_context([record])
         self.runtime.events.emit(
             EventType.AGENT_RESET, {"agentId": self.id, "context": item.context}
         )

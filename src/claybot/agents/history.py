@@ -23,6 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from claybot.agents.packed_context import PackedContext
 from claybot.agents.records import (
     AssistantMessageRecord,
     HistoryRecord,
@@ -170,30 +171,16 @@ def record_to_message(record: HistoryRecord) -> ChatMessage | None:
     return None
 
 
-def build_context(records: Iterable[Record]) -> list[ChatMessage]:
+def build_context(records: Iterable[Record]) -> PackedContext:
     """Inference context from records already cut at the last marker. A record that is
     of no known type, or does not match its type, is not context."""
-    messages = []
+    context = PackedContext()
     for raw in records:
         record = parse_record(raw)
         message = record_to_message(record) if record is not None else None
         if message is not None:
-            messages.append(message)
-    return messages
-
-
-def context_window(messages: Sequence[ChatMessage], limit: int) -> list[ChatMessage]:
-    """The last ``limit`` messages, starting at a user message.
-
-    Starting mid-exchange would hand the model a tool result without the call
-    that produced it, which vendors reject.
-    """
-    if len(messages) <= limit:
-        return list(messages)
-    start = len(messages) - limit
-    while start < len(messages) and messages[start].role != "user":
-        start += 1
-    return list(messages[start:])
+            context.append(message)
+    return context
 
 
 @dataclass

@@ -27,13 +27,13 @@ from claybot.agents.history import (
     TurnProgress,
     assistant_message,
     assistant_message_record,
-    context_window,
     tool_message,
     tool_result_record,
     turn_progress,
     user_message,
     user_message_record,
 )
+from claybot.agents.packed_context import PackedContext
 from claybot.agents.ports import ProviderRouter
 from claybot.agents.transcript import Transcript
 from claybot.agents.turn import TurnOutcome
@@ -94,7 +94,7 @@ class TurnWork:
     origin: str | None
     transcript: Transcript
     # The inference context since the last reset; the loop extends it as it appends.
-    context: list[ChatMessage] = field(default_factory=list)
+    context: PackedContext = field(default_factory=PackedContext)
     progress: TurnProgress | None = None  # what the transcript held of it after a crash
 
 
@@ -156,7 +156,7 @@ class TurnLoop:
             # discover_tools).
             schemas = self.tools.schemas_for(owner.kind)
             request = InferenceRequest(
-                messages=context_window(work.context, limits.max_context_messages),
+                messages=work.context.window(limits.max_context_messages),
                 system_prompt=limits.system_prompt,
                 tools=schemas,
             )
@@ -264,7 +264,7 @@ class TurnLoop:
         """Keep memory bounded: what is beyond the window lives only in the transcript."""
         limit = self.limits.max_context_messages
         if len(work.context) > 2 * limit:
-            work.context[:] = context_window(work.context, limit)
+            work.context.trim(limit)
 
     async def _reply(
         self,
