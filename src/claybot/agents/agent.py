@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -25,6 +24,7 @@ from claybot.agents.history import (
 )
 from claybot.agents.inbox import AgentInbox, InboxItem, InboxLog
 from claybot.agents.ports import Outbox
+from claybot.agents.recent_ids import RecentIds
 from claybot.agents.state import AgentState, ProviderSelection, TokenTotals
 from claybot.agents.store import FileAgentStore
 from claybot.agents.transcript import FileTranscript
@@ -77,7 +77,7 @@ class Agent:
         self.unloaded = False
         self.state_dirty = False
         self.last_active = 0.0
-        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._seen = RecentIds(SEEN_IDS_LIMIT)
         for record in records:
             # Resets too: a connector's /reset delivered again must not reset twice.
             if record.get("type") in ("user_message", "reset") and record.get("messageId"):
@@ -94,12 +94,10 @@ class Agent:
         return message_id in self._seen
 
     def remember(self, message_id: str) -> None:
-        self._seen[message_id] = None
-        if len(self._seen) > SEEN_IDS_LIMIT:
-            self._seen.popitem(last=False)
+        self._seen.add(message_id)
 
     def forget(self, message_id: str) -> None:
-        self._seen.pop(message_id, None)
+        self._seen.discard(message_id)
 
     def resume_from(self, item_id: str, progress: TurnProgress) -> None:
         """History shows this item's turn already started before a crash."""
