@@ -8,6 +8,7 @@ strategies ("the most recent user agent") without reading any agent's files.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -33,19 +34,30 @@ class AgentNotFound(NotFound, LookupError):
         self.agent_id = agent_id
 
 
+UNKNOWN = -(2**63)  # an updatedAt not looked up yet
+
+
 class AgentDirectory:
     def __init__(self, store: FileAgentStore) -> None:
         self._store = store
         self._entries: dict[str, IndexEntry] = {}
         self._by_key: dict[str, str] = {}
-        self._updated: dict[str, int] = {}  # last known updatedAt of agents at rest
-        # Recency of foreground activity since boot; milliseconds tie too easily.
-        self._touched: dict[str, int] = {}
+        # Recency, by the agent's slot: raw integers in arrays, because an int object
+        # stored per agent on every unload outlives the load that made it and keeps
+        # that load's memory from going back to the system (see packed_context.py).
+        self._slots: dict[str, int] = {}
+        self._updated = array("q")  # last known updatedAt of agents at rest; UNKNOWN
+        # Recency of foreground activity since boot (milliseconds tie too easily); 0: none.
+        self._touched = array("q")
         self._touch_seq = 0
 
     def add(self, entry: IndexEntry) -> None:
         self._entries[entry.agent_id] = entry
         self._by_key[descriptor_key(entry.descriptor)] = entry.agent_id
+        if entry.agent_id not in self._slots:
+            self._slots[entry.agent_id] = len(self._updated)
+            self._updated.append(UNKNOWN)
+            self._touched.append(0)
 
     def __contains__(self, agent_id: object) -> bool:
         return agent_id in self._entries
@@ -71,20 +83,21 @@ class AgentDirectory:
     def touch(self, agent_id: str) -> None:
         """Foreground activity now (a user's message)."""
         self._touch_seq += 1
-        self._touched[agent_id] = self._touch_seq
+        self._touched[self._slots[agent_id]] = self._touch_seq
 
     def rested(self, agent_id: str, updated_at: int) -> None:
         """The agent left memory; this was its last ``updatedAt``."""
-        self._updated[agent_id] = updated_at
+        self._updated[self._slots[agent_id]] = updated_at
 
     def updated_at(self, agent_id: str, live: int | None = None) -> int:
         """``live`` is a loaded agent's own ``updatedAt``; otherwise the last known one."""
         if live is not None:
             return live
-        known = self._updated.get(agent_id)
-        if known is None:
+        slot = self._slots[agent_id]
+        known = self._updated[slot]
+        if known == UNKNOWN:
             # Not touched since boot: the last history append is its last activity.
-            known = self._updated[agent_id] = self._store.history_mtime_ms(agent_id)
+            known = self._updated[slot] = self._store.history_mtime_ms(agent_id)
         return known
 
     def most_recent(self, strategy: FetchStrategy, live: Callable[[str], int | None]) -> str | None:
@@ -94,11 +107,11 @@ class AgentDirectory:
         best: tuple[int, int, str] | None = None
         for agent_id, entry in self._entries.items():
             if isinstance(entry.descriptor, wanted):
-                touched = self._touched.get(agent_id)
+                touched = self._touched[self._slots[agent_id]]
                 # Anything touched since boot is more recent than anything that was not.
                 candidate = (
                     (1, touched, agent_id)
-                    if touched is not None
+                    if touched
                     else (0, self.updated_at(agent_id, live(agent_id)), agent_id)
                 )
                 if best is None or candidate > best:
