@@ -233,6 +233,7 @@ class Residency:
                 log.error(
                     "idle agents not unloaded: %s", exc, extra={"action": "agents.unload_failed"}
                 )
+            self.release_memory()
 
     async def unload_idle(self, *, older_than_s: float | None = None) -> int:
         threshold = self.idle_unload_s if older_than_s is None else older_than_s
@@ -261,23 +262,33 @@ class Residency:
             self.events.emit(EventType.AGENT_SLEEP, {"agentId": agent.id, "reason": "idle"})
             count += 1
         self._unloads_unreleased += count
-        if self._unloads_unreleased >= RELEASE_MEMORY_EVERY:
+        return count
+
+    def release_memory(self) -> None:
+        """Give what unloaded agents held back to the system, after many unloads and
+        when the last loaded agent went (a load that ends would leave its memory behind
+        otherwise, however few its final unloads were). Called with no unloaded agent
+        still referenced, not even from a local variable."""
+        if self._unloads_unreleased >= RELEASE_MEMORY_EVERY or (
+            self._unloads_unreleased and not self.loaded
+        ):
             self._unloads_unreleased = 0
             release_freed_memory()
-        return count
 
     async def flush_states(self) -> None:
         """Every loaded agent's changed state, in one batch (two syncs, not two per agent)."""
-        dirty = [agent for agent in self.loaded.values() if agent.state_dirty]
-        for agent in dirty:
-            agent.state_dirty = False  # a change during the write sets it again
+        states = {}
+        for agent in self.loaded.values():
+            if agent.state_dirty:
+                agent.state_dirty = False  # a change during the write sets it again
+                states[agent.id] = agent.state.model_dump(mode="json")
+        # Only ids are held across the write: an agent unloaded meanwhile is freed at once.
         try:
-            await self.store.write_states(
-                {agent.id: agent.state.model_dump(mode="json") for agent in dirty}
-            )
+            await self.store.write_states(states)
         except OSError:
-            for agent in dirty:
-                agent.state_dirty = True  # written next time
+            for agent_id in states:
+                if (loaded := self.loaded.get(agent_id)) is not None:
+                    loaded.state_dirty = True  # written next time
 
     async def flush_states_periodically(self) -> None:
         while True:
