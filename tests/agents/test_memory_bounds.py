@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import os
+from pathlib import Path
+
 from claybot.config.settings import ProviderSettings
 from claybot.connectors.base import InboundMessage
 from claybot.engine.engine import Engine
@@ -34,3 +39,32 @@ async def test_the_scripted_provider_keeps_only_its_recent_requests() -> None:
     for request in requests:
         await provider.complete(request)
     assert provider.requests == requests[-REQUESTS_KEPT:]
+
+
+def open_files(directory: Path) -> set[str]:
+    """The files under ``directory`` this process holds open."""
+    held = set()
+    for fd in Path("/proc/self/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith(str(directory)):
+                held.add(target)
+    return held
+
+
+async def test_an_agent_that_leaves_memory_lets_its_history_file_close(engine: Engine) -> None:
+    agents = engine.agents
+    turn = await agents.submit_inbound(InboundMessage("local", "u1", "c1", "hello", "m1"))
+    await turn.outcome(10)
+    history = str(agents.store.history_path(turn.agent_id))
+    await agents.store.writer.flush()
+    assert history in open_files(agents.store.root)
+    assert await agents.unload_idle(older_than_s=0) == 1
+    await agents.store.writer.flush()  # the close happens between the writer's batches
+    assert history not in open_files(agents.store.root)
+    # Woken again, it appends to the same file.
+    again = await agents.submit_inbound(InboundMessage("local", "u1", "c1", "again", "m2"))
+    assert "again" in (await again.outcome(10)).text
+    await agents.store.writer.flush()
+    assert b'"again"' in await asyncio.to_thread(Path(history).read_bytes)
+    assert history in open_files(agents.store.root)

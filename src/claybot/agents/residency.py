@@ -258,6 +258,7 @@ class Residency:
             agent.unloaded = True
             agent.state_dirty = False
             del self.loaded[agent.id]
+            self.store.release(agent.id)
             self.directory.rested(agent.id, agent.state.updatedAt)
             self.events.emit(EventType.AGENT_SLEEP, {"agentId": agent.id, "reason": "idle"})
             count += 1

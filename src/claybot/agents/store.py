@@ -82,6 +82,12 @@ class FileAgentStore:
             path = self._history_paths[agent_id] = self.root / agent_id / "history.jsonl"
         return path
 
+    def release(self, agent_id: str) -> None:
+        """The agent left memory: forget its cached path and let its file close."""
+        path = self._history_paths.pop(agent_id, None)
+        if path is not None:
+            self.writer.release(path)
+
     def exists(self, agent_id: str) -> bool:
         return (self.root / agent_id / "descriptor.json").is_file()
 

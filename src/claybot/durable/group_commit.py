@@ -126,6 +126,7 @@ class GroupCommitWriter:
         self._retry: list[_Append] = []  # unwaited appends of failed batches, in order
         self._retry_delay_s = RETRY_FIRST_S
         self._barriers: list[asyncio.Future[None]] = []
+        self._releasing: list[Path] = []  # files whose fds may close (see release)
         self._wakeup = asyncio.Event()
         self._lock = asyncio.Lock()
         # One thread: batches and exclusive operations never overlap.
@@ -155,9 +156,15 @@ class GroupCommitWriter:
     def append_nowait(self, path: Path, data: bytes) -> None:
         self._queue(_Append(path, data, None))
 
+    def release(self, path: Path) -> None:
+        """``path`` will not be appended to for a while (its agent left memory): close
+        its file between batches, unless the next batch appends to it again."""
+        self._releasing.append(path)
+        self._wakeup.set()
+
     async def flush(self) -> None:
-        """Wait until everything queued so far is durable."""
-        if not self._pending:
+        """Wait until everything queued so far is durable (and released files closed)."""
+        if not self._pending and not self._releasing:
             return
         barrier: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._barriers.append(barrier)
@@ -203,10 +210,14 @@ class GroupCommitWriter:
             self._wakeup.clear()
             batch, self._retry, self._pending = [*self._retry, *self._pending], [], []
             barriers, self._barriers = self._barriers, []
+            releasing, self._releasing = self._releasing, []
+            if releasing and not batch:
+                async with self._lock:
+                    await self._in_thread(self._close_released, releasing, {})
             if batch:
                 async with self._lock:
                     try:
-                        failures = await self._in_thread(self._write_batch, batch)
+                        failures = await self._in_thread(self._write_batch, batch, releasing)
                     except Exception as exc:  # the writer must outlive any one batch
                         log.exception(
                             "writing a batch failed", extra={"action": "writer.batch_failed"}
@@ -256,7 +267,14 @@ class GroupCommitWriter:
         else:
             self._retry_delay_s = RETRY_FIRST_S
 
-    def _write_batch(self, batch: list[_Append]) -> dict[Path, Exception]:
+    def _close_released(self, releasing: list[Path], chunks: dict[Path, list[bytes]]) -> None:
+        for path in releasing:
+            if path not in chunks:
+                self._fds.close(path)
+
+    def _write_batch(
+        self, batch: list[_Append], releasing: list[Path] | None = None
+    ) -> dict[Path, Exception]:
         chunks: dict[Path, list[bytes]] = {}
         for item in batch:
             chunks.setdefault(item.path, []).append(item.data)
@@ -307,6 +325,7 @@ class GroupCommitWriter:
             for item in batch:
                 failures.setdefault(item.path, exc)
         finally:
+            self._close_released(releasing or [], chunks)
             self._fds.trim()
         return failures
 
