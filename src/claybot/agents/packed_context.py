@@ -41,26 +41,30 @@ def _encode(message: ChatMessage) -> bytes:
     )  # fmt: skip
 
 
-def _decode(entry: bytes | memoryview) -> ChatMessage:
+def _decode(entry: memoryview) -> ChatMessage:
     role, text, calls, tool_call_id, tool_name, is_error = orjson.loads(entry)
-    return ChatMessage(
-        role=role,
-        text=text,
-        tool_calls=tuple(ToolCall(call_id, name, arguments) for call_id, name, arguments in calls),
-        tool_call_id=tool_call_id,
-        tool_name=tool_name,
-        is_error=is_error,
-    )
+    if calls:
+        calls = tuple(ToolCall(call_id, name, arguments) for call_id, name, arguments in calls)
+    return ChatMessage(role, text, calls or (), tool_call_id, tool_name, is_error)
 
 
 class ContextWindow(Sequence[ChatMessage]):
-    """An immutable run of packed messages, decoded on access (a new object each time)."""
+    """A run of packed messages, decoded on access (a new object each time).
 
-    __slots__ = ("_data", "_ends")
+    It shares the context's buffer rather than copying it: the context only ever
+    appends to its buffer, and trimming or clearing gives it a new one, so the bytes a
+    window covers never change."""
 
-    def __init__(self, data: bytes, ends: array[int]) -> None:
+    __slots__ = ("_base", "_data", "_ends", "_last")
+
+    def __init__(
+        self, data: bytearray, ends: array[int], base: int, last: ChatMessage | None
+    ) -> None:
         self._data = data
         self._ends = ends  # the end offset of each entry in ``data``
+        self._base = base  # where the first entry starts
+        # The last entry as it was appended: what a provider looks at first, undecoded.
+        self._last = last if ends else None
 
     def __len__(self) -> int:
         return len(self._ends)
@@ -79,15 +83,24 @@ class ContextWindow(Sequence[ChatMessage]):
             index += len(ends)
         if not 0 <= index < len(ends):
             raise IndexError("context index out of range")
-        start = ends[index - 1] if index else 0
-        return _decode(memoryview(self._data)[start : ends[index]])
+        if index == len(ends) - 1 and self._last is not None:
+            return self._last
+        start = ends[index - 1] if index else self._base
+        # A memoryview for this read only: held longer, it would stop the buffer growing.
+        with memoryview(self._data) as view:
+            return _decode(view[start : ends[index]])
 
     def __iter__(self) -> Iterator[ChatMessage]:
-        view = memoryview(self._data)
-        start = 0
+        start = self._base
         for end in self._ends:
-            yield _decode(view[start:end])
+            with memoryview(self._data) as view:
+                message = _decode(view[start:end])
+            yield message
             start = end
+
+    def __reversed__(self) -> Iterator[ChatMessage]:
+        for index in range(len(self._ends) - 1, -1, -1):
+            yield self[index]
 
     def __repr__(self) -> str:
         return f"ContextWindow({len(self)} messages)"
@@ -97,12 +110,13 @@ class PackedContext:
     """The context since the last reset: append at the end, read a window of the last
     messages, and trim what is beyond it (it lives on in history)."""
 
-    __slots__ = ("_data", "_ends", "_roles")
+    __slots__ = ("_data", "_ends", "_last", "_roles")
 
     def __init__(self, messages: Iterable[ChatMessage] = ()) -> None:
         self._data = bytearray()
         self._ends: array[int] = array("Q")
         self._roles = bytearray()
+        self._last: ChatMessage | None = None
         self.extend(messages)
 
     def __len__(self) -> int:
@@ -125,6 +139,7 @@ class PackedContext:
         self._data += _encode(message)
         self._ends.append(len(self._data))
         self._roles.append(_ROLE_LETTERS[message.role])
+        self._last = message
 
     def extend(self, messages: Iterable[ChatMessage]) -> None:
         for message in messages:
@@ -135,17 +150,15 @@ class PackedContext:
         self._data = bytearray()
         self._ends = array("Q")
         self._roles = bytearray()
+        self._last = None
 
     def window(self, limit: int) -> ContextWindow:
         """The last ``limit`` messages, starting at a user message: starting mid-exchange
         would hand the model a tool result without the call that produced it, which
-        vendors reject. A copy, so the context may grow while a provider reads it."""
+        vendors reject. It stays as it was taken while the context goes on."""
         first = self._window_start(limit)
-        offset = self._ends[first - 1] if first else 0
-        ends = self._ends[first:]
-        if offset:
-            ends = array("Q", [end - offset for end in ends])
-        return ContextWindow(bytes(self._data[offset:]), ends)
+        base = self._ends[first - 1] if first else 0
+        return ContextWindow(self._data, self._ends[first:], base, self._last)
 
     def trim(self, limit: int) -> None:
         """Keep only ``window(limit)``."""
