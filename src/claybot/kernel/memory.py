@@ -2,14 +2,16 @@
 
 When hundreds of agents are unloaded at once, their contexts are freed, but glibc
 keeps the freed pages in its heap for later use and the process's resident memory
-stays where the load left it. ``malloc_trim`` hands the free pages back; it costs a
-few milliseconds, so it runs only after an unload large enough to have freed much.
+stays where the load left it. ``malloc_trim`` hands the free pages back, after a full
+garbage collection has freed what only cycles still held; together they cost 15-25 ms,
+so they run only after an unload large enough to have freed much.
 Where the C library has no ``malloc_trim`` (musl, macOS) this does nothing.
 """
 
 from __future__ import annotations
 
 import ctypes
+import gc
 import logging
 import time
 from collections.abc import Callable
@@ -33,6 +35,10 @@ def release_freed_memory() -> bool:
     if _MALLOC_TRIM is None:
         return False
     started = time.perf_counter()
+    # Cycles first: an event stream that ended leaves its last writes' bytes (up to
+    # 256 KB each) in reference cycles. 200 readers that left after 2,000 messages
+    # kept 20-45 MB of the C heap this way until a full collection came by itself.
+    gc.collect()
     _MALLOC_TRIM(0)
     log.debug(
         "returned free heap pages to the system",
