@@ -15,7 +15,7 @@ import contextlib
 import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 from uuid import UUID
 
 from fastapi import APIRouter, File, Form, Query, Request, UploadFile
@@ -40,10 +40,11 @@ from claybot.api.models.jobs import (
 )
 from claybot.api.responses import seed_errors
 from claybot.api.routes import engine_of
-from claybot.jobs.database import JobDatabase
-from claybot.jobs.model import HitlMode, JobStatus, NewJob, response_text
-from claybot.jobs.sql import EVERYONE, Owner
+from claybot.jobs.model import EVERYONE, HitlMode, JobStatus, NewJob, Owner, response_text
 from claybot.kernel.errors import InvalidInput
+
+if TYPE_CHECKING:  # the database modules load SQLAlchemy: not at boot
+    from claybot.jobs.database import JobDatabase
 
 router = APIRouter(
     prefix="/api/v1", tags=["jobs (seed 002)"], responses=seed_errors(400, 404, 413, 500, 503, 507)

@@ -25,8 +25,7 @@ from claybot.api.models.registry import (
 )
 from claybot.api.responses import seed_errors
 from claybot.api.routes import engine_of
-from claybot.jobs.mcp_servers import list_tools, load_sdk
-from claybot.jobs.registry import NewServer
+from claybot.jobs.registry_model import NewServer
 from claybot.kernel.errors import ClayError
 
 router = APIRouter(
@@ -104,6 +103,9 @@ async def discover(request: Request, body: Discover) -> DiscoverResult:
     responses=seed_errors(502),
 )
 async def verify_server(request: Request, server_id: UUID) -> McpServer:
+    # Imported here: the MCP SDK and the registry load at the first verification.
+    from claybot.jobs.mcp_servers import list_tools, load_sdk
+
     await load_sdk()
     from claybot.mcp_client.connection import McpServerError
 

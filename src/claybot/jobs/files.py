@@ -4,31 +4,15 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, insert, select, update
 
 from claybot.db.errors import wrap_database_errors
 from claybot.db.tables import job_artifacts, job_attachments
-from claybot.jobs.model import Claim, InvalidJobState
-from claybot.jobs.sql import JobTables, Owner, at, completes_once_started
+from claybot.jobs.model import Claim, InvalidJobState, Owner, StoredFile
+from claybot.jobs.sql import JobTables, at, completes_once_started
 from claybot.kernel.errors import InvalidInput, NotFound
-
-
-@dataclass(frozen=True)
-class StoredFile:
-    """An artifact (written by a job) or an attachment (uploaded for one)."""
-
-    id: str
-    job_id: str | None
-    filename: str
-    mime_type: str | None
-    size_bytes: int
-    created_at: datetime
-    content: bytes | None = None  # only when asked for
-    storage_path: str | None = None  # an attachment's name in seed 002's terms
 
 
 class JobFiles:

@@ -2,27 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import insert, select
 
 from claybot.db.errors import wrap_database_errors
 from claybot.db.tables import job_logs
-from claybot.jobs.model import Claim
+from claybot.jobs.model import Claim, LogLine
 from claybot.jobs.sql import JobTables, at, completes_once_started
 from claybot.kernel.event_types import EventType
-
-
-@dataclass(frozen=True)
-class LogLine:
-    id: int
-    job_id: str
-    level: str
-    message: str
-    metadata: dict[str, Any] | None
-    timestamp: datetime
 
 
 class JobLogs:

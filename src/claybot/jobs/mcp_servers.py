@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import RootModel
 
-from claybot.jobs.registry import McpToolInfo, RegisteredServer
+from claybot.jobs.registry_model import McpToolInfo, RegisteredServer
 from claybot.mcp_client.names import tool_name
 from claybot.tools.base import AgentKind, ToolContext, ToolDefinition, ToolResult
 

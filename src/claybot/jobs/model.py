@@ -151,3 +151,32 @@ class NewJob:
     max_retries: int = 3
     api_key_id: str | None = None
     attachment_ids: tuple[str, ...] = ()
+
+
+# Who may see a job: a key id (its own jobs only), or EVERYONE (the socket's owner, admin keys).
+EVERYONE: None = None
+Owner = str | None
+
+
+@dataclass(frozen=True)
+class StoredFile:
+    """An artifact (written by a job) or an attachment (uploaded for one)."""
+
+    id: str
+    job_id: str | None
+    filename: str
+    mime_type: str | None
+    size_bytes: int
+    created_at: datetime
+    content: bytes | None = None  # only when asked for
+    storage_path: str | None = None  # an attachment's name in seed 002's terms
+
+
+@dataclass(frozen=True)
+class LogLine:
+    id: int
+    job_id: str
+    level: str
+    message: str
+    metadata: dict[str, Any] | None
+    timestamp: datetime

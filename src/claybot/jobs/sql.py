@@ -24,12 +24,18 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from claybot.db.errors import wrap_database_errors
 from claybot.db.tables import job_queue
-from claybot.jobs.model import Claim, HitlMode, Job, JobNotFound, JobStatus, LeaseLost
+from claybot.jobs.model import (
+    EVERYONE,
+    Claim,
+    HitlMode,
+    Job,
+    JobNotFound,
+    JobStatus,
+    LeaseLost,
+    Owner,
+)
 
 NOTIFY_CHANNEL = "claybot_jobs"
-# Who may see a job: a key id (its own jobs only), or EVERYONE (the socket's owner, admin keys).
-EVERYONE: None = None
-Owner = str | None
 Clock = Callable[[], datetime]
 Listener = Callable[[str, dict[str, Any]], None]
 Events = list[tuple[str, dict[str, Any]]]

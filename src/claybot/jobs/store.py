@@ -34,6 +34,7 @@ from sqlalchemy.exc import IntegrityError
 from claybot.db.errors import StoreError, wrap_database_errors
 from claybot.db.tables import job_attachments, job_logs, job_queue, job_records
 from claybot.jobs.model import (
+    EVERYONE,
     Claim,
     InvalidJobState,
     Job,
@@ -41,9 +42,10 @@ from claybot.jobs.model import (
     JobStatus,
     LeaseLost,
     NewJob,
+    Owner,
     check_transition,
 )
-from claybot.jobs.sql import EVERYONE, JobTables, Owner, completes_once_started, job_from_row
+from claybot.jobs.sql import JobTables, completes_once_started, job_from_row
 from claybot.kernel.errors import NotFound
 from claybot.kernel.event_types import EventType
 

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from claybot.jobs.database import JobDatabase
 from claybot.jobs.mcp_servers import McpServers
 from claybot.jobs.model import Claim
-from claybot.jobs.registry import Match, RegisteredServer
+from claybot.jobs.registry_model import Match, RegisteredServer
 from claybot.net.guarded_fetch import (
     FetchFailed,
     FetchRefused,

@@ -12,9 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from claybot.api.models.base import Answer
 from claybot.api.schemas import JSON_INTEGER
-from claybot.jobs.files import StoredFile
-from claybot.jobs.logs import LogLine
-from claybot.jobs.model import Job, JobStatus
+from claybot.jobs.model import Job, JobStatus, LogLine, StoredFile
 
 JobStatusName = Literal["queued", "running", "completed", "failed", "waiting_for_user", "cancelled"]
 

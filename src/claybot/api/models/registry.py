@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from claybot.api.models.base import Answer
 from claybot.api.schemas import JSON_INTEGER
-from claybot.jobs.registry import Match, RegisteredServer
+from claybot.jobs.registry_model import Match, RegisteredServer
 
 # Seed 002 allowed /^[a-z0-9_-]+$/i, which refused scoped npm names (@scope/pkg).
 PACKAGE_PATTERN = r"^(@[A-Za-z0-9_.-]+/)?[A-Za-z0-9_.-]+$"
