@@ -34,4 +34,6 @@ async def jobs_db(
     request: pytest.FixtureRequest, tmp_path: Path, clock: Clock
 ) -> AsyncIterator[JobDatabase]:
     async for engine in open_database(url_for(request.param, request, tmp_path)):
-        yield JobDatabase(engine, clock=clock, lease=timedelta(seconds=30), max_file_bytes=1000)
+        db = JobDatabase(engine, clock=clock, lease=timedelta(seconds=30), max_file_bytes=1000)
+        yield db
+        await db.close()

@@ -47,7 +47,9 @@ LEASE_S = 3.0
 async def db(fresh_postgres_url: str) -> AsyncIterator[JobDatabase]:
     engine = create_database_engine(fresh_postgres_url)
     await migrate(engine)
-    yield JobDatabase(engine)
+    db = JobDatabase(engine)
+    yield db
+    await db.close()
     await engine.dispose()
 
 

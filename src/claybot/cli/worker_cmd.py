@@ -92,6 +92,7 @@ async def _serve(
     engine = create_database_engine(url)
     sandbox = Sandbox(paths.home, environ=env)
     signals: JobSignals | None = None
+    db: JobDatabase | None = None
     try:
         await migrate(engine)
         db = JobDatabase(
@@ -121,6 +122,8 @@ async def _serve(
     finally:
         if signals is not None:
             await signals.close()
+        if db is not None:
+            await db.close()
         await providers.close()
         await sandbox.close()
         await engine.dispose()

@@ -8,7 +8,7 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import event, text
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.exc import OperationalError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
@@ -42,18 +42,46 @@ def create_database_engine(url: str, **options: Any) -> AsyncEngine:
         engine = create_async_engine(
             url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S}, **options
         )
-
-        @event.listens_for(engine.sync_engine, "connect")
-        def _sqlite_pragmas(connection: Any, _record: Any) -> None:
-            cursor = connection.cursor()
-            cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_S * 1000}")
-            _use_wal(cursor)
-            cursor.execute("PRAGMA synchronous=NORMAL")  # durable at each WAL checkpoint
-            cursor.execute("PRAGMA foreign_keys=ON")
-            cursor.close()
-
+        event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine
     return create_async_engine(url, pool_pre_ping=True, **options)
+
+
+def create_sync_engine(async_engine: AsyncEngine) -> Engine:
+    """A synchronous engine on the same database, for work done on a thread of its own
+    (the job store's writer): pysqlite for SQLite, psycopg for PostgreSQL."""
+    url = async_engine.url
+    if url.get_backend_name() == "sqlite":
+        engine = create_engine(
+            url.set(drivername="sqlite"),
+            connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S, "check_same_thread": False},
+        )
+        event.listen(engine, "connect", _sqlite_pragmas)
+        # pysqlite starts transactions on its own, late, and not at all for SAVEPOINT;
+        # the writer's savepoints need SQLAlchemy to say BEGIN itself (SQLAlchemy's
+        # documented recipe). IMMEDIATE takes the write lock at once, so two processes
+        # writing one file wait in the busy handler instead of failing to upgrade.
+        event.listen(engine, "connect", _autocommit_driver)
+        event.listen(engine, "begin", _begin_immediate)
+        return engine
+    return create_engine(url.set(drivername="postgresql+psycopg"), pool_pre_ping=True)
+
+
+def _autocommit_driver(connection: Any, _record: Any) -> None:
+    connection.isolation_level = None
+
+
+def _begin_immediate(connection: Any) -> None:
+    connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _sqlite_pragmas(connection: Any, _record: Any) -> None:
+    cursor = connection.cursor()
+    cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_S * 1000}")
+    _use_wal(cursor)
+    cursor.execute("PRAGMA synchronous=NORMAL")  # durable at each WAL checkpoint
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
 
 
 def _use_wal(cursor: Any) -> None:

@@ -21,8 +21,21 @@ async def wrap_database_errors(action: str) -> AsyncIterator[None]:
 
     try:
         yield
-    except SQLAlchemyError as exc:
+    except (SQLAlchemyError, OSError) as exc:  # OSError: e.g. PostgreSQL unreachable
+        raise as_store_error(action, exc) from exc
+
+
+def as_store_error(action: str, exc: Exception) -> Exception:
+    """``exc`` as a store raises it: driver errors become ``StoreError`` (the driver's
+    error kept as its cause), the store's own errors stay what they are."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    if isinstance(exc, SQLAlchemyError):
         cause = getattr(exc, "orig", None) or exc
-        raise StoreError(f"{action} failed: {type(cause).__name__}: {cause}") from exc
-    except OSError as exc:  # e.g. PostgreSQL unreachable
-        raise StoreError(f"{action} failed: {exc}") from exc
+        error = StoreError(f"{action} failed: {type(cause).__name__}: {cause}")
+    elif isinstance(exc, OSError):
+        error = StoreError(f"{action} failed: {exc}")
+    else:
+        return exc
+    error.__cause__ = exc
+    return error

@@ -113,3 +113,6 @@ class JobsHost:
         if self._jobs is not None and not self._jobs.done():
             self._jobs.cancel()
             await asyncio.gather(self._jobs, return_exceptions=True)
+        elif self._jobs is not None and self._jobs.exception() is None:
+            with contextlib.suppress(Exception):
+                await self._jobs.result().close()

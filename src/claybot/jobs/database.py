@@ -33,3 +33,8 @@ class JobDatabase:
         self.files = JobFiles(self.tables)
         self.workers = WorkerRows(self.tables)
         self.registry = McpRegistry(self.tables)
+
+    async def close(self) -> None:
+        """Finish the queued writes and close the writer's connection (the engine the
+        database was opened with stays the caller's)."""
+        await self.tables.close()

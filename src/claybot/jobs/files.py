@@ -6,12 +6,14 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import and_, insert, select, update
+from sqlalchemy import Connection, and_, insert, select, update
 
 from claybot.db.errors import wrap_database_errors
 from claybot.db.tables import job_artifacts, job_attachments
+from claybot.jobs.logs import add_log
 from claybot.jobs.model import Claim, InvalidJobState, Owner, StoredFile
-from claybot.jobs.sql import JobTables, at, completes_once_started
+from claybot.jobs.sql import JobTables, at
+from claybot.jobs.writer import Events
 from claybot.kernel.errors import InvalidInput, NotFound
 
 
@@ -27,17 +29,24 @@ class JobFiles:
                 code="FILE_TOO_LARGE",
             )
 
-    @completes_once_started
     async def put_artifact(
-        self, claim: Claim, filename: str, content: bytes, mime_type: str | None
+        self,
+        claim: Claim,
+        filename: str,
+        content: bytes,
+        mime_type: str | None,
+        *,
+        log: str | None = None,
     ) -> StoredFile:
-        """Store an artifact at once; written again under its name, it is replaced."""
+        """Store an artifact at once; written again under its name, it is replaced.
+        ``log``: a line for the job's log, written with it."""
         self._check_size(content, "content")
         now = self._db.clock()
-        async with self._db.transaction("storing an artifact") as (connection, _events):
-            await self._db.fence(connection, claim)
+
+        def write(connection: Connection, events: Events) -> str:
+            self._db.fence(connection, claim)
             existing = (
-                await connection.execute(
+                connection.execute(
                     select(job_artifacts.c.id).where(
                         job_artifacts.c.job_id == claim.job.id,
                         job_artifacts.c.filename == filename,
@@ -52,16 +61,21 @@ class JobFiles:
             }
             if existing is None:
                 artifact_id = str(uuid.uuid4())
-                await connection.execute(
+                connection.execute(
                     insert(job_artifacts).values(
                         id=artifact_id, job_id=claim.job.id, filename=filename, **values
                     )
                 )
             else:
                 artifact_id = existing.id
-                await connection.execute(
+                connection.execute(
                     update(job_artifacts).where(job_artifacts.c.id == artifact_id).values(**values)
                 )
+            if log is not None:
+                add_log(connection, events, claim.job.id, log, "info", None, now)
+            return str(artifact_id)
+
+        artifact_id = await self._db.write("storing an artifact", write)
         return StoredFile(artifact_id, claim.job.id, filename, mime_type, len(content), now)
 
     async def artifacts(self, job_id: str) -> list[StoredFile]:
@@ -77,7 +91,6 @@ class JobFiles:
             raise NotFound(f"job {job_id} has no artifact {artifact_id!r}")
         return found[0]
 
-    @completes_once_started
     async def add_attachment(
         self,
         filename: str,
@@ -94,13 +107,14 @@ class JobFiles:
         self._check_size(content, "file")
         now = self._db.clock()
         attachment_id = str(uuid.uuid4())
-        async with self._db.transaction("storing an upload") as (connection, _events):
+        storage_path = f"attachments/{job_id or 'unattached'}/{attachment_id}/{filename}"
+
+        def write(connection: Connection, _events: Events) -> None:
             if job_id is not None:
-                job = await self._db.locked(connection, job_id, viewer)
+                job = self._db.locked(connection, job_id, viewer)
                 if job.terminal:
                     raise InvalidJobState(f"job {job_id} is {job.status.value}")
-            storage_path = f"attachments/{job_id or 'unattached'}/{attachment_id}/{filename}"
-            await connection.execute(
+            connection.execute(
                 insert(job_attachments).values(
                     id=attachment_id,
                     job_id=job_id,
@@ -113,6 +127,8 @@ class JobFiles:
                     created_at=now,
                 )
             )
+
+        await self._db.write("storing an upload", write)
         return StoredFile(
             attachment_id, job_id, filename, mime_type, len(content), now, None, storage_path
         )

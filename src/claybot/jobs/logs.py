@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import Connection, bindparam, insert, select
 
 from claybot.db.errors import wrap_database_errors
 from claybot.db.tables import job_logs
 from claybot.jobs.model import Claim, LogLine
-from claybot.jobs.sql import JobTables, at, completes_once_started
+from claybot.jobs.sql import JobTables, at
+from claybot.jobs.writer import Events
 from claybot.kernel.event_types import EventType
 
 
@@ -17,7 +19,6 @@ class JobLogs:
     def __init__(self, tables: JobTables) -> None:
         self._db = tables
 
-    @completes_once_started
     async def add(
         self,
         job_id: str,
@@ -31,39 +32,13 @@ class JobLogs:
         """Add a log line; with ``step_key``, a line the same step wrote before is not
         written again (False). With ``claim`` the write is fenced."""
         now = self._db.clock()
-        async with self._db.transaction("writing a job log") as (connection, events):
+
+        def write(connection: Connection, events: Events) -> bool:
             if claim is not None:
-                await self._db.fence(connection, claim)
-            if step_key is not None:
-                seen = await connection.execute(
-                    select(job_logs.c.id).where(
-                        job_logs.c.job_id == job_id, job_logs.c.step_key == step_key
-                    )
-                )
-                if seen.first() is not None:
-                    return False
-            row = (
-                await connection.execute(
-                    insert(job_logs)
-                    .values(
-                        job_id=job_id,
-                        level=level,
-                        message=message,
-                        metadata=metadata,
-                        timestamp=now,
-                        step_key=step_key,
-                    )
-                    .returning(job_logs.c.id)
-                )
-            ).first()
-            assert row is not None
-            events.append(
-                (
-                    EventType.JOB_LOG,
-                    {"jobId": job_id, "id": row.id, "level": level, "message": message},
-                )
-            )
-        return True
+                self._db.fence(connection, claim)
+            return add_log(connection, events, job_id, message, level, metadata, now, step_key)
+
+        return await self._db.write("writing a job log", write)
 
     async def page(
         self, job_id: str, *, after_id: int = 0, limit: int = 100, offset: int = 0
@@ -103,3 +78,41 @@ class JobLogs:
                 )
             )
             return {row.step_key for row in rows}
+
+
+STEP_LOGGED = select(job_logs.c.id).where(
+    job_logs.c.job_id == bindparam("job_id"), job_logs.c.step_key == bindparam("step_key")
+)
+ADD_LOG = insert(job_logs).returning(job_logs.c.id)
+
+
+def add_log(
+    connection: Connection,
+    events: Events,
+    job_id: str,
+    message: str,
+    level: str,
+    metadata: dict[str, Any] | None,
+    now: datetime,
+    step_key: str | None = None,
+) -> bool:
+    """A log line, inside a write that already holds what it needs (the fence)."""
+    if step_key is not None:
+        seen = connection.execute(STEP_LOGGED, {"job_id": job_id, "step_key": step_key})
+        if seen.first() is not None:
+            return False
+    row = connection.execute(
+        ADD_LOG,
+        {
+            "job_id": job_id,
+            "level": level,
+            "message": message,
+            "metadata": metadata,
+            "timestamp": now,
+            "step_key": step_key,
+        },
+    ).one()
+    events.append(
+        (EventType.JOB_LOG, {"jobId": job_id, "id": row.id, "level": level, "message": message})
+    )
+    return True

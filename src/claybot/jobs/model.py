@@ -138,6 +138,7 @@ class Claim:
     job: Job
     worker_id: str
     attempt: int
+    attachments: tuple[str, ...] = ()  # the names of its uploads, as it was claimed
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import re
 import uuid
 from typing import Any
 
-from sqlalchemy import func, insert, select, text, update
+from sqlalchemy import Connection, func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 
 from claybot.db.errors import StoreError, wrap_database_errors
@@ -28,6 +28,7 @@ from claybot.jobs.registry_model import (
     ServerNotFound,
 )
 from claybot.jobs.sql import JobTables, at, aware
+from claybot.jobs.writer import Events
 
 WORD = re.compile(r"[^\W_]+", re.UNICODE)
 MAX_QUERY_WORDS = 32
@@ -115,8 +116,9 @@ class McpRegistry:
         now = self._db.clock()
         server_id = str(uuid.uuid4())
         try:
-            async with self._db.transaction("registering an MCP server") as (connection, _):
-                await connection.execute(
+
+            def write(connection: Connection, _events: Events) -> None:
+                connection.execute(
                     insert(mcp_agents).values(
                         id=server_id,
                         name=new.name,
@@ -140,6 +142,8 @@ class McpRegistry:
                         ),
                     )
                 )
+
+            await self._db.write("registering an MCP server", write)
         except StoreError as exc:
             if isinstance(exc.__cause__, IntegrityError):  # mcp_package is unique
                 raise DuplicateServer(new.package_name) from None
@@ -183,8 +187,9 @@ class McpRegistry:
         """Record the tools a live connection listed, and that an admin vouched for it."""
         server = await self.get(server_id)
         now = self._db.clock()
-        async with self._db.transaction("verifying an MCP server") as (connection, _):
-            await connection.execute(
+
+        def write(connection: Connection, _events: Events) -> None:
+            connection.execute(
                 update(mcp_agents)
                 .where(mcp_agents.c.id == server_id)
                 .values(
@@ -209,6 +214,8 @@ class McpRegistry:
                     ),
                 )
             )
+
+        await self._db.write("verifying an MCP server", write)
         return await self.get(server_id)
 
     async def search(

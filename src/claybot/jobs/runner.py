@@ -170,9 +170,8 @@ class JobRunner:
             return ended
         records = await transcript.read()
         progress = turn_progress(records, job.id)
-        workdir = self.workroot / job.id
-        workdir.mkdir(parents=True, exist_ok=True)
-        attachments = [f.filename for f in await self.db.files.attachments(job.id)]
+        workdir = self.workroot / job.id  # made by the first tool that needs it
+        attachments = list(claim.attachments)
         tools = ToolRegistry()
         job_tools = JobTools(
             JobToolContext(
@@ -209,7 +208,7 @@ class JobRunner:
             progress if progress.started else None,
         )
         if not progress.started:
-            await self.db.logs.add(job.id, "Job started", claim=claim)
+            transcript.log("Job started")
         turn = asyncio.create_task(loop.run(owner, work), name=f"job-{job.id}")
         stopper = asyncio.create_task(stop.wait())
         budget = max(1.0, job.timeout_seconds - _ran_s(job))
@@ -220,7 +219,9 @@ class JobRunner:
             stopper.cancel()
         state = _state(job, records, time.monotonic() - started)
         if turn.done():
-            return await self._ended(claim, turn.result(), state)
+            outcome = turn.result()
+            await transcript.checkpoint()  # log lines still waiting for one
+            return await self._ended(claim, outcome, state)
         turn.cancel()
         with contextlib.suppress(asyncio.CancelledError, LeaseLost):
             await turn
@@ -275,18 +276,18 @@ class JobRunner:
         return None
 
     async def _ended(self, claim: Claim, outcome: TurnOutcome, state: dict[str, Any]) -> JobStatus:
-        job_id = claim.job.id
         if outcome.ended_by == "ask":
-            await self.db.logs.add(job_id, "Waiting for the user", claim=claim)
-            await self.db.jobs.pause(claim, outcome.text, state)
+            await self.db.jobs.pause(claim, outcome.text, state, log="Waiting for the user")
             return JobStatus.WAITING_FOR_USER
         if outcome.failed or not outcome.text.strip():
             error = outcome.text if outcome.failed else "the model gave an empty answer"
-            await self.db.logs.add(job_id, f"Job failed: {error}", level="error", claim=claim)
-            await self.db.jobs.finish(claim, JobStatus.FAILED, error=error)
+            await self.db.jobs.finish(
+                claim, JobStatus.FAILED, error=error, log=f"Job failed: {error}"
+            )
             return JobStatus.FAILED
-        await self.db.logs.add(job_id, "Job completed", claim=claim)
-        await self.db.jobs.finish(claim, JobStatus.COMPLETED, result=outcome.text)
+        await self.db.jobs.finish(
+            claim, JobStatus.COMPLETED, result=outcome.text, log="Job completed"
+        )
         return JobStatus.COMPLETED
 
 

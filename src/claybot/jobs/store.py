@@ -22,17 +22,29 @@ status transitions, live beside it.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, delete, func, insert, literal, select, true, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import (
+    Connection,
+    Update,
+    and_,
+    bindparam,
+    delete,
+    func,
+    insert,
+    select,
+    true,
+    update,
+)
 
-from claybot.db.errors import StoreError, wrap_database_errors
+from claybot.db.errors import wrap_database_errors
 from claybot.db.tables import job_attachments, job_logs, job_queue, job_records
+from claybot.jobs.logs import add_log
 from claybot.jobs.model import (
     EVERYONE,
     Claim,
@@ -45,7 +57,8 @@ from claybot.jobs.model import (
     Owner,
     check_transition,
 )
-from claybot.jobs.sql import JobTables, completes_once_started, job_from_row
+from claybot.jobs.sql import JobTables, job_from_row
+from claybot.jobs.writer import Events
 from claybot.kernel.errors import NotFound
 from claybot.kernel.event_types import EventType
 
@@ -69,28 +82,29 @@ class JobStore:
 
     # -- jobs -------------------------------------------------------------------------
 
-    @completes_once_started
     async def create(self, new: NewJob) -> Job:
         now = self._db.clock()
         job_id = str(uuid.uuid4())
-        async with self._db.transaction("creating a job") as (connection, events):
-            await connection.execute(
-                insert(job_queue).values(
-                    id=job_id,
-                    task=new.task,
-                    priority=new.priority,
-                    timeout_seconds=new.timeout_seconds,
-                    model=new.model,
-                    hitl_mode=new.hitl_mode.value,
-                    allow_network=new.allow_network,
-                    max_retries=new.max_retries,
-                    api_key_id=new.api_key_id,
-                    created_at=now,
-                    updated_at=now,
-                )
-            )
+
+        def write(connection: Connection, events: Events) -> Job:
+            row = connection.execute(
+                CREATE_JOB,
+                {
+                    "id": job_id,
+                    "task": new.task,
+                    "priority": new.priority,
+                    "timeout_seconds": new.timeout_seconds,
+                    "model": new.model,
+                    "hitl_mode": new.hitl_mode.value,
+                    "allow_network": new.allow_network,
+                    "max_retries": new.max_retries,
+                    "api_key_id": new.api_key_id,
+                    "created_at": now,
+                    "updated_at": now,
+                },
+            ).one()
             if new.attachment_ids:
-                attached = await connection.execute(
+                attached = connection.execute(
                     update(job_attachments)
                     .where(
                         job_attachments.c.id.in_(new.attachment_ids),
@@ -105,13 +119,14 @@ class JobStore:
                         field="attachments",
                     )
             # Its first log line, in the same transaction: before any worker can log.
-            await connection.execute(
-                insert(job_logs).values(
-                    job_id=job_id, level="info", message="Job created", timestamp=now
-                )
+            connection.execute(
+                insert(job_logs),
+                {"job_id": job_id, "level": "info", "message": "Job created", "timestamp": now},
             )
             events.append((EventType.JOB_CREATED, {"jobId": job_id, "status": "queued"}))
-        return await self.get(job_id)
+            return job_from_row(row)
+
+        return await self._db.write("creating a job", write)
 
     async def get(self, job_id: str, owner: Owner = EVERYONE) -> Job:
         async with wrap_database_errors("reading a job"), self._db.engine.connect() as connection:
@@ -151,16 +166,16 @@ class JobStore:
             ).scalar_one()
         return [job_from_row(row) for row in rows], int(count)
 
-    @completes_once_started
     async def respond(self, job_id: str, answer: str, owner: Owner = EVERYONE) -> Job:
         """A person answered the job's question: it is queued again with the answer."""
         now = self._db.clock()
-        async with self._db.transaction("answering a job") as (connection, events):
-            job = await self._db.locked(connection, job_id, owner)
+
+        def write(connection: Connection, events: Events) -> Job:
+            job = self._db.locked(connection, job_id, owner)
             check_transition(job.status, JobStatus.QUEUED)
             if job.status is not JobStatus.WAITING_FOR_USER:
                 raise InvalidJobState(f"job {job_id} is {job.status.value}, not waiting_for_user")
-            await connection.execute(
+            connection.execute(
                 update(job_queue)
                 .where(job_queue.c.id == job_id)
                 .values(
@@ -172,25 +187,28 @@ class JobStore:
                 )
             )
             events.append((EventType.JOB_STATUS, {"jobId": job_id, "status": "queued"}))
-        return await self.get(job_id)
+            return self._db.reread(connection, job_id)
 
-    @completes_once_started
+        # As the write left it: a worker may claim it the moment it commits.
+        return await self._db.write("answering a job", write)
+
     async def cancel(self, job_id: str, owner: Owner = EVERYONE) -> Job:
         """Cancel a queued or waiting job at once; a running one is asked to stop (its
         worker sees the request at its next heartbeat and ends the job ``cancelled``)."""
         now = self._db.clock()
-        async with self._db.transaction("cancelling a job") as (connection, events):
-            job = await self._db.locked(connection, job_id, owner)
+
+        def write(connection: Connection, events: Events) -> Job:
+            job = self._db.locked(connection, job_id, owner)
             check_transition(job.status, JobStatus.CANCELLED)
             if job.status is JobStatus.RUNNING:
-                await connection.execute(
+                connection.execute(
                     update(job_queue)
                     .where(job_queue.c.id == job_id)
                     .values(cancel_requested=True, updated_at=now)
                 )
                 events.append((EventType.JOB_CANCEL_REQUESTED, {"jobId": job_id}))
             else:
-                await connection.execute(
+                connection.execute(
                     update(job_queue)
                     .where(job_queue.c.id == job_id)
                     .values(
@@ -201,57 +219,54 @@ class JobStore:
                     )
                 )
                 events.append((EventType.JOB_STATUS, {"jobId": job_id, "status": "cancelled"}))
-        return await self.get(job_id)
+            return self._db.reread(connection, job_id)
+
+        return await self._db.write("cancelling a job", write)
 
     # -- claiming -------------------------------------------------------------------
 
-    @completes_once_started
     async def claim(self, worker_id: str) -> Claim | None:
         """The top queued job, now running under this worker; None when none is queued."""
-        now = self._db.clock()
-        top = (
-            select(job_queue.c.id)
-            .where(job_queue.c.status == JobStatus.QUEUED.value)
-            .order_by(job_queue.c.priority.desc(), job_queue.c.created_at, job_queue.c.id)
-            .limit(1)
-        )
-        if self._db.postgres:
-            top = top.with_for_update(skip_locked=True)
-        async with self._db.transaction("claiming a job") as (connection, events):
-            row = (
-                await connection.execute(
-                    update(job_queue)
-                    .where(
-                        job_queue.c.id == top.scalar_subquery(),
-                        job_queue.c.status == JobStatus.QUEUED.value,
-                    )
-                    .values(
-                        status=JobStatus.RUNNING.value,
-                        worker_id=worker_id,
-                        attempt=job_queue.c.attempt + 1,
-                        started_at=func.coalesce(job_queue.c.started_at, literal(now)),
-                        lease_expires_at=now + self._db.lease,
-                        updated_at=now,
-                    )
-                    .returning(*job_queue.c)
-                )
-            ).first()
-            if row is None:
-                return None
-            events.append((EventType.JOB_STATUS, {"jobId": row.id, "status": "running"}))
-        job = job_from_row(row)
-        return Claim(job, worker_id, job.attempt)
+        claims = await self.claim_many(worker_id, 1)
+        return claims[0] if claims else None
 
-    @completes_once_started
+    async def claim_many(self, worker_id: str, limit: int) -> list[Claim]:
+        """Up to ``limit`` of the top queued jobs (priority, then age), now running under
+        this worker, in that order; one statement whatever ``limit`` is."""
+        now = self._db.clock()
+        statement = claim_statement(limit, self._db.postgres)
+
+        def write(connection: Connection, events: Events) -> list[Claim]:
+            rows = connection.execute(
+                statement,
+                {"worker_id": worker_id, "now": now, "lease_expires_at": now + self._db.lease},
+            ).all()
+            jobs = sorted(
+                (job_from_row(row) for row in rows),
+                key=lambda job: (-job.priority, job.created_at, job.id),
+            )
+            uploads: dict[str, list[str]] = {}
+            if jobs:
+                for upload in connection.execute(UPLOADS_OF, {"ids": [job.id for job in jobs]}):
+                    uploads.setdefault(upload.job_id, []).append(upload.filename)
+            for job in jobs:
+                events.append((EventType.JOB_STATUS, {"jobId": job.id, "status": "running"}))
+            return [
+                Claim(job, worker_id, job.attempt, tuple(uploads.get(job.id, ()))) for job in jobs
+            ]
+
+        return await self._db.write("claiming jobs", write)
+
     async def renew(self, worker_id: str, job_ids: Sequence[str]) -> Renewal:
         """Extend this worker's leases; which of its jobs were asked to cancel, and which
         it no longer holds."""
         if not job_ids:
             return Renewal(set(), set())
         now = self._db.clock()
-        async with self._db.transaction("renewing leases") as (connection, _events):
-            rows = (
-                await connection.execute(
+
+        def write(connection: Connection, _events: Events) -> list[Any]:
+            return list(
+                connection.execute(
                     update(job_queue)
                     .where(
                         job_queue.c.id.in_(job_ids),
@@ -260,14 +275,15 @@ class JobStore:
                     )
                     .values(lease_expires_at=now + self._db.lease)
                     .returning(job_queue.c.id, job_queue.c.cancel_requested)
-                )
-            ).all()
+                ).all()
+            )
+
+        rows = await self._db.write("renewing leases", write)
         return Renewal(
             cancelled={row.id for row in rows if row.cancel_requested},
             lost=set(job_ids) - {row.id for row in rows},
         )
 
-    @completes_once_started
     async def sweep(self) -> Swept:
         """Jobs whose lease ran out: requeued (retry_count + 1), failed when their
         retries are spent, cancelled when a cancel was asked for meanwhile."""
@@ -277,7 +293,8 @@ class JobStore:
             job_queue.c.lease_expires_at < now,
         )
         done: dict[str, list[str]] = {}
-        async with self._db.transaction("sweeping lost jobs") as (connection, events):
+
+        def write(connection: Connection, events: Events) -> None:
             for status, extra, values in (
                 (
                     JobStatus.CANCELLED,
@@ -298,23 +315,23 @@ class JobStore:
                     {"retry_count": job_queue.c.retry_count + 1},
                 ),
             ):
-                rows = (
-                    await connection.execute(
-                        update(job_queue)
-                        .where(expired, extra)
-                        .values(
-                            status=status.value,
-                            worker_id=None,
-                            lease_expires_at=None,
-                            updated_at=now,
-                            **values,
-                        )
-                        .returning(job_queue.c.id)
+                rows = connection.execute(
+                    update(job_queue)
+                    .where(expired, extra)
+                    .values(
+                        status=status.value,
+                        worker_id=None,
+                        lease_expires_at=None,
+                        updated_at=now,
+                        **values,
                     )
+                    .returning(job_queue.c.id)
                 ).all()
                 done[status.value] = [row.id for row in rows]
                 for row in rows:
                     events.append((EventType.JOB_STATUS, {"jobId": row.id, "status": status.value}))
+
+        await self._db.write("sweeping lost jobs", write)
         return Swept(done["queued"], done["failed"], done["cancelled"])
 
     # -- a claimed job's writes (fenced) ----------------------------------------------
@@ -328,7 +345,6 @@ class JobStore:
             )
             return [dict(row.record) for row in rows]
 
-    @completes_once_started
     async def append_records(
         self,
         claim: Claim,
@@ -337,8 +353,11 @@ class JobStore:
         *,
         state: dict[str, Any] | None = None,
         clear_answer: bool = False,
+        logs: Sequence[tuple[str, str]] = (),
     ) -> None:
-        """Append records numbered from ``first_seq``: the checkpoint after a step.
+        """Append records numbered from ``first_seq``: the checkpoint after a step
+        (with ``logs``, (step key, line) for the job's log, written with it: a line
+        whose key was written before is not written again).
 
         Records already there under their numbers, the same, are skipped (a checkpoint
         sent again because its caller was cancelled as it committed); a number taken by
@@ -353,34 +372,18 @@ class JobStore:
             {"job_id": claim.job.id, "seq": first_seq + n, "record": record}
             for n, record in enumerate(records)
         ]
-        try:
-            async with self._db.transaction("checkpointing a job") as (connection, _events):
-                await self._db.fence(connection, claim, **values)
-                if rows:
-                    await connection.execute(insert(job_records), rows)
-            return
-        except StoreError as exc:
-            if not isinstance(exc.__cause__, IntegrityError):
-                raise
-        # A number is taken: by these very records (sent again after a cancel as they
-        # committed), or by another writer. Rare, so checked only now.
-        async with self._db.transaction("checkpointing a job") as (connection, _events):
-            await self._db.fence(connection, claim, **values)
-            present = (
-                await connection.execute(
-                    select(job_records.c.seq, job_records.c.record)
-                    .where(job_records.c.job_id == claim.job.id, job_records.c.seq >= first_seq)
-                    .order_by(job_records.c.seq)
-                )
-            ).all()
-            for row in present:
-                index = row.seq - first_seq
-                if index >= len(records) or dict(row.record) != records[index]:
-                    raise LeaseLost(f"job {claim.job.id}'s records were written by another worker")
-            if len(present) < len(records):
-                await connection.execute(insert(job_records), rows[len(present) :])
 
-    @completes_once_started
+        now = self._db.clock()
+
+        def write(connection: Connection, events: Events) -> None:
+            self._db.fence(connection, claim, **values)
+            if rows:
+                insert_records(connection, claim, first_seq, records, rows)
+            for key, line in logs:
+                add_log(connection, events, claim.job.id, line, "info", None, now, key)
+
+        await self._db.write("checkpointing a job", write)
+
     async def finish(
         self,
         claim: Claim,
@@ -388,12 +391,15 @@ class JobStore:
         *,
         result: str | None = None,
         error: str | None = None,
+        log: str | None = None,
     ) -> None:
-        """End a running job: completed, failed or cancelled."""
+        """End a running job: completed, failed or cancelled; ``log``: its last log line
+        (an error's when it failed), written with it."""
         check_transition(JobStatus.RUNNING, status)
         now = self._db.clock()
-        async with self._db.transaction("ending a job") as (connection, events):
-            await self._db.fence(
+
+        def write(connection: Connection, events: Events) -> None:
+            self._db.fence(
                 connection,
                 claim,
                 status=status.value,
@@ -402,14 +408,21 @@ class JobStore:
                 completed_at=now,
                 lease_expires_at=None,
             )
+            if log is not None:
+                level = "error" if status is JobStatus.FAILED else "info"
+                add_log(connection, events, claim.job.id, log, level, None, now)
             events.append((EventType.JOB_STATUS, {"jobId": claim.job.id, "status": status.value}))
 
-    @completes_once_started
-    async def pause(self, claim: Claim, question: str, state: dict[str, Any]) -> None:
-        """The job asked a person: it waits, holding no worker."""
+        await self._db.write("ending a job", write)
+
+    async def pause(
+        self, claim: Claim, question: str, state: dict[str, Any], *, log: str | None = None
+    ) -> None:
+        """The job asked a person: it waits, holding no worker (``log``: written with it)."""
         now = self._db.clock()
-        async with self._db.transaction("pausing a job") as (connection, events):
-            await self._db.fence(
+
+        def write(connection: Connection, events: Events) -> None:
+            self._db.fence(
                 connection,
                 claim,
                 status=JobStatus.WAITING_FOR_USER.value,
@@ -419,31 +432,35 @@ class JobStore:
                 worker_id=None,
                 lease_expires_at=None,
             )
+            if log is not None:
+                add_log(connection, events, claim.job.id, log, "info", None, now)
             events.append(
                 (EventType.JOB_STATUS, {"jobId": claim.job.id, "status": "waiting_for_user"})
             )
 
-    @completes_once_started
+        await self._db.write("pausing a job", write)
+
     async def record_discovered(self, claim: Claim, packages: Sequence[str]) -> list[str]:
         """Add MCP servers (by package) to those the job found, seed 002's
         ``tools_discovered``: a resumed run makes their tools callable again."""
-        async with self._db.transaction("recording discovered tools") as (connection, _events):
-            row = (
-                await connection.execute(
-                    select(job_queue.c.tools_discovered).where(job_queue.c.id == claim.job.id)
-                )
+
+        def write(connection: Connection, _events: Events) -> list[str]:
+            row = connection.execute(
+                select(job_queue.c.tools_discovered).where(job_queue.c.id == claim.job.id)
             ).first()
             known = list(row.tools_discovered or []) if row is not None else []
             found = known + [package for package in packages if package not in known]
-            await self._db.fence(connection, claim, tools_discovered=found)
-        return found
+            self._db.fence(connection, claim, tools_discovered=found)
+            return found
 
-    @completes_once_started
+        return await self._db.write("recording discovered tools", write)
+
     async def release(self, claim: Claim) -> None:
         """Give a running job back to the queue (the worker is draining): not a failure,
         so its retries stay as they were."""
-        async with self._db.transaction("releasing a job") as (connection, events):
-            await self._db.fence(
+
+        def write(connection: Connection, events: Events) -> None:
+            self._db.fence(
                 connection,
                 claim,
                 status=JobStatus.QUEUED.value,
@@ -451,6 +468,8 @@ class JobStore:
                 lease_expires_at=None,
             )
             events.append((EventType.JOB_STATUS, {"jobId": claim.job.id, "status": "queued"}))
+
+        await self._db.write("releasing a job", write)
 
     async def activity_since(self, moment: datetime) -> dict[str, int]:
         """Jobs created and jobs completed since ``moment`` (the metrics route)."""
@@ -476,11 +495,80 @@ class JobStore:
             )
             return {str(row[0]): int(row[1]) for row in rows}
 
-    @completes_once_started
     async def delete(self, job_ids: Iterable[str]) -> None:
-        async with self._db.transaction("deleting jobs") as (connection, _events):
-            await connection.execute(delete(job_queue).where(job_queue.c.id.in_(list(job_ids))))
+        ids = list(job_ids)
+
+        def write(connection: Connection, _events: Events) -> None:
+            connection.execute(delete(job_queue).where(job_queue.c.id.in_(ids)))
+
+        await self._db.write("deleting jobs", write)
 
 
 def _same_owner(column: Any, owner: Owner) -> Any:
     return column.is_(None) if owner is None else column == owner
+
+
+def insert_records(
+    connection: Connection,
+    claim: Claim,
+    first_seq: int,
+    records: Sequence[dict[str, Any]],
+    rows: list[dict[str, Any]],
+) -> None:
+    """Insert a checkpoint's records; the ones already there under their numbers, the
+    same, are skipped (sent again after a cancel as they committed). A number taken by
+    another record: another writer got there first."""
+    present = connection.execute(RECORDS_FROM, {"job_id": claim.job.id, "seq": first_seq}).all()
+    for row in present:
+        index = row.seq - first_seq
+        if index >= len(records) or dict(row.record) != records[index]:
+            raise LeaseLost(f"job {claim.job.id}'s records were written by another worker")
+    if len(present) < len(records):
+        connection.execute(INSERT_RECORDS, rows[len(present) :])
+
+
+CREATE_JOB = insert(job_queue).returning(*job_queue.c)
+UPLOADS_OF = (
+    select(job_attachments.c.job_id, job_attachments.c.filename)
+    .where(job_attachments.c.job_id.in_(bindparam("ids", expanding=True)))
+    .order_by(job_attachments.c.created_at, job_attachments.c.id)
+)
+INSERT_RECORDS = insert(job_records)
+RECORDS_FROM = (
+    select(job_records.c.seq, job_records.c.record)
+    .where(job_records.c.job_id == bindparam("job_id"), job_records.c.seq >= bindparam("seq"))
+    .order_by(job_records.c.seq)
+)
+
+
+@functools.cache
+def claim_statement(limit: int, postgres: bool) -> Update:
+    """Claim the top ``limit`` queued jobs (built once per limit: see ``fence_statement``)."""
+    top = (
+        select(job_queue.c.id)
+        .where(job_queue.c.status == JobStatus.QUEUED.value)
+        .order_by(job_queue.c.priority.desc(), job_queue.c.created_at, job_queue.c.id)
+        .limit(limit)
+    )
+    if postgres:
+        top = top.with_for_update(skip_locked=True)
+    # A CTE, not `id IN (subquery)`: PostgreSQL may run such a subquery again for each
+    # row it looks at, and each run locks and skips its way to other rows.
+    picked = top.cte("picked")
+    return (
+        update(job_queue)
+        .add_cte(picked)
+        .where(
+            job_queue.c.id.in_(select(picked.c.id)),
+            job_queue.c.status == JobStatus.QUEUED.value,
+        )
+        .values(
+            status=JobStatus.RUNNING.value,
+            worker_id=bindparam("worker_id"),
+            attempt=job_queue.c.attempt + 1,
+            started_at=func.coalesce(job_queue.c.started_at, bindparam("now")),
+            lease_expires_at=bindparam("lease_expires_at"),
+            updated_at=bindparam("now"),
+        )
+        .returning(*job_queue.c)
+    )

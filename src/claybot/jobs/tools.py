@@ -12,6 +12,7 @@ discover_tools finds can be called (the original only described them).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import mimetypes
@@ -225,8 +226,7 @@ class JobTools:
                 f"python3 -m pip install --quiet --target {PACKAGES} {names} && "
                 f"PYTHONPATH={PACKAGES} python3 {SCRIPT}"
             )
-        (ctx.workdir / SCRIPT).write_text(args.code)
-        before = _snapshot(ctx.workdir)
+        before = await asyncio.to_thread(self._prepare, args.code)
         workdir = str(ctx.workdir)
         try:
             result = await ctx.runner.run(
@@ -254,6 +254,13 @@ class JobTools:
         text = "\n\n".join(part for part in parts if part) or "(No output)"
         return ToolResult(text, is_error=result.timed_out or result.exit_code != 0)
 
+    def _prepare(self, code: str) -> dict[str, tuple[int, int]]:
+        """The folder with the script in it (off the loop: a mkdir here can take a
+        millisecond); what was there before it ran."""
+        self.ctx.workdir.mkdir(parents=True, exist_ok=True)
+        (self.ctx.workdir / SCRIPT).write_text(code)
+        return _snapshot(self.ctx.workdir)
+
     async def _collect(self, before: dict[str, tuple[int, int]]) -> list[str]:
         """Files the script created or changed become artifacts now."""
         saved: list[str] = []
@@ -276,9 +283,12 @@ class JobTools:
                 try:
                     return ToolResult(stored.content.decode("utf-8"))
                 except UnicodeDecodeError:
+                    name = safe_filename(stored.filename) or "upload.bin"
+                    await asyncio.to_thread(self._keep_local, name, stored.content)
                     return ToolResult(
                         f"{stored.filename} is a binary file ({stored.mime_type or 'unknown type'}"
-                        f", {stored.size_bytes} bytes); run_python can read it from its folder."
+                        f", {stored.size_bytes} bytes); run_python can read it as {name!r} "
+                        "in its folder."
                     )
         names = ", ".join(f.filename for f in files) or "none"
         return ToolResult(f"No uploaded file {args.filename!r} (available: {names}).", True)
@@ -288,10 +298,20 @@ class JobTools:
         if name is None:
             return ToolResult(f"Not a usable file name: {args.filename!r}", is_error=True)
         content = args.content.encode()
-        await self.ctx.db.files.put_artifact(self.ctx.claim, name, content, _mime(name))
-        (self.ctx.workdir / name).write_bytes(content)  # run_python can read it too
-        await self._log(f"Artifact written: {name} ({len(content)} bytes)")
+        await self.ctx.db.files.put_artifact(
+            self.ctx.claim,
+            name,
+            content,
+            _mime(name),
+            log=f"Artifact written: {name} ({len(content)} bytes)",
+        )
+        await asyncio.to_thread(self._keep_local, name, content)
         return ToolResult(f"Wrote {name} ({len(content)} bytes).")
+
+    def _keep_local(self, name: str, content: bytes) -> None:
+        """A copy in the job's folder, where run_python can read it."""
+        self.ctx.workdir.mkdir(parents=True, exist_ok=True)
+        (self.ctx.workdir / name).write_bytes(content)
 
     async def ask_user(self, args: AskArgs, context: ToolContext) -> ToolResult:
         problem = _plan_problem(args.question)

@@ -33,12 +33,23 @@ class JobTranscript:
         self._written = list(records)
         self._queued: list[Record] = []
         self._delivered = set(delivered)
+        self._logs: list[tuple[str, str]] = []  # (step key, line) for the next checkpoint
+        self._noted = 0
 
     @classmethod
     async def open(cls, db: JobDatabase, claim: Claim) -> JobTranscript:
+        if claim.attempt == 1:
+            # The first claim ever: nothing was written under an earlier one.
+            return cls(db, claim, [], set())
         records = await db.jobs.records(claim.job.id)
         delivered = await db.logs.step_keys(claim.job.id)
         return cls(db, claim, records, delivered)
+
+    def log(self, line: str) -> None:
+        """A line for the job's log, written with the next checkpoint (keyed, so a
+        checkpoint sent again does not write it twice)."""
+        self._noted += 1
+        self._logs.append((f"note:{self._claim.attempt}:{self._noted}", line))
 
     def append(self, record: Record) -> None:
         self._queued.append(record)
@@ -48,17 +59,20 @@ class JobTranscript:
         await self.checkpoint()
 
     async def checkpoint(self, *, clear_answer: bool = False) -> None:
-        if not self._queued and not clear_answer:
+        if not self._queued and not self._logs and not clear_answer:
             return
         queued, self._queued = self._queued, []
+        logs, self._logs = self._logs, []
         try:
             await self._db.jobs.append_records(
-                self._claim, len(self._written), queued, clear_answer=clear_answer
+                self._claim, len(self._written), queued, clear_answer=clear_answer, logs=logs
             )
         except BaseException:
             # Cancelled as it committed, or failed: sent again with the next checkpoint
-            # (the store skips records it already holds, the same, under their numbers).
+            # (the store skips records it already holds, the same, under their numbers,
+            # and log lines whose keys it has).
             self._queued[:0] = queued
+            self._logs[:0] = logs
             raise
         self._written.extend(queued)
 

@@ -132,19 +132,21 @@ class Worker:
         while not self._stopping:
             self._wake.clear()
             while len(self.running) < self.slots and not self._stopping:
+                free = self.slots - len(self.running)
                 self._claiming = True
                 try:
-                    claim = await self.db.jobs.claim(self.id)
+                    claims = await self.db.jobs.claim_many(self.id, free)
                 except Exception as exc:
                     log.warning(
-                        "claiming a job failed: %s", exc, extra={"action": "job.claim_failed"}
+                        "claiming jobs failed: %s", exc, extra={"action": "job.claim_failed"}
                     )
                     break
                 finally:
                     self._claiming = False
-                if claim is None:
+                for claim in claims:
+                    self._start(claim)
+                if len(claims) < free:
                     break
-                self._start(claim)
             self._cancelled_while_claiming.clear()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.poll_s):

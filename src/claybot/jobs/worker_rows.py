@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import Connection, insert, select, update
 
 from claybot.db.errors import wrap_database_errors
 from claybot.db.tables import workers
-from claybot.jobs.sql import JobTables, at, completes_once_started
+from claybot.jobs.sql import JobTables, at
+from claybot.jobs.writer import Events
 
 
 @dataclass(frozen=True)
@@ -28,20 +29,20 @@ class WorkerRows:
     def __init__(self, tables: JobTables) -> None:
         self._db = tables
 
-    @completes_once_started
     async def heartbeat(
         self, worker_id: str, *, hostname: str, pid: int, version: str, active_jobs: int,
         status: str = "active",
     ) -> None:  # fmt: skip
         now = self._db.clock()
-        async with self._db.transaction("recording a worker heartbeat") as (connection, _events):
-            updated = await connection.execute(
+
+        def write(connection: Connection, _events: Events) -> None:
+            updated = connection.execute(
                 update(workers)
                 .where(workers.c.id == worker_id)
                 .values(last_heartbeat=now, active_jobs=active_jobs, status=status)
             )
             if updated.rowcount == 0:
-                await connection.execute(
+                connection.execute(
                     insert(workers).values(
                         id=worker_id,
                         hostname=hostname,
@@ -53,6 +54,8 @@ class WorkerRows:
                         created_at=now,
                     )
                 )
+
+        await self._db.write("recording a worker heartbeat", write)
 
     async def listing(self, status: str | None = None) -> list[WorkerRow]:
         query = select(workers).order_by(workers.c.created_at)
@@ -74,13 +77,15 @@ class WorkerRows:
             for row in rows
         ]
 
-    @completes_once_started
     async def mark_dead(self, older_than: timedelta) -> int:
         cutoff = self._db.clock() - older_than
-        async with self._db.transaction("marking dead workers") as (connection, _events):
-            result = await connection.execute(
+
+        def write(connection: Connection, _events: Events) -> int:
+            result = connection.execute(
                 update(workers)
                 .where(workers.c.last_heartbeat < cutoff, workers.c.status != "dead")
                 .values(status="dead", active_jobs=0)
             )
-        return int(result.rowcount)
+            return int(result.rowcount)
+
+        return await self._db.write("marking dead workers", write)
