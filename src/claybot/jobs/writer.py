@@ -93,6 +93,8 @@ class JobWriter:
 
     async def close(self) -> None:
         """Finish what is queued, then stop the thread and close the connection."""
+        if self._closed:
+            return
         self._closed = True
         if self._task is not None:
             assert self._wakeup is not None

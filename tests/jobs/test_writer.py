@@ -1,0 +1,87 @@
+"""The job store's group commit: writes share transactions, and each still stands alone."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from sqlalchemy import Connection, insert, select
+from sqlalchemy.exc import IntegrityError
+
+from claybot.db.errors import StoreError
+from claybot.db.tables import workers
+from claybot.jobs.database import JobDatabase
+from claybot.jobs.model import NewJob
+from claybot.jobs.writer import Events
+
+NOW = datetime(2026, 11, 25, tzinfo=UTC)
+
+
+def add_worker(name: str, *, fail: bool = False) -> Any:
+    def write(connection: Connection, events: Events) -> str:
+        connection.execute(
+            insert(workers).values(
+                id=name, hostname="h", pid=1, version="v", status="active", active_jobs=0,
+                last_heartbeat=NOW, created_at=NOW,
+            )
+        )  # fmt: skip
+        events.append(("test.added", {"name": name}))
+        if fail:
+            raise ValueError(f"{name} changed its mind")
+        return name
+
+    return write
+
+
+async def names(db: JobDatabase) -> set[str]:
+    async with db.tables.engine.connect() as connection:
+        return {row.id for row in await connection.execute(select(workers.c.id))}
+
+
+async def test_writes_queued_together_commit_in_one_batch_and_a_failing_one_alone_is_undone(
+    jobs_db: JobDatabase,
+) -> None:
+    heard: list[str] = []
+    jobs_db.tables.subscribe(lambda kind, payload: heard.append(payload["name"]))
+    writer = jobs_db.tables.writer
+    batches = writer.batches
+    results = await asyncio.gather(
+        *(jobs_db.tables.write("adding", add_worker(f"w{n}", fail=n == 2)) for n in range(5)),
+        return_exceptions=True,
+    )
+    assert results[:2] == ["w0", "w1"] and results[3:] == ["w3", "w4"]
+    assert isinstance(results[2], ValueError)
+    assert writer.batches - batches < 5  # they shared transactions
+    assert await names(jobs_db) == {"w0", "w1", "w3", "w4"}
+    assert sorted(heard) == ["w0", "w1", "w3", "w4"]  # nothing heard of the undone one
+
+
+async def test_a_driver_error_is_a_store_error_and_the_next_write_goes_through(
+    jobs_db: JobDatabase,
+) -> None:
+    await jobs_db.tables.write("adding", add_worker("twice"))
+    with pytest.raises(StoreError, match="adding again failed") as raised:
+        await jobs_db.tables.write("adding again", add_worker("twice"))  # primary key
+    assert isinstance(raised.value.__cause__, IntegrityError)
+    await jobs_db.tables.write("adding", add_worker("after"))
+    assert await names(jobs_db) == {"twice", "after"}
+
+
+async def test_a_cancelled_caller_still_waits_for_its_write_to_commit(
+    jobs_db: JobDatabase,
+) -> None:
+    creating = asyncio.create_task(jobs_db.jobs.create(NewJob("cancelled while queued")))
+    await asyncio.sleep(0)  # queued now
+    creating.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await creating
+    jobs, total = await jobs_db.jobs.page()
+    assert total == 1 and jobs[0].task == "cancelled while queued"
+
+
+async def test_a_closed_store_refuses_writes_clearly(jobs_db: JobDatabase) -> None:
+    await jobs_db.close()
+    with pytest.raises(StoreError, match="closed"):
+        await jobs_db.jobs.create(NewJob("too late"))
