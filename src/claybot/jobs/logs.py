@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, insert, select
+from sqlalchemy import Connection, select
 
 from claybot.db.errors import wrap_database_errors
 from claybot.db.tables import job_logs
@@ -80,12 +81,6 @@ class JobLogs:
             return {row.step_key for row in rows}
 
 
-STEP_LOGGED = select(job_logs.c.id).where(
-    job_logs.c.job_id == bindparam("job_id"), job_logs.c.step_key == bindparam("step_key")
-)
-ADD_LOG = insert(job_logs).returning(job_logs.c.id)
-
-
 def add_log(
     connection: Connection,
     events: Events,
@@ -96,13 +91,11 @@ def add_log(
     now: datetime,
     step_key: str | None = None,
 ) -> bool:
-    """A log line, inside a write that already holds what it needs (the fence)."""
-    if step_key is not None:
-        seen = connection.execute(STEP_LOGGED, {"job_id": job_id, "step_key": step_key})
-        if seen.first() is not None:
-            return False
+    """A log line, inside a write that already holds what it needs (the fence). A line
+    whose step wrote one before is not written again (False); the unique step key
+    decides it in the same statement."""
     row = connection.execute(
-        ADD_LOG,
+        _add_log_statement(connection.dialect.name),
         {
             "job_id": job_id,
             "level": level,
@@ -111,8 +104,24 @@ def add_log(
             "timestamp": now,
             "step_key": step_key,
         },
-    ).one()
+    ).first()
+    if row is None:
+        return False
     events.append(
         (EventType.JOB_LOG, {"jobId": job_id, "id": row.id, "level": level, "message": message})
     )
     return True
+
+
+@functools.cache
+def _add_log_statement(dialect: str) -> Any:
+    """INSERT ... ON CONFLICT (job_id, step_key) DO NOTHING RETURNING id, for the
+    dialect (both spell it alike, but each through its own insert)."""
+    from sqlalchemy.dialects import postgresql, sqlite
+
+    dialect_insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    return (
+        dialect_insert(job_logs)
+        .on_conflict_do_nothing(index_elements=[job_logs.c.job_id, job_logs.c.step_key])
+        .returning(job_logs.c.id)
+    )

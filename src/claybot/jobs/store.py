@@ -27,6 +27,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from sqlalchemy import (
@@ -41,8 +42,9 @@ from sqlalchemy import (
     true,
     update,
 )
+from sqlalchemy.exc import IntegrityError
 
-from claybot.db.errors import wrap_database_errors
+from claybot.db.errors import StoreError, wrap_database_errors
 from claybot.db.tables import job_attachments, job_logs, job_queue, job_records
 from claybot.jobs.logs import add_log
 from claybot.jobs.model import (
@@ -375,14 +377,24 @@ class JobStore:
 
         now = self._db.clock()
 
-        def write(connection: Connection, events: Events) -> None:
+        def write(connection: Connection, events: Events, *, careful: bool = False) -> None:
             self._db.fence(connection, claim, **values)
-            if rows:
+            if careful:
                 insert_records(connection, claim, first_seq, records, rows)
+            elif rows:
+                connection.execute(INSERT_RECORDS, rows)
             for key, line in logs:
                 add_log(connection, events, claim.job.id, line, "info", None, now, key)
 
-        await self._db.write("checkpointing a job", write)
+        try:
+            await self._db.write("checkpointing a job", write)
+            return
+        except StoreError as exc:
+            if not isinstance(exc.__cause__, IntegrityError):
+                raise
+        # A number is taken: by these very records (sent again after a cancel as they
+        # committed), or by another writer. Rare, so looked into only now.
+        await self._db.write("checkpointing a job", partial(write, careful=True))
 
     async def finish(
         self,

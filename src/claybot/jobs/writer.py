@@ -166,21 +166,23 @@ class JobWriter:
         transaction.commit()
 
     def _one(self, connection: Connection, queued: _Queued) -> None:
-        # Savepoints said directly: SQLAlchemy's own (begin_nested) cost 38 us each
-        # here, more than the statements of most writes.
-        connection.exec_driver_sql(f"SAVEPOINT {SAVEPOINT}")
+        # Savepoints said to the driver itself: SQLAlchemy's own (begin_nested) cost
+        # 38 us each here, more than the statements of most writes.
+        driver = connection.connection.dbapi_connection
+        assert driver is not None
+        driver.execute(f"SAVEPOINT {SAVEPOINT}")
         try:
             queued.result = queued.write(connection, queued.events)
             if queued.events and self._after_write is not None:
                 self._after_write(connection, queued.events)
         except Exception as exc:
             # If this fails too, the connection is gone: the batch fails as a whole.
-            connection.exec_driver_sql(f"ROLLBACK TO SAVEPOINT {SAVEPOINT}")
-            connection.exec_driver_sql(f"RELEASE SAVEPOINT {SAVEPOINT}")
+            driver.execute(f"ROLLBACK TO SAVEPOINT {SAVEPOINT}")
+            driver.execute(f"RELEASE SAVEPOINT {SAVEPOINT}")
             queued.error = as_store_error(queued.action, exc)
             queued.events.clear()
             return
-        connection.exec_driver_sql(f"RELEASE SAVEPOINT {SAVEPOINT}")
+        driver.execute(f"RELEASE SAVEPOINT {SAVEPOINT}")
 
     def _connect(self) -> Connection:
         if self._connection is None or self._connection.closed:
