@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,6 +15,7 @@ from claybot.db.errors import StoreError
 from claybot.db.tables import workers
 from claybot.jobs.database import JobDatabase
 from claybot.jobs.model import NewJob
+from claybot.jobs.sql import notify_bodies
 from claybot.jobs.writer import Events
 
 NOW = datetime(2026, 11, 25, tzinfo=UTC)
@@ -85,3 +87,43 @@ async def test_a_closed_store_refuses_writes_clearly(jobs_db: JobDatabase) -> No
     await jobs_db.close()
     with pytest.raises(StoreError, match="closed"):
         await jobs_db.jobs.create(NewJob("too late"))
+
+
+def test_a_batch_of_events_is_told_in_notifies_that_fit_and_say_it_all() -> None:
+    events = [("job.log", {"jobId": f"j{n}", "message": "x" * 300}) for n in range(60)]
+    bodies = notify_bodies("me", events)
+    assert len(bodies) > 1
+    assert all(len(body.encode()) < 8000 for body in bodies)
+    told = [event for body in bodies for event in json.loads(body)["events"]]
+    assert [(e["type"], e["payload"]) for e in told] == [(k, p) for k, p in events]
+    assert {json.loads(body)["origin"] for body in bodies} == {"me"}
+
+
+async def test_another_process_hears_every_event_of_a_batch(
+    fresh_postgres_url: str,
+) -> None:
+    """Two job databases on one PostgreSQL database stand for two processes."""
+    from claybot.db.database import create_database_engine, migrate
+    from claybot.jobs.signals import JobSignals
+
+    engines = [create_database_engine(fresh_postgres_url) for _ in range(2)]
+    await migrate(engines[0])
+    writer, listener = JobDatabase(engines[0]), JobDatabase(engines[1])
+    signals = JobSignals(listener.tables)
+    heard: list[str] = []
+    signals.subscribe(lambda kind, payload: heard.append(str(payload.get("jobId"))))
+    signals.start()
+    try:
+        async with asyncio.timeout(10):
+            await signals.connected.wait()
+        created = await asyncio.gather(*(writer.jobs.create(NewJob(f"t{n}")) for n in range(20)))
+        async with asyncio.timeout(10):
+            while len(heard) < 20:
+                await asyncio.sleep(0.01)
+        assert sorted(heard) == sorted(job.id for job in created)
+    finally:
+        await signals.close()
+        for db in (writer, listener):
+            await db.close()
+        for engine in engines:
+            await engine.dispose()

@@ -33,7 +33,9 @@ class TurnOutcome:
 
     text: str
     failed: bool = False
-    ended_by: TurnEnd | None = None  # a tool ended the turn (a job's final answer or question)
+    # A tool ended the turn (a job's final answer or question). After "finish" the
+    # turn's last records wait for the owner's own checkpoint, made with its ending.
+    ended_by: TurnEnd | None = None
 
 
 # Reads what history says about a finished turn: its replies and its outcome.

@@ -210,21 +210,26 @@ class TurnLoop:
                     ),
                     tool_message(call, output.text, is_error=output.is_error),
                 )
-                await work.transcript.checkpoint()
                 if output.ends_turn == "finish":
-                    await self._not_run(work, calls[index + 1 :], NOT_RUN_FINISHED)
+                    # No checkpoint: the owner commits these last records with the
+                    # ending itself (a job: one write with its completion, not two).
+                    self._append_not_run(work, calls[index + 1 :], NOT_RUN_FINISHED)
                     return TurnOutcome(output.text, ended_by="finish")
+                await work.transcript.checkpoint()
         raise AssertionError("the last iteration never has tool calls")  # pragma: no cover
 
     async def _not_run(self, work: TurnWork, calls: Sequence[ToolCall], text: str) -> None:
         """Every tool call needs a result, or the next request to the model is invalid."""
+        self._append_not_run(work, calls, text)
+        await work.transcript.checkpoint()
+
+    def _append_not_run(self, work: TurnWork, calls: Sequence[ToolCall], text: str) -> None:
         for call in calls:
             self._append(
                 work,
                 tool_result_record(self.now_ms(), work.item_id, call, text, is_error=True),
                 tool_message(call, text, is_error=True),
             )
-        await work.transcript.checkpoint()
 
     async def close(
         self, owner: TurnOwner, work: TurnWork, text: str, *, failed: bool

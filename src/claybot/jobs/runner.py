@@ -219,9 +219,7 @@ class JobRunner:
             stopper.cancel()
         state = _state(job, records, time.monotonic() - started)
         if turn.done():
-            outcome = turn.result()
-            await transcript.checkpoint()  # log lines still waiting for one
-            return await self._ended(claim, outcome, state)
+            return await self._ended(claim, turn.result(), state, transcript)
         turn.cancel()
         with contextlib.suppress(asyncio.CancelledError, LeaseLost):
             await turn
@@ -268,25 +266,41 @@ class JobRunner:
             await transcript.checkpoint(clear_answer=True)
         answer = _final_answer(records, job.id)
         if answer is not None:
-            return await self._ended(claim, TurnOutcome(answer, ended_by="finish"), {})
+            return await self._ended(claim, TurnOutcome(answer, ended_by="finish"), {}, transcript)
         if progress.done:
             finals = [text for _, text, final in progress.outgoing if final]
             outcome = TurnOutcome(finals[-1] if finals else "", progress.failed)
-            return await self._ended(claim, outcome, {})
+            return await self._ended(claim, outcome, {}, transcript)
         return None
 
-    async def _ended(self, claim: Claim, outcome: TurnOutcome, state: dict[str, Any]) -> JobStatus:
+    async def _ended(
+        self,
+        claim: Claim,
+        outcome: TurnOutcome,
+        state: dict[str, Any],
+        transcript: JobTranscript,
+    ) -> JobStatus:
+        """The job's ending, written with what its transcript still holds unwritten."""
         if outcome.ended_by == "ask":
+            await transcript.checkpoint()
             await self.db.jobs.pause(claim, outcome.text, state, log="Waiting for the user")
             return JobStatus.WAITING_FOR_USER
         if outcome.failed or not outcome.text.strip():
             error = outcome.text if outcome.failed else "the model gave an empty answer"
             await self.db.jobs.finish(
-                claim, JobStatus.FAILED, error=error, log=f"Job failed: {error}"
+                claim,
+                JobStatus.FAILED,
+                error=error,
+                log=f"Job failed: {error}",
+                checkpoint=transcript.take(),
             )
             return JobStatus.FAILED
         await self.db.jobs.finish(
-            claim, JobStatus.COMPLETED, result=outcome.text, log="Job completed"
+            claim,
+            JobStatus.COMPLETED,
+            result=outcome.text,
+            log="Job completed",
+            checkpoint=transcript.take(),
         )
         return JobStatus.COMPLETED
 

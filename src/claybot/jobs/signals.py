@@ -63,9 +63,14 @@ class JobSignals:
             return
         if not isinstance(message, dict) or message.get("origin") == self._tables.origin:
             return  # ours: already heard in-process
-        kind, payload = message.get("type"), message.get("payload")
-        if isinstance(kind, str) and isinstance(payload, dict):
-            self._dispatch(kind, payload)
+        # A batch's events (``events``), or one event (an engine of before batches).
+        events = message.get("events", [message])
+        for event in events if isinstance(events, list) else ():
+            if not isinstance(event, dict):
+                continue
+            kind, payload = event.get("type"), event.get("payload")
+            if isinstance(kind, str) and isinstance(payload, dict):
+                self._dispatch(kind, payload)
 
     async def _listen(self) -> None:
         while True:

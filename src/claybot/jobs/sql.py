@@ -35,6 +35,8 @@ from claybot.jobs.model import (
 from claybot.jobs.writer import Events, JobWriter, Write
 
 NOTIFY_CHANNEL = "claybot_jobs"
+# Connections a process writes jobs through on PostgreSQL (SQLite has one writer).
+POSTGRES_WRITE_LANES = 4
 Clock = Callable[[], datetime]
 Listener = Callable[[str, dict[str, Any]], None]
 
@@ -108,7 +110,11 @@ class JobTables:
         self.origin = uuid.uuid4().hex[:16]
         self._listeners: list[Listener] = []
         # Writes, grouped into shared transactions on a thread of their own.
-        self.writer = JobWriter(create_sync_engine(engine), self._notify if self.postgres else None)
+        self.writer = (
+            JobWriter(create_sync_engine(engine), self._notify, lanes=POSTGRES_WRITE_LANES)
+            if self.postgres
+            else JobWriter(create_sync_engine(engine))
+        )
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Hear this process's committed changes; returns the unsubscribe call."""
@@ -132,14 +138,10 @@ class JobTables:
                 listener(kind, payload)
 
     def _notify(self, connection: Connection, events: Events) -> None:
-        for kind, payload in events:
-            body = json.dumps(
-                {"origin": self.origin, "type": kind, "payload": payload}, default=str
-            )
-            connection.execute(
-                text("SELECT pg_notify(:channel, :body)"),
-                {"channel": NOTIFY_CHANNEL, "body": body},
-            )
+        """The batch's events to other processes, as few NOTIFYs as fit them (a
+        payload must stay under 8,000 bytes)."""
+        for body in notify_bodies(self.origin, events):
+            connection.execute(NOTIFY, {"channel": NOTIFY_CHANNEL, "body": body})
 
     def fence(self, connection: Connection, claim: Claim, **values: Any) -> None:
         """The write that proves the claim still holds; extends the lease too."""
@@ -198,3 +200,27 @@ def fence_statement(names: frozenset[str]) -> Update:
 
 
 JOB_BY_ID = select(job_queue).where(job_queue.c.id == bindparam("id"))
+NOTIFY = text("SELECT pg_notify(:channel, :body)")
+NOTIFY_PAYLOAD_BYTES = 7_000  # PostgreSQL refuses 8,000 and more
+
+
+def notify_bodies(origin: str, events: Events) -> list[str]:
+    """``{"origin", "events": [{"type", "payload"}, ...]}`` messages, each under the
+    payload limit (an event larger than it alone goes alone, and PostgreSQL says so)."""
+    bodies: list[str] = []
+    batch: list[str] = []
+    size = 0
+    for kind, payload in events:
+        item = json.dumps({"type": kind, "payload": payload}, default=str)
+        if batch and size + len(item) > NOTIFY_PAYLOAD_BYTES:
+            bodies.append(_message(origin, batch))
+            batch, size = [], 0
+        batch.append(item)
+        size += len(item) + 1
+    if batch:
+        bodies.append(_message(origin, batch))
+    return bodies
+
+
+def _message(origin: str, items: list[str]) -> str:
+    return f'{{"origin": {json.dumps(origin)}, "events": [{",".join(items)}]}}'

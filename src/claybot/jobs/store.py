@@ -66,6 +66,16 @@ from claybot.kernel.event_types import EventType
 
 
 @dataclass(frozen=True)
+class Checkpoint:
+    """Records to append from ``first_seq``, and (step key, line) log lines written
+    with them."""
+
+    first_seq: int
+    records: Sequence[dict[str, Any]]
+    logs: Sequence[tuple[str, str]]
+
+
+@dataclass(frozen=True)
 class Renewal:
     cancelled: set[str]  # asked to stop: end them cancelled
     lost: set[str]  # no longer this worker's: write nothing more
@@ -370,31 +380,9 @@ class JobStore:
             values["execution_state"] = state
         if clear_answer:
             values["user_answer"] = None
-        rows = [
-            {"job_id": claim.job.id, "seq": first_seq + n, "record": record}
-            for n, record in enumerate(records)
-        ]
-
-        now = self._db.clock()
-
-        def write(connection: Connection, events: Events, *, careful: bool = False) -> None:
-            self._db.fence(connection, claim, **values)
-            if careful:
-                insert_records(connection, claim, first_seq, records, rows)
-            elif rows:
-                connection.execute(INSERT_RECORDS, rows)
-            for key, line in logs:
-                add_log(connection, events, claim.job.id, line, "info", None, now, key)
-
-        try:
-            await self._db.write("checkpointing a job", write)
-            return
-        except StoreError as exc:
-            if not isinstance(exc.__cause__, IntegrityError):
-                raise
-        # A number is taken: by these very records (sent again after a cancel as they
-        # committed), or by another writer. Rare, so looked into only now.
-        await self._db.write("checkpointing a job", partial(write, careful=True))
+        await self._checkpoint(
+            "checkpointing a job", claim, Checkpoint(first_seq, records, logs), values
+        )
 
     async def finish(
         self,
@@ -404,28 +392,67 @@ class JobStore:
         result: str | None = None,
         error: str | None = None,
         log: str | None = None,
+        checkpoint: Checkpoint | None = None,
     ) -> None:
         """End a running job: completed, failed or cancelled; ``log``: its last log line
-        (an error's when it failed), written with it."""
+        (an error's when it failed), and ``checkpoint``: its last records, written with
+        it (one write, not two, for a job's last step)."""
         check_transition(JobStatus.RUNNING, status)
+        level = "error" if status is JobStatus.FAILED else "info"
+        await self._checkpoint(
+            "ending a job",
+            claim,
+            checkpoint or Checkpoint(0, (), ()),
+            {
+                "status": status.value,
+                "result": result,
+                "error_message": error,
+                "completed_at": self._db.clock(),
+                "lease_expires_at": None,
+            },
+            (EventType.JOB_STATUS, {"jobId": claim.job.id, "status": status.value}),
+            None if log is None else (log, level),
+        )
+
+    async def _checkpoint(
+        self,
+        action: str,
+        claim: Claim,
+        checkpoint: Checkpoint,
+        values: dict[str, Any],
+        event: tuple[str, dict[str, Any]] | None = None,
+        last_log: tuple[str, str] | None = None,
+    ) -> None:
+        """The fence (setting ``values``) with the checkpoint's records and log lines,
+        then ``last_log`` (line, level) and ``event``."""
+        rows = [
+            {"job_id": claim.job.id, "seq": checkpoint.first_seq + n, "record": record}
+            for n, record in enumerate(checkpoint.records)
+        ]
         now = self._db.clock()
 
-        def write(connection: Connection, events: Events) -> None:
-            self._db.fence(
-                connection,
-                claim,
-                status=status.value,
-                result=result,
-                error_message=error,
-                completed_at=now,
-                lease_expires_at=None,
-            )
-            if log is not None:
-                level = "error" if status is JobStatus.FAILED else "info"
-                add_log(connection, events, claim.job.id, log, level, None, now)
-            events.append((EventType.JOB_STATUS, {"jobId": claim.job.id, "status": status.value}))
+        def write(connection: Connection, events: Events, *, careful: bool = False) -> None:
+            self._db.fence(connection, claim, **values)
+            if careful:
+                insert_records(connection, claim, checkpoint.first_seq, checkpoint.records, rows)
+            elif rows:
+                connection.execute(INSERT_RECORDS, rows)
+            for key, line in checkpoint.logs:
+                add_log(connection, events, claim.job.id, line, "info", None, now, key)
+            if last_log is not None:
+                add_log(connection, events, claim.job.id, last_log[0], last_log[1], None, now)
+            if event is not None:
+                events.append(event)
 
-        await self._db.write("ending a job", write)
+        try:
+            await self._db.write(action, write)
+            return
+        except StoreError as exc:
+            if not isinstance(exc.__cause__, IntegrityError):
+                raise
+        # A number is taken: by these very records (sent again after a cancel as they
+        # committed), or by another writer. Rare, so looked into only now.
+        await self._db.write(action, partial(write, careful=True))
 
     async def pause(
         self, claim: Claim, question: str, state: dict[str, Any], *, log: str | None = None

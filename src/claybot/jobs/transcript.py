@@ -18,6 +18,7 @@ from __future__ import annotations
 from claybot.agents.history import Record
 from claybot.jobs.database import JobDatabase
 from claybot.jobs.model import Claim
+from claybot.jobs.store import Checkpoint
 
 
 class JobTranscript:
@@ -75,6 +76,14 @@ class JobTranscript:
             self._logs[:0] = logs
             raise
         self._written.extend(queued)
+
+    def take(self) -> Checkpoint:
+        """What waits for a checkpoint, to be written with the job's ending instead; it
+        counts as written from now on."""
+        checkpoint = Checkpoint(len(self._written), self._queued, self._logs)
+        self._written.extend(self._queued)
+        self._queued, self._logs = [], []
+        return checkpoint
 
     async def read(self) -> list[Record]:
         return [*self._written, *self._queued]

@@ -37,9 +37,10 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 Events = list[tuple[str, dict[str, Any]]]
 Write = Callable[[Connection, Events], T]
-# Called in the writer thread after a write succeeded, inside its savepoint: how
-# PostgreSQL's NOTIFY rides along with the transaction that made the change.
-AfterWrite = Callable[[Connection, Events], None]
+# Called in the writer thread with the events of a batch's writes that succeeded,
+# just before the commit: how PostgreSQL's NOTIFY rides along with the transaction
+# that made the changes (one NOTIFY for the batch, not one per event).
+BeforeCommit = Callable[[Connection, Events], None]
 MAX_BATCH = 500  # writes in one transaction: bounds how long one commit holds the lock
 SAVEPOINT = "job_write"
 
@@ -55,31 +56,33 @@ class _Queued:
 
 
 class JobWriter:
-    def __init__(self, engine: Engine, after_write: AfterWrite | None = None) -> None:
+    """The writes of one process, over ``lanes`` connections each with its thread: one
+    for SQLite (it has one writer at a time anyway), several for PostgreSQL, where a
+    write's time is mostly round trips and other connections' batches can commit
+    meanwhile. A write goes to the lane with the least queued."""
+
+    def __init__(
+        self, engine: Engine, before_commit: BeforeCommit | None = None, *, lanes: int = 1
+    ) -> None:
         self.engine = engine
-        self._after_write = after_write
-        self._queue: list[_Queued] = []
-        self._wakeup: asyncio.Event | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="job-writer")
-        self._connection: Connection | None = None  # the writer thread's own
+        self._lanes = [_Lane(engine, before_commit, n) for n in range(lanes)]
         self._closed = False
-        self.batches = 0
-        self.writes = 0
+
+    @property
+    def batches(self) -> int:
+        return sum(lane.batches for lane in self._lanes)
+
+    @property
+    def writes(self) -> int:
+        return sum(lane.writes for lane in self._lanes)
 
     async def write(self, action: str, write: Write[T], publish: Callable[[Events], None]) -> T:
         """Run ``write`` in the next batch; its result once committed. ``publish`` gets
         the events it collected, after the commit."""
         if self._closed:
             raise StoreError(f"{action} failed: the job store is closed")
-        loop = asyncio.get_running_loop()
-        queued = _Queued(action, write, loop.create_future())
-        self._queue.append(queued)
-        if self._task is None or self._task.done():
-            self._wakeup = asyncio.Event()
-            self._task = loop.create_task(self._run(), name="job-writer")
-        assert self._wakeup is not None
-        self._wakeup.set()
+        lane = min(self._lanes, key=lambda lane: lane.load)
+        queued = lane.queue(action, write)
         try:
             result: T = await asyncio.shield(queued.future)
         except asyncio.CancelledError:
@@ -92,9 +95,45 @@ class JobWriter:
         return result
 
     async def close(self) -> None:
-        """Finish what is queued, then stop the thread and close the connection."""
+        """Finish what is queued, then stop the threads and close the connections."""
         if self._closed:
             return
+        self._closed = True
+        for lane in self._lanes:
+            await lane.close()
+        await asyncio.to_thread(self.engine.dispose)
+
+
+class _Lane:
+    def __init__(self, engine: Engine, before_commit: BeforeCommit | None, number: int) -> None:
+        self.engine = engine
+        self._before_commit = before_commit
+        self._queue: list[_Queued] = []
+        self._busy = 0  # writes in the batch being committed
+        self._wakeup: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"job-writer-{number}")
+        self._connection: Connection | None = None  # the lane thread's own
+        self._closed = False
+        self.batches = 0
+        self.writes = 0
+
+    @property
+    def load(self) -> int:
+        return len(self._queue) + self._busy
+
+    def queue(self, action: str, write: Write[Any]) -> _Queued:
+        loop = asyncio.get_running_loop()
+        queued = _Queued(action, write, loop.create_future())
+        self._queue.append(queued)
+        if self._task is None or self._task.done():
+            self._wakeup = asyncio.Event()
+            self._task = loop.create_task(self._run(), name="job-writer")
+        assert self._wakeup is not None
+        self._wakeup.set()
+        return queued
+
+    async def close(self) -> None:
         self._closed = True
         if self._task is not None:
             assert self._wakeup is not None
@@ -104,7 +143,6 @@ class JobWriter:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._executor, self._disconnect)
         self._executor.shutdown(wait=True)
-        await asyncio.to_thread(self.engine.dispose)
 
     async def _run(self) -> None:
         assert self._wakeup is not None
@@ -115,6 +153,7 @@ class JobWriter:
                 await self._wakeup.wait()
                 continue
             batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
+            self._busy = len(batch)
             try:
                 await loop.run_in_executor(self._executor, self._commit, batch)
             except BaseException as exc:  # the loop is closing: nobody waits any more
@@ -122,6 +161,8 @@ class JobWriter:
                     if not queued.future.done():
                         queued.future.set_exception(exc)
                 raise
+            finally:
+                self._busy = 0
             self.batches += 1
             self.writes += len(batch)
             for queued in batch:
@@ -143,6 +184,7 @@ class JobWriter:
             with connection.begin():
                 for queued in batch:
                     self._one(connection, queued)
+                self._announce(connection, [event for q in batch for event in q.events])
         except Exception as exc:
             # Nothing of the batch was committed: none of its writes may look written.
             self._disconnect()
@@ -156,8 +198,7 @@ class JobWriter:
         transaction = connection.begin()
         try:
             queued.result = queued.write(connection, queued.events)
-            if queued.events and self._after_write is not None:
-                self._after_write(connection, queued.events)
+            self._announce(connection, queued.events)
         except Exception as exc:
             transaction.rollback()
             queued.error = as_store_error(queued.action, exc)
@@ -173,8 +214,6 @@ class JobWriter:
         driver.execute(f"SAVEPOINT {SAVEPOINT}")
         try:
             queued.result = queued.write(connection, queued.events)
-            if queued.events and self._after_write is not None:
-                self._after_write(connection, queued.events)
         except Exception as exc:
             # If this fails too, the connection is gone: the batch fails as a whole.
             driver.execute(f"ROLLBACK TO SAVEPOINT {SAVEPOINT}")
@@ -183,6 +222,10 @@ class JobWriter:
             queued.events.clear()
             return
         driver.execute(f"RELEASE SAVEPOINT {SAVEPOINT}")
+
+    def _announce(self, connection: Connection, events: Events) -> None:
+        if events and self._before_commit is not None:
+            self._before_commit(connection, events)
 
     def _connect(self) -> Connection:
         if self._connection is None or self._connection.closed:
