@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Header, Query, Request
-from sse_starlette.sse import EventSourceResponse
 
 from claybot.api.models.agents import AgentList, AgentReset, BackgroundAgentList, MessageAccepted
 from claybot.api.models.base import AnswerRoute, Ok
@@ -24,7 +23,7 @@ from claybot.api.schemas import (
     UnloadPlugin,
     UpsertProvider,
 )
-from claybot.api.sse import EventStream, event_frames
+from claybot.api.sse import EventStream
 from claybot.config.settings import ProviderSettings, Settings
 from claybot.connectors.base import InboundMessage
 from claybot.engine.engine import Engine
@@ -312,13 +311,15 @@ def resume_after(last_event_id: str | None, since: int | None = None) -> int | N
 @router.get(
     "/events",
     summary="Server-sent events: an init frame, then replay, then live events",
+    response_class=EventStream,
+    status_code=200,
     responses=errors(400, 422),
 )
 async def events(
     request: Request,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
     since: Annotated[int | None, Query(description="same as the Last-Event-ID header")] = None,
-) -> EventSourceResponse:
+) -> EventStream:
     engine = engine_of(request)
     subscription = engine.events.subscribe(resume_after(last_event_id, since))
     init = {
@@ -334,4 +335,4 @@ async def events(
         },
         "timestamp": None,
     }
-    return EventStream(event_frames(init, subscription), ping_s=SSE_PING_S)
+    return EventStream(init, subscription, ping_s=SSE_PING_S)

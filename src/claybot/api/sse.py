@@ -11,17 +11,25 @@ and after ``SEND_TIMEOUT_S`` the stream is dropped (logged as
 ``events.reader_dropped``) and the connection closed. Nothing is queued for it
 in the meantime: a subscription is a position in the bus's ring, so a stalled
 reader costs the engine its socket buffers and no more.
+
+The response is plain ASGI rather than sse-starlette's: a stream is its request's
+own task plus one that waits for the client to leave (which closes the
+subscription, and so ends the stream). sse-starlette runs four tasks in an anyio
+task group for each reader; with hundreds of idle dashboards those objects were
+most of a reader's memory, and what outlived them kept the engine's RSS up after
+the readers left.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
-from sse_starlette.sse import EventSourceResponse, SendTimeoutError
+from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from claybot.kernel.events import Subscription
@@ -39,22 +47,64 @@ SEND_TIMEOUT_S = 2.0
 WRITE_BYTES = 256 * 1024
 TAKE_EVENTS = 32  # events taken at a time while a write is filled
 # What all streams together may write per second while the bus is busy. A write costs
-# the engine 50-100 us whatever its size (sse-starlette's send timeout, the ASGI
-# layers, uvicorn, the syscall), so this keeps the fan-out near a tenth of a core
-# however many readers there are; the price is latency: 200 ms with 200 readers.
+# the engine 50-100 us whatever its size (the ASGI layers, uvicorn, the syscall), so
+# this keeps the fan-out near a tenth of a core however many readers there are; the
+# price is latency: 200 ms with 200 readers.
 WRITES_PER_S = 1_000
+PING = b": ping\r\n\r\n"  # a comment line: keeps proxies from closing a quiet stream
+HEADERS = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-store"),
+    (b"connection", b"keep-alive"),
+    (b"x-accel-buffering", b"no"),  # nginx: pass each write on, do not buffer
+]
 
 
-class EventStream(EventSourceResponse):
-    """sse-starlette's response with a send timeout, whose timeout is a logged drop."""
+class _ReaderStalled(Exception):
+    pass
 
-    def __init__(self, content: AsyncIterator[dict[str, Any] | bytes], *, ping_s: float) -> None:
-        super().__init__(content, ping=ping_s, send_timeout=SEND_TIMEOUT_S)
+
+class EventStream(Response):
+    """The init frame, then the subscription's events (the frames ``keep`` accepts),
+    a ping after ``ping_s`` of quiet, until the reader leaves, stalls or falls a
+    whole buffer behind."""
+
+    media_type = "text/event-stream"
+
+    def __init__(
+        self,
+        init: dict[str, Any],
+        subscription: Subscription,
+        keep: Callable[[bytes], bool] | None = None,
+        *,
+        ping_s: float,
+    ) -> None:
+        # Response's own fields, for anything that looks at a response before it runs.
+        self.status_code = 200
+        self.background = None
+        self.body = b""
+        self.raw_headers = list(HEADERS)
+        self._init = init
+        self._subscription = subscription
+        self._keep = keep
+        self._ping_s = ping_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        subscription = self._subscription
+        watcher = asyncio.create_task(_close_when_gone(receive, subscription))
         try:
-            await super().__call__(scope, receive, send)
-        except SendTimeoutError:
+            await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+            init = json.dumps(self._init).encode()
+            await _write(send, b"event: message\r\ndata: %b\r\n\r\n" % init)
+            await self._stream(send)
+            if subscription.overflowed:
+                log.warning(
+                    "an event stream fell a whole buffer behind and was ended; it may reconnect",
+                    extra={"action": "events.reader_overflowed"},
+                )
+            if not watcher.done():  # the reader is still there: end the response cleanly
+                await _write(send, b"", more_body=False)
+        except _ReaderStalled:
             # The response cannot be finished (that write would wait as well): the
             # server closes the connection, and the reader sees the stream end.
             log.warning(
@@ -65,39 +115,48 @@ class EventStream(EventSourceResponse):
                     "sendTimeoutS": SEND_TIMEOUT_S,
                 },
             )
+        finally:
+            subscription.close()
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
 
-
-async def event_frames(
-    init: dict[str, Any],
-    subscription: Subscription,
-    keep: Callable[[bytes], bool] | None = None,
-) -> AsyncIterator[dict[str, Any] | bytes]:
-    """The init frame, then the subscription's events (the frames ``keep`` accepts).
-
-    After each write a stream rests ``readers / WRITES_PER_S`` before it looks
-    again: one reader waits 1 ms, each of 200 readers 200 ms, and gets
-    everything that came meanwhile in its next write. A stream that has been
-    quiet that long writes an event as soon as it comes; one catching up (a full
-    write) does not rest.
-    """
-    try:
-        yield {"event": "message", "data": json.dumps(init)}
+    async def _stream(self, send: Send) -> None:
+        """After each write a stream rests ``readers / WRITES_PER_S`` before it looks
+        again: one reader waits 1 ms, each of 200 readers 200 ms, and gets everything
+        that came meanwhile in its next write. A stream that has been quiet that long
+        writes an event as soon as it comes; one catching up (a full write) does not
+        rest."""
+        subscription = self._subscription
         while True:
-            await subscription.wait()
-            frames, behind = _next_write(subscription, keep)
+            try:
+                async with asyncio.timeout(self._ping_s):
+                    await subscription.wait()
+            except TimeoutError:
+                await _write(send, PING)
+                continue
+            frames, behind = _next_write(subscription, self._keep)
             if frames:
-                yield b"".join(frames)
+                await _write(send, b"".join(frames))
                 if not behind:
                     await asyncio.sleep(subscription.bus.subscriber_count / WRITES_PER_S)
             elif subscription.closed:
-                break
-        if subscription.overflowed:
-            log.warning(
-                "an event stream fell a whole buffer behind and was ended; it may reconnect",
-                extra={"action": "events.reader_overflowed"},
-            )
-    finally:
-        subscription.close()
+                return
+
+
+async def _write(send: Send, data: bytes, *, more_body: bool = True) -> None:
+    try:
+        async with asyncio.timeout(SEND_TIMEOUT_S):
+            await send({"type": "http.response.body", "body": data, "more_body": more_body})
+    except TimeoutError as exc:
+        raise _ReaderStalled from exc
+
+
+async def _close_when_gone(receive: Receive, subscription: Subscription) -> None:
+    """Closes the subscription (which ends the stream) when the client disconnects."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    subscription.close()
 
 
 def _next_write(

@@ -5,14 +5,13 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request
-from sse_starlette.sse import EventSourceResponse
 
 from claybot.api.models.agents import MessageAccepted
 from claybot.api.models.base import AnswerRoute
 from claybot.api.responses import BODY_ERRORS, errors
 from claybot.api.routes import SSE_PING_S, engine_of, resume_after
 from claybot.api.schemas import NAME_PATTERN, WebchatMessage
-from claybot.api.sse import EventStream, event_frames
+from claybot.api.sse import EventStream
 from claybot.connectors.base import InboundMessage
 from claybot.connectors.webchat import WEBCHAT_CONNECTOR, conversation_event
 from claybot.kernel.events import frame_event
@@ -41,6 +40,8 @@ async def post_message(request: Request, body: WebchatMessage) -> MessageAccepte
 @router.get(
     "/events",
     summary="SSE: this conversation's replies and permission prompts",
+    response_class=EventStream,
+    status_code=200,
     responses=errors(400, 422),
 )
 async def events(
@@ -50,7 +51,7 @@ async def events(
         str, Query(alias="channelId", pattern=NAME_PATTERN, max_length=256)
     ] = "web",
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
-) -> EventSourceResponse:
+) -> EventStream:
     engine = engine_of(request)
     subscription = engine.events.subscribe(resume_after(last_event_id))
     pending = [
@@ -69,4 +70,4 @@ async def events(
             return False
         return conversation_event(frame_event(frame).to_dict(), user_id, channel_id)
 
-    return EventStream(event_frames(init, subscription, in_conversation), ping_s=SSE_PING_S)
+    return EventStream(init, subscription, in_conversation, ping_s=SSE_PING_S)
