@@ -31,6 +31,8 @@ PLAN = json.dumps(
         "question": "Should I proceed with this plan?",
     }
 )
+WRITE_A = {"name": "write_file", "arguments": {"filename": "a.txt", "content": "A"}}
+DONE = {"name": "final_answer", "arguments": {"answer": "done"}}
 PLAN_2 = json.dumps({"type": "plan", "plan": "## Plan v2\n\n1. Write report.md", "question": "OK?"})
 
 
@@ -247,6 +249,79 @@ async def test_a_job_whose_worker_died_resumes_from_its_last_step_on_another(
     with pytest.raises(LeaseLost):
         await jobs_db.jobs.append_records(dead, len(records), [{"type": "note", "text": "late"}])
     assert len(await jobs_db.jobs.records(job.id)) == len(records)
+
+
+async def test_a_file_and_the_call_that_wrote_it_are_written_together(
+    jobs_db: JobDatabase,
+    sandbox: Sandbox,
+    tmp_path: Path,
+    clock: Clock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    provider = rules(
+        ("Task:", {"text": "", "toolCalls": [WRITE_A]}),
+        ("Wrote a.txt", {"text": "", "toolCalls": [DONE]}),
+    )
+    job = await jobs_db.jobs.create(NewJob("write a", hitl_mode=HitlMode.AUTO_EXECUTE))
+    claim = await jobs_db.jobs.claim("dying")
+    assert claim is not None
+
+    async def lost(*args: Any, **kwargs: Any) -> None:
+        raise LeaseLost("the worker died")
+
+    # The worker dies right after the file is written: its next write never lands.
+    monkeypatch.setattr(jobs_db.jobs, "append_records", lost)
+    writes = jobs_db.tables.writer.writes
+    assert await runner_for(jobs_db, provider, sandbox, tmp_path).run(claim, StopSignal()) is None
+    assert jobs_db.tables.writer.writes - writes == 1  # the file, with the call: one write
+    records = await jobs_db.jobs.records(job.id)
+    assert [r["type"] for r in records] == ["user_message", "assistant_message"]
+    assert records[1]["toolCalls"][0]["name"] == "write_file"
+    assert len(await jobs_db.files.artifacts(job.id)) == 1
+    monkeypatch.undo()
+
+    # Another worker goes on: the call is reported as interrupted, never run again.
+    clock.advance(31)
+    assert (await jobs_db.jobs.sweep()).requeued == [job.id]
+    fast = rules(
+        ("Task:", {"text": "", "toolCalls": [WRITE_A]}),
+        ("restarted", {"text": "", "toolCalls": [DONE]}),
+    )
+    _, status = await run_once(jobs_db, runner_for(jobs_db, fast, sandbox, tmp_path), "alive")
+    assert status is JobStatus.COMPLETED
+    records = await jobs_db.jobs.records(job.id)
+    assert tool_results(records, "write_file")[0].startswith("The engine restarted")
+    assert len(await jobs_db.files.artifacts(job.id)) == 1
+    lines = [line.message for line in await jobs_db.logs.page(job.id)]
+    assert lines.count("Artifact written: a.txt (1 bytes)") == 1
+
+
+async def test_a_job_of_one_file_costs_three_writes_after_its_claim(
+    jobs_db: JobDatabase, sandbox: Sandbox, tmp_path: Path
+) -> None:
+    provider = rules(
+        ("Task:", {"text": "", "toolCalls": [WRITE_A]}),
+        ("Wrote a.txt", {"text": "", "toolCalls": [DONE]}),
+    )
+    job = await jobs_db.jobs.create(NewJob("write a", hitl_mode=HitlMode.AUTO_EXECUTE))
+    claim = await jobs_db.jobs.claim("w1")
+    assert claim is not None
+    writes = jobs_db.tables.writer.writes
+    assert await runner_for(jobs_db, provider, sandbox, tmp_path).run(claim, StopSignal()) is (
+        JobStatus.COMPLETED
+    )
+    # The file with the call that wrote it; the call's result; the ending with the
+    # final call and its result.
+    assert jobs_db.tables.writer.writes - writes == 3
+    records = await jobs_db.jobs.records(job.id)
+    assert [r["type"] for r in records] == [
+        "user_message",
+        "assistant_message",
+        "tool_result",
+        "assistant_message",
+        "tool_result",
+    ]
+    assert (await jobs_db.jobs.get(job.id)).result == "done"
 
 
 PROBE = """

@@ -175,21 +175,22 @@ class TurnLoop:
                     rounds=limits.max_tool_iterations
                 )
             outgoing: str | None = f"{work.item_id}#{sent}" if text else None
-            await self._append_durably(
-                work,
-                assistant_message_record(
-                    self.now_ms(),
-                    text,
-                    work.item_id,
-                    tool_calls=calls,
-                    usage=result.usage,
-                    provider=result.provider_id,
-                    model=result.model,
-                    final=not calls,
-                    outgoing_id=outgoing,
-                ),
-                assistant_message(text, calls),
+            record = assistant_message_record(
+                self.now_ms(),
+                text,
+                work.item_id,
+                tool_calls=calls,
+                usage=result.usage,
+                provider=result.provider_id,
+                model=result.model,
+                final=not calls,
+                outgoing_id=outgoing,
             )
+            if outgoing is None and not self._durable_first(calls):
+                # Written with the first effect of its calls (or the turn's ending).
+                self._append(work, record, assistant_message(text, calls))
+            else:
+                await self._append_durably(work, record, assistant_message(text, calls))
             owner.count_usage(result.usage, result.provider_id, result.model)
             if outgoing is not None:
                 sent += 1
@@ -217,6 +218,17 @@ class TurnLoop:
                     return TurnOutcome(output.text, ended_by="finish")
                 await work.transcript.checkpoint()
         raise AssertionError("the last iteration never has tool calls")  # pragma: no cover
+
+    def _durable_first(self, calls: Sequence[ToolCall]) -> bool:
+        """Whether the answer making these calls must be durable before they run (see
+        ``ToolDefinition.durable_first``); a final answer (no calls) always is."""
+        if not calls:
+            return True
+        for call in calls:
+            tool = self.tools.get(call.name)
+            if tool is not None and tool.durable_first:
+                return True
+        return False  # only tools that write it with their effect, or none (unknown names)
 
     async def _not_run(self, work: TurnWork, calls: Sequence[ToolCall], text: str) -> None:
         """Every tool call needs a result, or the next request to the model is invalid."""

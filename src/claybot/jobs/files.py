@@ -3,16 +3,18 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
 from typing import Any
 
-from sqlalchemy import Connection, and_, insert, select, update
+from sqlalchemy import Connection, and_, insert, select
 
 from claybot.db.errors import wrap_database_errors
 from claybot.db.tables import job_artifacts, job_attachments
 from claybot.jobs.logs import add_log
 from claybot.jobs.model import Claim, InvalidJobState, Owner, StoredFile
 from claybot.jobs.sql import JobTables, at
+from claybot.jobs.store import NO_CHECKPOINT, Checkpoint, write_fenced
 from claybot.jobs.writer import Events
 from claybot.kernel.errors import InvalidInput, NotFound
 
@@ -37,45 +39,34 @@ class JobFiles:
         mime_type: str | None,
         *,
         log: str | None = None,
+        checkpoint: Checkpoint | None = None,
     ) -> StoredFile:
         """Store an artifact at once; written again under its name, it is replaced.
-        ``log``: a line for the job's log, written with it."""
+        ``log``: a line for the job's log, and ``checkpoint``: the job's unwritten
+        records (the call that wrote it), written with it."""
         self._check_size(content, "content")
         now = self._db.clock()
 
         def write(connection: Connection, events: Events) -> str:
-            self._db.fence(connection, claim)
-            existing = (
-                connection.execute(
-                    select(job_artifacts.c.id).where(
-                        job_artifacts.c.job_id == claim.job.id,
-                        job_artifacts.c.filename == filename,
-                    )
-                )
-            ).first()
-            values = {
-                "mime_type": mime_type,
-                "content": content,
-                "size_bytes": len(content),
-                "created_at": now,
-            }
-            if existing is None:
-                artifact_id = str(uuid.uuid4())
-                connection.execute(
-                    insert(job_artifacts).values(
-                        id=artifact_id, job_id=claim.job.id, filename=filename, **values
-                    )
-                )
-            else:
-                artifact_id = existing.id
-                connection.execute(
-                    update(job_artifacts).where(job_artifacts.c.id == artifact_id).values(**values)
-                )
+            artifact_id = connection.execute(
+                _put_artifact_statement(connection.dialect.name),
+                {
+                    "id": str(uuid.uuid4()),
+                    "job_id": claim.job.id,
+                    "filename": filename,
+                    "mime_type": mime_type,
+                    "content": content,
+                    "size_bytes": len(content),
+                    "created_at": now,
+                },
+            ).scalar_one()
             if log is not None:
                 add_log(connection, events, claim.job.id, log, "info", None, now)
             return str(artifact_id)
 
-        artifact_id = await self._db.write("storing an artifact", write)
+        artifact_id = await write_fenced(
+            self._db, "storing an artifact", claim, checkpoint or NO_CHECKPOINT, write
+        )
         return StoredFile(artifact_id, claim.job.id, filename, mime_type, len(content), now)
 
     async def artifacts(self, job_id: str) -> list[StoredFile]:
@@ -168,3 +159,20 @@ class JobFiles:
                 )
                 for row in rows
             ]
+
+
+@functools.cache
+def _put_artifact_statement(dialect: str) -> Any:
+    """INSERT, or UPDATE of the artifact of that name (which keeps its id), RETURNING
+    its id: one statement, built once per dialect."""
+    from sqlalchemy.dialects import postgresql, sqlite
+
+    dialect_insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    statement = dialect_insert(job_artifacts)
+    return statement.on_conflict_do_update(
+        index_elements=[job_artifacts.c.job_id, job_artifacts.c.filename],
+        set_={
+            name: statement.excluded[name]
+            for name in ("mime_type", "content", "size_bytes", "created_at")
+        },
+    ).returning(job_artifacts.c.id)

@@ -177,6 +177,7 @@ class JobRunner:
             JobToolContext(
                 self.db,
                 claim,
+                transcript,
                 workdir,
                 self.sandbox,
                 job.allow_network,

@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import (
     Connection,
@@ -64,6 +64,8 @@ from claybot.jobs.writer import Events
 from claybot.kernel.errors import NotFound
 from claybot.kernel.event_types import EventType
 
+T = TypeVar("T")
+
 
 @dataclass(frozen=True)
 class Checkpoint:
@@ -73,6 +75,9 @@ class Checkpoint:
     first_seq: int
     records: Sequence[dict[str, Any]]
     logs: Sequence[tuple[str, str]]
+
+
+NO_CHECKPOINT = Checkpoint(0, (), ())
 
 
 @dataclass(frozen=True)
@@ -132,7 +137,7 @@ class JobStore:
                     )
             # Its first log line, in the same transaction: before any worker can log.
             connection.execute(
-                insert(job_logs),
+                INSERT_LOG,
                 {"job_id": job_id, "level": "info", "message": "Job created", "timestamp": now},
             )
             events.append((EventType.JOB_CREATED, {"jobId": job_id, "status": "queued"}))
@@ -402,7 +407,7 @@ class JobStore:
         await self._checkpoint(
             "ending a job",
             claim,
-            checkpoint or Checkpoint(0, (), ()),
+            checkpoint or NO_CHECKPOINT,
             {
                 "status": status.value,
                 "result": result,
@@ -425,34 +430,15 @@ class JobStore:
     ) -> None:
         """The fence (setting ``values``) with the checkpoint's records and log lines,
         then ``last_log`` (line, level) and ``event``."""
-        rows = [
-            {"job_id": claim.job.id, "seq": checkpoint.first_seq + n, "record": record}
-            for n, record in enumerate(checkpoint.records)
-        ]
         now = self._db.clock()
 
-        def write(connection: Connection, events: Events, *, careful: bool = False) -> None:
-            self._db.fence(connection, claim, **values)
-            if careful:
-                insert_records(connection, claim, checkpoint.first_seq, checkpoint.records, rows)
-            elif rows:
-                connection.execute(INSERT_RECORDS, rows)
-            for key, line in checkpoint.logs:
-                add_log(connection, events, claim.job.id, line, "info", None, now, key)
+        def write(connection: Connection, events: Events) -> None:
             if last_log is not None:
                 add_log(connection, events, claim.job.id, last_log[0], last_log[1], None, now)
             if event is not None:
                 events.append(event)
 
-        try:
-            await self._db.write(action, write)
-            return
-        except StoreError as exc:
-            if not isinstance(exc.__cause__, IntegrityError):
-                raise
-        # A number is taken: by these very records (sent again after a cancel as they
-        # committed), or by another writer. Rare, so looked into only now.
-        await self._db.write(action, partial(write, careful=True))
+        await write_fenced(self._db, action, claim, checkpoint, write, values)
 
     async def pause(
         self, claim: Claim, question: str, state: dict[str, Any], *, log: str | None = None
@@ -547,6 +533,42 @@ def _same_owner(column: Any, owner: Owner) -> Any:
     return column.is_(None) if owner is None else column == owner
 
 
+async def write_fenced(
+    tables: JobTables,
+    action: str,
+    claim: Claim,
+    checkpoint: Checkpoint,
+    write: Callable[[Connection, Events], T],
+    values: dict[str, Any] | None = None,
+) -> T:
+    """One transaction of a claimed job: the fence (setting ``values``), the
+    checkpoint's records and log lines, then ``write``."""
+    rows = [
+        {"job_id": claim.job.id, "seq": checkpoint.first_seq + n, "record": record}
+        for n, record in enumerate(checkpoint.records)
+    ]
+    now = tables.clock()
+
+    def transaction(connection: Connection, events: Events, *, careful: bool = False) -> T:
+        tables.fence(connection, claim, **(values or {}))
+        if careful:
+            insert_records(connection, claim, checkpoint.first_seq, checkpoint.records, rows)
+        elif rows:
+            connection.execute(INSERT_RECORDS, rows)
+        for key, line in checkpoint.logs:
+            add_log(connection, events, claim.job.id, line, "info", None, now, key)
+        return write(connection, events)
+
+    try:
+        return await tables.write(action, transaction)
+    except StoreError as exc:
+        if not isinstance(exc.__cause__, IntegrityError):
+            raise
+    # A number is taken: by these very records (sent again after a cancel as they
+    # committed), or by another writer. Rare, so looked into only now.
+    return await tables.write(action, partial(transaction, careful=True))
+
+
 def insert_records(
     connection: Connection,
     claim: Claim,
@@ -573,6 +595,7 @@ UPLOADS_OF = (
     .order_by(job_attachments.c.created_at, job_attachments.c.id)
 )
 INSERT_RECORDS = insert(job_records)
+INSERT_LOG = insert(job_logs)
 RECORDS_FROM = (
     select(job_records.c.seq, job_records.c.record)
     .where(job_records.c.job_id == bindparam("job_id"), job_records.c.seq >= bindparam("seq"))

@@ -28,6 +28,7 @@ from claybot.jobs.database import JobDatabase
 from claybot.jobs.mcp_servers import McpServers
 from claybot.jobs.model import Claim
 from claybot.jobs.registry_model import Match, RegisteredServer
+from claybot.jobs.transcript import JobTranscript
 from claybot.net.guarded_fetch import (
     FetchFailed,
     FetchRefused,
@@ -55,6 +56,7 @@ DISCOVER_LIMIT = 5  # servers one discover_tools call offers
 class JobToolContext:
     db: JobDatabase
     claim: Claim  # every write is fenced by it
+    transcript: JobTranscript  # its unwritten records ride with write_file's artifact
     workdir: Path  # the job's own directory: run_python runs here
     runner: SandboxRunner
     allow_network: bool
@@ -118,6 +120,9 @@ class JobTools:
         self.ctx = ctx
         self.offered = offered
         self._servers: dict[str, list[str]] = {}  # an offered MCP server's id: its tools' names
+        # Artifacts written by write_file, copied into the folder before run_python runs
+        # (not at once: most jobs never run a script, and a file write is a thread hop).
+        self._unfiled: dict[str, bytes] = {}
         self._fetcher = UrlFetcher(
             ctx.fetch_settings,
             resolve=ctx.resolve,
@@ -152,6 +157,7 @@ class JobTools:
                 ReadArgs,
                 self.read_file,
                 visible_to=JOB,
+                durable_first=False,
             ),
             ToolDefinition(
                 "write_file",
@@ -159,6 +165,7 @@ class JobTools:
                 WriteArgs,
                 self.write_file,
                 visible_to=JOB,
+                durable_first=False,
             ),
             ToolDefinition(
                 "ask_user",
@@ -167,6 +174,7 @@ class JobTools:
                 AskArgs,
                 self.ask_user,
                 visible_to=JOB,
+                durable_first=False,
             ),
             ToolDefinition(
                 "discover_tools",
@@ -183,6 +191,7 @@ class JobTools:
                 AnswerArgs,
                 self.final_answer,
                 visible_to=JOB,
+                durable_first=False,
             ),
         ]
 
@@ -258,6 +267,9 @@ class JobTools:
         """The folder with the script in it (off the loop: a mkdir here can take a
         millisecond); what was there before it ran."""
         self.ctx.workdir.mkdir(parents=True, exist_ok=True)
+        unfiled, self._unfiled = self._unfiled, {}
+        for name, content in unfiled.items():
+            (self.ctx.workdir / name).write_bytes(content)
         (self.ctx.workdir / SCRIPT).write_text(code)
         return _snapshot(self.ctx.workdir)
 
@@ -298,14 +310,17 @@ class JobTools:
         if name is None:
             return ToolResult(f"Not a usable file name: {args.filename!r}", is_error=True)
         content = args.content.encode()
-        await self.ctx.db.files.put_artifact(
-            self.ctx.claim,
-            name,
-            content,
-            _mime(name),
-            log=f"Artifact written: {name} ({len(content)} bytes)",
+        await self.ctx.transcript.write_with(
+            lambda pending: self.ctx.db.files.put_artifact(
+                self.ctx.claim,
+                name,
+                content,
+                _mime(name),
+                log=f"Artifact written: {name} ({len(content)} bytes)",
+                checkpoint=pending,
+            )
         )
-        await asyncio.to_thread(self._keep_local, name, content)
+        self._unfiled[name] = content
         return ToolResult(f"Wrote {name} ({len(content)} bytes).")
 
     def _keep_local(self, name: str, content: bytes) -> None:

@@ -15,10 +15,15 @@ after a crash does not log twice.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
 from claybot.agents.history import Record
 from claybot.jobs.database import JobDatabase
 from claybot.jobs.model import Claim
 from claybot.jobs.store import Checkpoint
+
+T = TypeVar("T")
 
 
 class JobTranscript:
@@ -62,20 +67,32 @@ class JobTranscript:
     async def checkpoint(self, *, clear_answer: bool = False) -> None:
         if not self._queued and not self._logs and not clear_answer:
             return
-        queued, self._queued = self._queued, []
-        logs, self._logs = self._logs, []
-        try:
-            await self._db.jobs.append_records(
-                self._claim, len(self._written), queued, clear_answer=clear_answer, logs=logs
+        await self.write_with(
+            lambda pending: self._db.jobs.append_records(
+                self._claim,
+                pending.first_seq,
+                pending.records,
+                clear_answer=clear_answer,
+                logs=pending.logs,
             )
+        )
+
+    async def write_with(self, write: Callable[[Checkpoint], Awaitable[T]]) -> T:
+        """``write`` given what waits for a checkpoint, to write in its own transaction
+        (a tool's effect and the call that made it, together or not at all)."""
+        pending = Checkpoint(len(self._written), self._queued, self._logs)
+        self._queued, self._logs = [], []
+        try:
+            result = await write(pending)
         except BaseException:
             # Cancelled as it committed, or failed: sent again with the next checkpoint
             # (the store skips records it already holds, the same, under their numbers,
             # and log lines whose keys it has).
-            self._queued[:0] = queued
-            self._logs[:0] = logs
+            self._queued[:0] = pending.records
+            self._logs[:0] = pending.logs
             raise
-        self._written.extend(queued)
+        self._written.extend(pending.records)
+        return result
 
     def take(self) -> Checkpoint:
         """What waits for a checkpoint, to be written with the job's ending instead; it

@@ -56,6 +56,13 @@ class ToolDefinition(Generic[Args]):
     # Shown to the model instead of ``parameters``' schema: for tools described elsewhere
     # (an MCP server), whose arguments ``parameters`` then accepts as they come.
     json_schema: dict[str, Any] | None = None
+    # The call must be durable before the tool runs, so that a crash while it runs is
+    # reported to the model as an interrupted call instead of running it again. False
+    # for a tool with no effect outside the transcript, or whose one effect is a write
+    # that carries the transcript's unwritten records with it (a job's ``write_file``):
+    # call and effect are then written together or not at all, and an answer made only
+    # of such calls costs no write of its own.
+    durable_first: bool = True
 
     def schema(self) -> ToolSchema:
         schema = self.json_schema
