@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, insert, select
 
+from claybot.db.driver_statement import DriverStatement
 from claybot.db.errors import wrap_database_errors
 from claybot.db.tables import job_artifacts, job_attachments
 from claybot.jobs.logs import add_log
@@ -17,6 +18,8 @@ from claybot.jobs.sql import JobTables, at
 from claybot.jobs.store import NO_CHECKPOINT, Checkpoint, write_fenced
 from claybot.jobs.writer import Events
 from claybot.kernel.errors import InvalidInput, NotFound
+
+ARTIFACT_COLUMNS = ("id", "job_id", "filename", "mime_type", "content", "size_bytes", "created_at")
 
 
 class JobFiles:
@@ -48,8 +51,8 @@ class JobFiles:
         now = self._db.clock()
 
         def write(connection: Connection, events: Events) -> str:
-            artifact_id = connection.execute(
-                _put_artifact_statement(connection.dialect.name),
+            cursor = _put_artifact_statement(connection.dialect.name).execute(
+                connection,
                 {
                     "id": str(uuid.uuid4()),
                     "job_id": claim.job.id,
@@ -59,7 +62,9 @@ class JobFiles:
                     "size_bytes": len(content),
                     "created_at": now,
                 },
-            ).scalar_one()
+            )
+            artifact_id = cursor.fetchone()[0]
+            cursor.close()
             if log is not None:
                 add_log(connection, events, claim.job.id, log, "info", None, now)
             return str(artifact_id)
@@ -162,17 +167,15 @@ class JobFiles:
 
 
 @functools.cache
-def _put_artifact_statement(dialect: str) -> Any:
+def _put_artifact_statement(dialect: str) -> DriverStatement:
     """INSERT, or UPDATE of the artifact of that name (which keeps its id), RETURNING
     its id: one statement, built once per dialect."""
     from sqlalchemy.dialects import postgresql, sqlite
 
     dialect_insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
     statement = dialect_insert(job_artifacts)
-    return statement.on_conflict_do_update(
+    upsert = statement.on_conflict_do_update(
         index_elements=[job_artifacts.c.job_id, job_artifacts.c.filename],
-        set_={
-            name: statement.excluded[name]
-            for name in ("mime_type", "content", "size_bytes", "created_at")
-        },
+        set_={name: statement.excluded[name] for name in ARTIFACT_COLUMNS[3:]},
     ).returning(job_artifacts.c.id)
+    return DriverStatement(upsert, ARTIFACT_COLUMNS)

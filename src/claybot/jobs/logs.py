@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
+from claybot.db.driver_statement import DriverStatement
 from claybot.db.errors import wrap_database_errors
 from claybot.db.tables import job_logs
 from claybot.jobs.model import Claim, LogLine
@@ -81,6 +82,9 @@ class JobLogs:
             return {row.step_key for row in rows}
 
 
+LOG_COLUMNS = ("job_id", "level", "message", "metadata", "timestamp", "step_key")
+
+
 def add_log(
     connection: Connection,
     events: Events,
@@ -94,8 +98,8 @@ def add_log(
     """A log line, inside a write that already holds what it needs (the fence). A line
     whose step wrote one before is not written again (False); the unique step key
     decides it in the same statement."""
-    row = connection.execute(
-        _add_log_statement(connection.dialect.name),
+    cursor = _add_log_statement(connection.dialect.name).execute(
+        connection,
         {
             "job_id": job_id,
             "level": level,
@@ -104,24 +108,27 @@ def add_log(
             "timestamp": now,
             "step_key": step_key,
         },
-    ).first()
+    )
+    row = cursor.fetchone()
+    cursor.close()
     if row is None:
         return False
     events.append(
-        (EventType.JOB_LOG, {"jobId": job_id, "id": row.id, "level": level, "message": message})
+        (EventType.JOB_LOG, {"jobId": job_id, "id": row[0], "level": level, "message": message})
     )
     return True
 
 
 @functools.cache
-def _add_log_statement(dialect: str) -> Any:
+def _add_log_statement(dialect: str) -> DriverStatement:
     """INSERT ... ON CONFLICT (job_id, step_key) DO NOTHING RETURNING id, for the
     dialect (both spell it alike, but each through its own insert)."""
     from sqlalchemy.dialects import postgresql, sqlite
 
     dialect_insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    return (
+    return DriverStatement(
         dialect_insert(job_logs)
         .on_conflict_do_nothing(index_elements=[job_logs.c.job_id, job_logs.c.step_key])
-        .returning(job_logs.c.id)
+        .returning(job_logs.c.id),
+        LOG_COLUMNS,
     )

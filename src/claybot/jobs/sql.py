@@ -17,10 +17,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Update, bindparam, select, text, update
+from sqlalchemy import Connection, bindparam, select, text, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from claybot.db.database import create_sync_engine
+from claybot.db.driver_statement import DriverStatement
 from claybot.db.tables import job_queue
 from claybot.jobs.model import (
     EVERYONE,
@@ -147,8 +148,8 @@ class JobTables:
         """The write that proves the claim still holds; extends the lease too."""
         now = self.clock()
         parameters = {f"v_{name}": value for name, value in values.items()}
-        result = connection.execute(
-            fence_statement(frozenset(values)),
+        cursor = fence_statement(frozenset(values)).execute(
+            connection,
             {
                 "f_id": claim.job.id,
                 "f_worker": claim.worker_id,
@@ -158,7 +159,9 @@ class JobTables:
                 **parameters,
             },
         )
-        if result.rowcount != 1:
+        held = cursor.rowcount == 1
+        cursor.close()
+        if not held:
             raise LeaseLost(
                 f"job {claim.job.id} is no longer held by {claim.worker_id} "
                 f"(attempt {claim.attempt})"
@@ -179,15 +182,16 @@ class JobTables:
 
 
 @functools.cache
-def fence_statement(names: frozenset[str]) -> Update:
+def fence_statement(names: frozenset[str]) -> DriverStatement:
     """The fence setting ``names`` (besides the lease and ``updated_at``), built once:
-    a statement built for each write cost 100 us to execute here, a built one 15."""
+    a statement built for each write cost 100 us to execute here, a built one 15, one
+    on the driver's cursor 5."""
     values: dict[str, Any] = {
         "updated_at": bindparam("f_now"),
         "lease_expires_at": bindparam("f_lease"),
     }
     values.update({name: bindparam(f"v_{name}") for name in names})
-    return (
+    return DriverStatement(
         update(job_queue)
         .where(
             job_queue.c.id == bindparam("f_id"),

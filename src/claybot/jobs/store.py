@@ -44,6 +44,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 
+from claybot.db.driver_statement import DriverStatement
 from claybot.db.errors import StoreError, wrap_database_errors
 from claybot.db.tables import job_attachments, job_logs, job_queue, job_records
 from claybot.jobs.logs import add_log
@@ -554,7 +555,7 @@ async def write_fenced(
         if careful:
             insert_records(connection, claim, checkpoint.first_seq, checkpoint.records, rows)
         elif rows:
-            connection.execute(INSERT_RECORDS, rows)
+            INSERT_RECORDS.executemany(connection, rows)
         for key, line in checkpoint.logs:
             add_log(connection, events, claim.job.id, line, "info", None, now, key)
         return write(connection, events)
@@ -585,7 +586,7 @@ def insert_records(
         if index >= len(records) or dict(row.record) != records[index]:
             raise LeaseLost(f"job {claim.job.id}'s records were written by another worker")
     if len(present) < len(records):
-        connection.execute(INSERT_RECORDS, rows[len(present) :])
+        INSERT_RECORDS.executemany(connection, rows[len(present) :])
 
 
 CREATE_JOB = insert(job_queue).returning(*job_queue.c)
@@ -594,7 +595,7 @@ UPLOADS_OF = (
     .where(job_attachments.c.job_id.in_(bindparam("ids", expanding=True)))
     .order_by(job_attachments.c.created_at, job_attachments.c.id)
 )
-INSERT_RECORDS = insert(job_records)
+INSERT_RECORDS = DriverStatement(insert(job_records), ("job_id", "seq", "record"))
 INSERT_LOG = insert(job_logs)
 RECORDS_FROM = (
     select(job_records.c.seq, job_records.c.record)
