@@ -187,7 +187,7 @@ class TurnLoop:
                 outgoing_id=outgoing,
             )
             if outgoing is None and not self._durable_first(calls):
-                # Written with the first effect of its calls (or the turn's ending).
+                # Written with what its calls write first: an effect, a result, the end.
                 self._append(work, record, assistant_message(text, calls))
             else:
                 await self._append_durably(work, record, assistant_message(text, calls))

@@ -142,7 +142,7 @@ class JobTables:
         """The batch's events to other processes, as few NOTIFYs as fit them (a
         payload must stay under 8,000 bytes)."""
         for body in notify_bodies(self.origin, events):
-            connection.execute(NOTIFY, {"channel": NOTIFY_CHANNEL, "body": body})
+            NOTIFY.execute(connection, {"channel": NOTIFY_CHANNEL, "body": body}).close()
 
     def fence(self, connection: Connection, claim: Claim, **values: Any) -> None:
         """The write that proves the claim still holds; extends the lease too."""
@@ -204,7 +204,7 @@ def fence_statement(names: frozenset[str]) -> DriverStatement:
 
 
 JOB_BY_ID = select(job_queue).where(job_queue.c.id == bindparam("id"))
-NOTIFY = text("SELECT pg_notify(:channel, :body)")
+NOTIFY = DriverStatement(text("SELECT pg_notify(:channel, :body)"))
 NOTIFY_PAYLOAD_BYTES = 7_000  # PostgreSQL refuses 8,000 and more
 
 
