@@ -280,17 +280,22 @@ async def test_a_file_and_the_call_that_wrote_it_are_written_together(
     assert len(await jobs_db.files.artifacts(job.id)) == 1
     monkeypatch.undo()
 
-    # Another worker goes on: the call is reported as interrupted, never run again.
+    # Another worker, on another machine, goes on: the call is reported as interrupted,
+    # never run again, and its script finds the file the first worker wrote.
     clock.advance(31)
     assert (await jobs_db.jobs.sweep()).requeued == [job.id]
-    fast = rules(
+    read = call("run_python", code="print('read:', open('a.txt').read())")
+    elsewhere = rules(
         ("Task:", {"text": "", "toolCalls": [WRITE_A]}),
-        ("restarted", {"text": "", "toolCalls": [DONE]}),
+        ("restarted", {"text": "", "toolCalls": [read]}),
+        ("Exit code", {"text": "", "toolCalls": [DONE]}),
     )
-    _, status = await run_once(jobs_db, runner_for(jobs_db, fast, sandbox, tmp_path), "alive")
+    runner = runner_for(jobs_db, elsewhere, sandbox, tmp_path / "elsewhere")
+    _, status = await run_once(jobs_db, runner, "alive")
     assert status is JobStatus.COMPLETED
     records = await jobs_db.jobs.records(job.id)
     assert tool_results(records, "write_file")[0].startswith("The engine restarted")
+    assert "read: A" in tool_results(records, "run_python")[0]
     assert len(await jobs_db.files.artifacts(job.id)) == 1
     lines = [line.message for line in await jobs_db.logs.page(job.id)]
     assert lines.count("Artifact written: a.txt (1 bytes)") == 1

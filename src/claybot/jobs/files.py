@@ -74,8 +74,8 @@ class JobFiles:
         )
         return StoredFile(artifact_id, claim.job.id, filename, mime_type, len(content), now)
 
-    async def artifacts(self, job_id: str) -> list[StoredFile]:
-        return await self._files(job_artifacts, job_artifacts.c.job_id == job_id)
+    async def artifacts(self, job_id: str, *, content: bool = False) -> list[StoredFile]:
+        return await self._files(job_artifacts, job_artifacts.c.job_id == job_id, content=content)
 
     async def artifact(self, job_id: str, artifact_id: str) -> StoredFile:
         found = await self._files(

@@ -120,9 +120,11 @@ class JobTools:
         self.ctx = ctx
         self.offered = offered
         self._servers: dict[str, list[str]] = {}  # an offered MCP server's id: its tools' names
-        # Artifacts written by write_file, copied into the folder before run_python runs
-        # (not at once: most jobs never run a script, and a file write is a thread hop).
+        # Artifacts written by write_file in this run, copied into the folder before
+        # run_python runs (not at once: most jobs never run a script, and a file write is
+        # a thread hop); earlier runs' artifacts come from the database then.
         self._unfiled: dict[str, bytes] = {}
+        self._filed = False  # the folder has this job's artifacts from the database
         self._fetcher = UrlFetcher(
             ctx.fetch_settings,
             resolve=ctx.resolve,
@@ -235,6 +237,15 @@ class JobTools:
                 f"python3 -m pip install --quiet --target {PACKAGES} {names} && "
                 f"PYTHONPATH={PACKAGES} python3 {SCRIPT}"
             )
+        if not self._filed:
+            stored = await ctx.db.files.artifacts(ctx.job_id, content=True)
+            earlier = {
+                name: f.content
+                for f in stored
+                if f.content is not None and (name := safe_filename(f.filename)) is not None
+            }
+            self._unfiled = {**earlier, **self._unfiled}
+            self._filed = True
         before = await asyncio.to_thread(self._prepare, args.code)
         workdir = str(ctx.workdir)
         try:
