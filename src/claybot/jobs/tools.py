@@ -8,6 +8,11 @@ write_file stores its artifact at once, not at the end; a file read is never
 garbled (binary is described, not decoded); ask_user's plan is checked for its
 shape; a tool's limits are the job's, not the process's; the servers
 discover_tools finds can be called (the original only described them).
+
+It is longer than most modules because the seven tools are one contract the model
+sees (names, descriptions, argument models, limits), read and changed together;
+each body is short, and what they share lives elsewhere (the guarded fetch, the
+sandbox, the store).
 """
 
 from __future__ import annotations
