@@ -1,0 +1,104 @@
+"""Compare bench/agents.py between an earlier revision and this tree, in one run.
+
+Each side runs its own ``bench/agents.py`` from its own source tree (the earlier one
+checked out into a temporary git worktree, imported through ``PYTHONPATH``), with the
+same virtual environment, alternating ``--rounds`` times so that the machine's
+drift hits both alike. Prints each row's median on both sides and the change: a
+throughput that fell, or a latency or boot time that rose, by more than
+``--tolerance`` is marked. On a shared machine single runs of a row move by 10-25 %;
+the medians of alternated rounds are what to read.
+
+    .venv/bin/python bench/compare_agents.py [--before 09b34e5] [--rounds 3] [--messages N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# 09b34e5: the last commit before the layering of issue 10.
+DEFAULT_BEFORE = "09b34e5"
+# | path | agents | messages | msg/s | accept p50 | accept p99 | reply p50 | reply p99 | ...
+ROW = re.compile(r"^\| (in-process|socket[^|]*) \| ([\d,]+) \| [\d,]+ \| ([\d,]+) \|(.*)$")
+BOOT = re.compile(r"^\| process start to a ready socket \| ([\d,]+) ms \|")
+
+
+def run_bench(tree: Path, messages: int) -> dict[str, float]:
+    """One run of ``tree``'s bench: every row's throughput and latencies, and boot."""
+    environment = {**os.environ, "PYTHONPATH": str(tree / "src")}
+    command = [sys.executable, str(tree / "bench" / "agents.py"), "--messages", str(messages)]
+    done = subprocess.run(
+        command, cwd=tree, env=environment, capture_output=True, text=True, check=True
+    )
+    measured: dict[str, float] = {}
+    for line in done.stdout.splitlines():
+        row = ROW.match(line)
+        if row:
+            name = f"{row.group(1)}, {row.group(2)} agents"
+            measured[f"{name}: msg/s"] = float(row.group(3).replace(",", ""))
+            cells = [cell.strip() for cell in row.group(4).split("|") if cell.strip()]
+            for label, cell in zip(("accept p50", "accept p99", "reply p50"), cells, strict=False):
+                measured[f"{name}: {label} ms"] = float(cell.split()[0])
+        boot = BOOT.match(line)
+        if boot:
+            measured["boot, 10,000 agents: ms"] = float(boot.group(1).replace(",", ""))
+    if not measured:
+        raise RuntimeError(f"no table in the output of {tree}:\n{done.stdout}\n{done.stderr}")
+    return measured
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--before", default=DEFAULT_BEFORE, help="the earlier revision")
+    parser.add_argument("--rounds", type=int, default=3, help="runs of each side, alternated")
+    parser.add_argument("--messages", type=int, default=10_000, help="messages per bench run")
+    parser.add_argument("--tolerance", type=float, default=5.0, help="percent worse to mark")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="claybot-compare-") as scratch:
+        before_tree = Path(scratch) / "before"
+        subprocess.run(
+            ["git", "worktree", "add", "--detach", str(before_tree), args.before],
+            cwd=ROOT, check=True, capture_output=True,
+        )  # fmt: skip
+        try:
+            for tree in (before_tree, ROOT):  # bytecode first, as `make run` has it
+                subprocess.run(
+                    [sys.executable, "-m", "compileall", "-q", str(tree / "src")], check=True
+                )
+            sides: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
+            for round_number in range(args.rounds):
+                for side, tree in (("before", before_tree), ("after", ROOT)):
+                    print(f"round {round_number + 1}: {side}...", file=sys.stderr, flush=True)
+                    sides[side].append(run_bench(tree, args.messages))
+        finally:
+            subprocess.run(
+                ["git", "worktree", "remove", "--force", str(before_tree)],
+                cwd=ROOT, check=False, capture_output=True,
+            )  # fmt: skip
+    print(f"\nbench/agents.py, {args.before} against this tree, medians of {args.rounds} rounds\n")
+    print("| measure | before | after | change |")
+    print("|---|---:|---:|---:|")
+    worst = 0.0
+    for measure in sides["after"][0]:
+        before = statistics.median(run[measure] for run in sides["before"] if measure in run)
+        after = statistics.median(run[measure] for run in sides["after"])
+        change = (after / before - 1) * 100
+        # Throughput should not fall; a latency or a boot time should not rise.
+        worse = -change if measure.endswith("msg/s") else change
+        worst = max(worst, worse)
+        mark = " (worse)" if worse > args.tolerance else ""
+        print(f"| {measure} | {before:,.2f} | {after:,.2f} | {change:+.1f} %{mark} |")
+    print(f"\nWorst change: {worst:.1f} % (tolerance {args.tolerance:g} %).")
+
+
+if __name__ == "__main__":
+    main()
