@@ -53,8 +53,15 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
             400, "malformed_json", f"request body is not valid JSON: {first['msg']}"
         )
     field = _field_path(first.get("loc", ()))
-    message = "; ".join(f"{_field_path(e.get('loc', ()))}: {e.get('msg')}" for e in errors)
+    message = "; ".join(f"{_field_path(e.get('loc', ()))}: {_readable(e)}" for e in errors)
     return error_response(422, "invalid_request", message, field or None)
+
+
+def _readable(error: Any) -> str:
+    """pydantic's message without its internals: a validator's ValueError comes as
+    "Value error, <what it said>"."""
+    text = str(error.get("msg", "invalid"))
+    return text.removeprefix("Value error, ").removeprefix("Assertion failed, ")
 
 
 # Methods an ``Allow`` header can list; TRACE and CONNECT are never served.

@@ -17,6 +17,7 @@ from claybot.api.models.heartbeat import (
 from claybot.api.responses import BODY_ERRORS, errors
 from claybot.api.routes import engine_of
 from claybot.api.schemas import AddHeartbeatTask, RunHeartbeat
+from claybot.kernel.errors import NotFound
 
 router = APIRouter(prefix="/v1/engine/heartbeat", route_class=AnswerRoute)
 
@@ -58,8 +59,14 @@ async def remove_task(request: Request, taskId: str) -> HeartbeatTaskRemoved:
     "/run",
     status_code=202,
     summary="Run the heartbeat now (all or some tasks)",
-    responses=errors(*BODY_ERRORS),
+    responses=errors(*BODY_ERRORS, 404),
 )
 async def run(request: Request, body: Annotated[RunHeartbeat | None, Body()] = None) -> Ok:
-    engine_of(request).heartbeat.run_now(body.ids if body else None)
+    heartbeat = engine_of(request).heartbeat
+    ids = body.ids if body else None
+    unknown = await heartbeat.unknown(ids) if ids else []
+    if unknown:
+        names = ", ".join(f"'{task_id}'" for task_id in unknown)
+        raise NotFound(f"no heartbeat task {names}", field="ids")
+    heartbeat.run_now(ids)
     return Ok(ok=True)

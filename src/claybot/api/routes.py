@@ -206,9 +206,9 @@ async def list_providers(request: Request) -> ProviderListing:
     )
 
 
-def _providers(settings: Settings) -> ProviderList:
+def _providers(settings: Settings, failures: dict[str, str]) -> ProviderList:
     public = [provider.to_public_dict() for provider in settings.providers]
-    return ProviderList.model_validate({"ok": True, "providers": public})
+    return ProviderList.model_validate({"ok": True, "providers": public, "failures": failures})
 
 
 @router.post("/providers", summary="Add or replace a provider", responses=errors(*BODY_ERRORS))
@@ -227,7 +227,7 @@ async def upsert_provider(request: Request, body: UpsertProvider) -> ProviderLis
     position = len(others) if body.position is None else min(body.position, len(others))
     settings.providers = [*others[:position], provider, *others[position:]]
     await engine.update_settings(settings)
-    return _providers(settings)
+    return _providers(settings, engine.providers.failures)
 
 
 @router.delete("/providers/{providerId}", summary="Remove a provider", responses=errors(404))
@@ -239,7 +239,7 @@ async def remove_provider(request: Request, providerId: str) -> ProviderList:
         raise ProviderNotFound(providerId)
     settings.providers = remaining
     await engine.update_settings(settings)
-    return _providers(settings)
+    return _providers(settings, engine.providers.failures)
 
 
 @router.post(
@@ -255,7 +255,7 @@ async def default_provider(request: Request, providerId: str) -> ProviderList:
         raise ProviderNotFound(providerId)
     settings.providers = chosen + [p for p in settings.providers if p.id != providerId]
     await engine.update_settings(settings)
-    return _providers(settings)
+    return _providers(settings, engine.providers.failures)
 
 
 # -- API keys ---------------------------------------------------------------------------

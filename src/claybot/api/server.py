@@ -8,6 +8,7 @@ tells us the real port before serving starts.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import socket
 from collections.abc import Generator
@@ -32,11 +33,33 @@ def bind_unix_socket(path: Path) -> socket.socket:
     return sock
 
 
+class PortInUse(OSError):
+    """The TCP port is taken: by another engine (of another home) or another program."""
+
+    def __init__(self, host: str, port: int) -> None:
+        super().__init__(errno.EADDRINUSE, f"{host}:{port} is already in use")
+        self.host = host
+        self.port = port
+
+    def __str__(self) -> str:
+        return (
+            f"port {self.port} on {self.host} is already in use (another ClayBot engine, or "
+            "another program). Start on another port with `claybot start --port N`, or set "
+            "engine.port in settings.json"
+        )
+
+
 def bind_tcp_socket(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise PortInUse(host, port) from exc
+        raise
     sock.listen(1024)
     sock.setblocking(False)
     return sock

@@ -288,7 +288,7 @@ def chat(
     input, each line waits for its reply, then chat exits.
 
     Agents' permission requests print as numbered prompts; answer them with
-    /allow [n] or /deny [n] (the newest pending request without a number).
+    /allow N or /deny N (N: the prompt's number; without it, the newest request).
     """
     paths = paths_for(home)
     user = user or _default_user()

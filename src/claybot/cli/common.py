@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -77,10 +78,16 @@ def engine_errors() -> Iterator[None]:
     except EngineNotRunning as exc:
         fail(f"{exc}. Start it with `claybot start`.")
     except EngineApiError as exc:
-        where = f" (field: {exc.field})" if exc.field else ""
-        fail(f"{exc}{where}")
+        fail(for_people(str(exc)))
     except ConfigError as exc:
         fail(str(exc))
+
+
+def for_people(message: str) -> str:
+    """An engine error as a person reads it: the fields it names without the part of
+    the request they came in (``schedule``, not ``body.schedule``); the message names
+    the field already, so it is not repeated after it."""
+    return re.sub(r"(^|; )(?:body|query|path|header)\.", r"\1", message)
 
 
 def engine_client(paths: HomePaths, timeout_s: float = 30.0) -> EngineClient:

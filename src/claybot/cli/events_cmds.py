@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 import time
 from datetime import UTC, datetime
 from typing import Annotated, Any
@@ -39,6 +41,13 @@ def _line(event: dict[str, Any]) -> str:
     # The init frame has no timestamp of its own: it is now.
     stamp = str(event.get("timestamp") or datetime.now(UTC).isoformat())[11:19]
     return f"{stamp} [bold]{escape(str(event.get('type')))}[/bold] {escape(text)}"
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so that flushing it at exit does not fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def _answers(paths: HomePaths) -> bool:
@@ -85,6 +94,10 @@ def events(
                             console.print(_line(event), highlight=False, soft_wrap=True)
             except EngineApiError as exc:
                 fail(str(exc))
+            except BrokenPipeError:
+                # Whoever read the output stopped (`| head -1`): so does this command.
+                _quiet_stdout()
+                return
             except (EngineNotRunning, httpx.HTTPError, OSError):
                 if not connected_once:
                     fail(f"no engine answers on {paths.socket}. Start it with `claybot start`.")

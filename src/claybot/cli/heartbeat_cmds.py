@@ -89,4 +89,4 @@ def run(
     """Run the heartbeat now."""
     with running_engine(home) as client:
         client.post("/v1/engine/heartbeat/run", {"ids": task_id} if task_id else {})
-    console.print("the heartbeat is running")
+    console.print("the heartbeat is running; its tasks report on `claybot events`")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -14,6 +15,7 @@ from claybot.cli.common import (
     JsonOption,
     RemoteOption,
     console,
+    err_console,
     fail,
     mutate,
     print_json,
@@ -108,9 +110,13 @@ def add(
 
     # Online, the engine checks the type against its registry (which includes the
     # types that loaded plugins registered).
+    failures: dict[str, str] = {}
+
     def online(client: EngineClient) -> list[dict[str, Any]]:
         body = {**provider.to_json_dict(), "position": position}
-        result: list[dict[str, Any]] = client.post("/v1/engine/providers", body)["providers"]
+        answer = client.post("/v1/engine/providers", body)
+        failures.update(answer.get("failures") or {})
+        result: list[dict[str, Any]] = answer["providers"]
         return result
 
     def offline(store: ConfigStore) -> list[dict[str, Any]]:
@@ -127,6 +133,9 @@ def add(
             slot = len(others) if position is None else min(position, len(others))
             return [*others[:slot], provider, *others[slot:]]
 
+        problem = _build_problem(provider, store)
+        if problem is not None:
+            failures[provider.id] = problem
         return _offline_edit(store, edit)
 
     providers, applied = mutate(home, remote, online=online, offline=offline)
@@ -134,6 +143,25 @@ def add(
         f"added {provider_id}" + ("" if applied else " in settings.json (engine not running)")
     )
     _show(providers, False)
+    if provider_id in failures:
+        # Added all the same: the key may come next (`claybot auth set`).
+        err_console.print(f"[yellow]warning:[/yellow] {escape(failures[provider_id])}")
+
+
+def _build_problem(provider: ProviderSettings, store: ConfigStore) -> str | None:
+    """Why the engine could not build this provider from these files, or None (the
+    local model is not loaded for this: building it is slow, and it needs no key)."""
+    from claybot.providers.registry import ProviderRegistry, builtin_provider_types
+
+    if provider.provider_type == "local":
+        return None
+
+    registry = ProviderRegistry(builtin_provider_types())
+    try:
+        registry.create(provider, store.read_auth().get(provider.id), os.environ)
+    except Exception as exc:
+        return str(exc)
+    return None
 
 
 @app.command("remove")

@@ -49,7 +49,10 @@ class InstanceLock:
 
     def held_by_someone(self) -> bool:
         """True while another process holds the lock (an engine is running)."""
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fd = os.open(self.lock_path, os.O_RDWR)
+        except FileNotFoundError:
+            return False  # no lock file (a home never started, or none at all)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

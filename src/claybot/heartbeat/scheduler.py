@@ -132,6 +132,12 @@ class HeartbeatScheduler:
             reply = await self.host.wait_beat(agent_id, item_id)
             await self._record(at, message_id, ids, reply, manual=bool(running.get("manual")))
 
+    async def unknown(self, ids: list[str]) -> list[str]:
+        """Those of ``ids`` that name no task."""
+        tasks, _ = await asyncio.to_thread(self.store.scan)
+        known = {task.id for task in tasks}
+        return [task_id for task_id in ids if task_id not in known]
+
     def run_now(self, ids: list[str] | None = None) -> None:
         """``heartbeat_run``: a beat now (after the one in progress, if any)."""
         task = asyncio.create_task(self.beat(self.clock.now(), ids=ids, manual=True))

@@ -91,5 +91,9 @@ class HeartbeatTools:
         return ToolResult(f"Heartbeat task {arguments.id} removed.")
 
     async def run(self, arguments: HeartbeatRun, context: ToolContext) -> ToolResult:
+        unknown = await self._scheduler.unknown(arguments.ids) if arguments.ids else []
+        if unknown:
+            names = ", ".join(f"'{task_id}'" for task_id in unknown)
+            return ToolResult(f"No heartbeat task {names}.", is_error=True)
         self._scheduler.run_now(arguments.ids)
         return ToolResult("The heartbeat will run now; its tasks report when done.")

@@ -293,6 +293,7 @@ class EventBus:
         self._next_id = first_id if first_id is not None else time.time_ns() // 1000
         self._now = now
         self._listeners: list[Callable[[Event], None]] = []
+        self._closed = False  # close_subscriptions was called: no new readers
 
     @property
     def last_id(self) -> int:
@@ -337,11 +338,17 @@ class EventBus:
             gap = last_event_id < oldest - 1
             position = max(last_event_id, oldest - 1)
         subscription = Subscription(self, position, self.last_id - position, gap)
+        if self._closed:  # shutting down: a reader that (re)connects now ends at once
+            subscription.closed = True
+            return subscription
         self._subscribers.add(subscription)
         return subscription
 
     def close_subscriptions(self) -> None:
-        """End every stream (shutdown): readers finish instead of waiting forever."""
+        """End every stream (shutdown): readers finish instead of waiting forever, and
+        one that reconnects meanwhile is ended at once (the server waits for every
+        request before it stops, and cancels what is left with a traceback)."""
+        self._closed = True
         for subscriber in list(self._subscribers):
             subscriber.close()
 

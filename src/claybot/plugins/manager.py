@@ -408,7 +408,9 @@ class PluginManager:
             "plugin instance %r failed to load: %s",
             instance_id,
             reason,
-            exc_info=kind == "error",
+            # A PluginError says what went wrong (a user's mistake, or the plugin's own
+            # account of it); only an exception nobody described needs its traceback.
+            exc_info=kind == "error" and not isinstance(exc, PluginError),
             extra={"action": "plugin.load_failed", "instanceId": instance_id, "kind": kind},
         )
         return PluginLoadFailed(instance_id, reason, kind=kind, field=field)

@@ -29,11 +29,13 @@ class ProviderList(Ok):
     """The providers in priority order, after the change."""
 
     providers: list[PublicProvider]
+    failures: dict[str, str] = Field(
+        default_factory=dict, description="Why a provider could not be built, by id"
+    )
 
 
 class ProviderListing(ProviderList):
     types: list[ProviderTypeSummary]
-    failures: dict[str, str] = Field(description="Why a provider could not be built, by id")
 
 
 class AuthFieldSet(Ok):

@@ -1,0 +1,164 @@
+"""Defects of the command line seen by a new user (issue 12), each with the test that
+showed it: the real `claybot` against a real engine, or against none."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from claybot.config.home import HomePaths
+from tests.cli.test_cli import cli
+from tests.conftest import EngineProcess
+
+pytestmark = pytest.mark.slow
+
+
+def test_stop_on_a_home_where_no_engine_ever_ran_says_so(tmp_path: Path) -> None:
+    paths = HomePaths(tmp_path / "never-started")
+    result = cli(paths, "stop")
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "no engine is running" in result.stdout
+
+
+def test_events_piped_into_head_ends_when_head_does(engine_process: EngineProcess) -> None:
+    engine_process.start()
+    env = {**os.environ, "CLAYBOT_HOME": str(engine_process.paths.home)}
+    pipeline = subprocess.Popen(
+        [sys.executable, "-m", "claybot", "events", "--json"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert pipeline.stdout is not None
+    assert json.loads(pipeline.stdout.readline())["type"] == "init"
+    pipeline.stdout.close()  # as `head -1` does after its line
+    # The next event the command writes finds nobody reading: it ends, quietly.
+    cli(engine_process.paths, "chat", "--user", "eve", stdin="ping\n")
+    assert pipeline.wait(30) == 0
+    assert pipeline.stderr is not None
+    errors = pipeline.stderr.read()
+    assert "reconnecting" not in errors and "Traceback" not in errors
+
+
+def test_running_an_unknown_heartbeat_task_is_an_error(engine_process: EngineProcess) -> None:
+    engine_process.start()
+    result = cli(engine_process.paths, "heartbeat", "run", "nope")
+    assert result.returncode == 1
+    assert "no heartbeat task 'nope'" in result.stderr
+    assert "is running" not in result.stdout
+
+
+def test_removing_an_unknown_cron_task_names_it_whole(engine_process: EngineProcess) -> None:
+    engine_process.start()
+    result = cli(engine_process.paths, "cron", "remove", "nope")
+    assert result.returncode == 1
+    assert "no cron task with id 'nope'" in result.stderr
+
+
+def test_chat_help_shows_its_placeholders(paths: HomePaths) -> None:
+    result = cli(paths, "chat", "--help")
+    assert result.returncode == 0
+    text = " ".join(result.stdout.split())  # the help is wrapped to the terminal
+    assert "/allow N or /deny N" in text
+
+
+def test_a_second_engine_on_a_taken_port_names_the_port_and_the_way_out(
+    engine_process: EngineProcess,
+) -> None:
+    engine_process.start()
+    with engine_process.client() as client:
+        port = client.get("/v1/engine/status").json()["tcp"]["port"]
+    # Its own home (a short path: a Unix socket's path is limited to ~107 bytes).
+    other = HomePaths(Path(tempfile.mkdtemp(prefix="cb-", dir="/tmp")))
+    started = time.monotonic()
+    try:
+        result = cli(other, "start", "--port", str(port), timeout_s=60)
+    finally:
+        shutil.rmtree(other.home, ignore_errors=True)
+    assert result.returncode != 0
+    said = " ".join(result.stderr.split())  # wrapped to the terminal
+    assert f"port {port}" in said and "claybot start --port N" in said, said
+    assert "Traceback" not in result.stderr
+    assert time.monotonic() - started < 30
+
+
+def test_adding_a_provider_without_its_key_warns_and_says_how(
+    engine_process: EngineProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    engine_process.start()
+    result = cli(engine_process.paths, "providers", "add", "nokey", "--type", "openai")
+    assert result.returncode == 0, result.stderr  # added: the key may come next
+    said = " ".join(result.stderr.split())
+    assert "warning: nokey: no API key" in said, said
+    assert "claybot auth set nokey apiKey" in said
+
+
+def test_adding_a_provider_without_its_key_warns_offline_too(
+    paths: HomePaths, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    result = cli(paths, "providers", "add", "nokey", "--type", "openai")
+    assert result.returncode == 0, result.stderr
+    said = " ".join(result.stderr.split())
+    assert "warning: nokey: no API key" in said, said
+
+
+def test_stop_while_events_are_followed_ends_the_stream_cleanly(
+    engine_process: EngineProcess,
+) -> None:
+    engine_process.start()
+    env = {**os.environ, "CLAYBOT_HOME": str(engine_process.paths.home)}
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "claybot", "events", "--json"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert follower.stdout is not None
+        assert json.loads(follower.stdout.readline())["type"] == "init"
+        result = cli(engine_process.paths, "stop")
+        assert result.returncode == 0, result.stderr
+        assert engine_process.process is not None
+        assert engine_process.process.wait(30) == 0
+    finally:
+        follower.terminate()
+        follower.wait(10)
+    # The stream ended when the engine stopped: the server did not have to give up
+    # waiting for it and cancel it.
+    output = engine_process.output()
+    assert "graceful shutdown" not in output and "Traceback" not in output, output
+
+
+def test_a_second_instance_that_cannot_load_is_one_line_not_tracebacks(
+    engine_process: EngineProcess,
+) -> None:
+    engine_process.start()
+    assert cli(engine_process.paths, "plugins", "load", "clock").returncode == 0
+    result = cli(engine_process.paths, "plugins", "load", "clock", "--instance", "clock2")
+    assert result.returncode == 1
+    assert "already registered" in result.stderr, result.stderr
+    assert "Traceback" not in engine_process.output()
+
+
+def test_a_refused_value_is_explained_without_internals(engine_process: EngineProcess) -> None:
+    engine_process.start()
+    result = cli(
+        engine_process.paths,
+        "cron", "add", "--name", "n", "--schedule", "61 * * * *", "--prompt", "p",
+    )  # fmt: skip
+    assert result.returncode == 1
+    said = " ".join(result.stderr.split())
+    assert "body." not in said and "Value error" not in said and "field:" not in said, said
