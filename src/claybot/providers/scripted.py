@@ -37,14 +37,20 @@ REQUESTS_KEPT = 10  # what tests look at; more would keep old contexts alive
 
 
 def _last_user_text(request: InferenceRequest) -> str:
-    for message in reversed(request.messages):
+    # By index, not reversed(): an agent's context decodes each message it hands out,
+    # and a generator stopped early cost more than the lookup (the echo benchmark).
+    messages = request.messages
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
         if message.role == "user":
             return message.text
     return ""
 
 
 def _last_input_text(request: InferenceRequest) -> str:
-    for message in reversed(request.messages):
+    messages = request.messages
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
         if message.role != "assistant":
             return message.text
     return ""
