@@ -67,8 +67,11 @@ def test_permissions_list_allow_deny(engine_process: EngineProcess) -> None:
     pending = {request["userId"]: request["requestId"] for request in requests_of(engine_process)}
     table = cli(engine_process.paths, "permissions", "list")
     assert pending["cat"] in table.stdout and "@read:/etc" in table.stdout
+    # Outside the conversation, the asker is named, not "this conversation".
+    assert "this conversation" not in table.stdout
     allowed = cli(engine_process.paths, "permissions", "allow", pending["cat"])
     assert allowed.returncode == 0 and "allowed @read:/etc" in allowed.stdout
+    assert "for local:cat/" in allowed.stdout, allowed.stdout
     denied = cli(engine_process.paths, "permissions", "deny", pending["dan"])
     assert denied.returncode == 0 and "denied @read:/etc" in denied.stdout
     again = cli(engine_process.paths, "permissions", "deny", pending["cat"])

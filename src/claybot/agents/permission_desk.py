@@ -51,7 +51,7 @@ class PermissionDesk:
         agents = self._agents
         descriptor = agents.descriptor_of(agent_id)
         if isinstance(descriptor, UserDescriptor):
-            where, label = descriptor, "this conversation"
+            where, label = descriptor, descriptor_label(descriptor)
         else:
             foreground = agents.agent_for("most-recent-foreground")
             if foreground is None:

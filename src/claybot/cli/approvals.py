@@ -14,6 +14,7 @@ from typing import Any
 from rich.markup import escape
 
 from claybot.cli.common import console
+from claybot.permissions.prompts import asker_in_conversation
 
 PERMISSION_EVENTS = frozenset({"permission.requested", "permission.granted", "permission.denied"})
 
@@ -53,7 +54,7 @@ class ChatApprovals:
             number = self._numbers[request_id] = len(self._numbers) + 1
             self._pending[number] = request
         console.print(
-            f"[bold yellow]permission #{number}>[/bold yellow] {escape(request['agentLabel'])} "
+            f"[bold yellow]permission #{number}>[/bold yellow] {escape(_asker(request))} "
             f"asks for [bold]{escape(request['permission'])}[/bold]: {escape(request['reason'])}\n"
             f"  answer with /allow {number} or /deny {number}",
             highlight=False,
@@ -82,3 +83,12 @@ class ChatApprovals:
             except (ValueError, KeyError):
                 waiting = ", ".join(f"#{n}" for n in sorted(self._pending))
                 raise ValueError(f"no pending request {token}; waiting: {waiting}") from None
+
+
+def _asker(request: dict[str, Any]) -> str:
+    return asker_in_conversation(
+        str(request["agentLabel"]),
+        str(request["connector"]),
+        str(request["userId"]),
+        str(request["channelId"]),
+    )

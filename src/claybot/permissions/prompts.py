@@ -12,13 +12,26 @@ from typing import Any
 from claybot.kernel.errors import Conflict, NotFound
 
 
+def conversation_label(connector: str, user_id: str, channel_id: str) -> str:
+    """How a user's own agent is named outside its conversation (``local:ann/cli``)."""
+    return f"{connector}:{user_id}/{channel_id}"
+
+
+def asker_in_conversation(label: str, connector: str, user_id: str, channel_id: str) -> str:
+    """``label`` as the conversation a prompt is shown in reads it: its own agent is
+    "this conversation" there, and only there (a list of requests names it)."""
+    if label == conversation_label(connector, user_id, channel_id):
+        return "this conversation"
+    return label
+
+
 @dataclass(frozen=True)
 class PermissionPrompt:
     """A permission request shown to a user through a connector's approval UI."""
 
     request_id: str
     agent_id: str  # the agent that asked: the decision is routed to it by this id
-    agent_label: str  # who asked, for people ("subagent research", "you")
+    agent_label: str  # who asked, for people ("subagent:research", "telegram:42/42")
     permission: str  # the tag: "@network", "@read:/abs/path" or "@write:/abs/path"
     reason: str
     connector: str  # where the prompt is shown
@@ -26,10 +39,15 @@ class PermissionPrompt:
     channel_id: str
     expires_at: int  # ms since the epoch; unanswered by then means denied
 
-    def text(self) -> str:
-        return (
-            f"Permission request from {self.agent_label}: {self.permission}\nReason: {self.reason}"
+    @property
+    def asker(self) -> str:
+        """Who asked, as the conversation the prompt is shown in says it."""
+        return asker_in_conversation(
+            self.agent_label, self.connector, self.user_id, self.channel_id
         )
+
+    def text(self) -> str:
+        return f"Permission request from {self.asker}: {self.permission}\nReason: {self.reason}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
