@@ -162,3 +162,11 @@ def test_a_refused_value_is_explained_without_internals(engine_process: EnginePr
     assert result.returncode == 1
     said = " ".join(result.stderr.split())
     assert "body." not in said and "Value error" not in said and "field:" not in said, said
+
+
+def test_version_is_printed(paths: HomePaths) -> None:
+    from claybot import __version__
+
+    result = cli(paths, "--version")
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"claybot {__version__}"

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
+from claybot import __version__
 from claybot.cli import (
     agents_cmds,
     auth_cmds,
@@ -33,6 +36,26 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"claybot {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """ClayBot: a self-hosted agent engine."""
+
+
 app.command()(engine_cmds.start)
 app.command()(engine_cmds.stop)
 app.command()(engine_cmds.status)
