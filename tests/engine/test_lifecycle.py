@@ -75,8 +75,9 @@ def test_sigterm_cleans_up_and_stop_reports(engine_process: EngineProcess) -> No
     assert not engine_process.paths.pid.exists()
     engine_process.start()
     result = cli(engine_process.paths, "stop")
-    assert result.returncode == 0 and "engine stopped" in result.stdout
+    assert result.returncode == 0 and "stopping…\nengine stopped" in result.stdout
     assert engine_process.process is not None and engine_process.process.wait(30) == 0
+    assert engine_process.output().endswith("stopping…\nstopped\n"), engine_process.output()
     assert "no engine is running" in cli(engine_process.paths, "stop").stdout
 
 

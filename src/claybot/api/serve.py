@@ -69,6 +69,7 @@ async def serve(
         )
         stopped = asyncio.create_task(stop.wait())
         await asyncio.wait([stopped, *serving], return_when=asyncio.FIRST_COMPLETED)
+        announce("stopping…")
         for server in servers:
             server.should_exit = True
         engine.events.close_subscriptions()
@@ -76,6 +77,7 @@ async def serve(
         stopped_cleanly = True
         await asyncio.gather(*serving, return_exceptions=True)
         stopped.cancel()
+        announce("stopped")
     finally:
         if not stopped_cleanly:
             await engine.stop(0)

@@ -33,6 +33,7 @@ def _stop_running(paths: HomePaths) -> bool:
     lock = InstanceLock(paths)
     if not lock.held_by_someone():
         return False
+    console.print("stopping…")
     with EngineClient(paths.socket, timeout_s=5) as client:
         try:
             client.post("/v1/engine/shutdown")
@@ -88,7 +89,7 @@ def stop(home: HomeOption = None) -> None:
     """Stop the running engine (running turns finish or stay durably queued)."""
     paths = paths_for(home)
     if _stop_running(paths):
-        console.print("engine stopped")
+        console.print("engine stopped")  # after "stopping…": the wait is visible
     else:
         console.print(f"no engine is running for {paths.home}")
 
