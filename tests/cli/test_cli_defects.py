@@ -170,3 +170,32 @@ def test_version_is_printed(paths: HomePaths) -> None:
     result = cli(paths, "--version")
     assert result.returncode == 0
     assert result.stdout.strip() == f"claybot {__version__}"
+
+
+def _auth_round(paths: HomePaths) -> None:
+    for key, value in (("apiKey", "sk-never-shown"), ("organization", "org-1")):
+        assert cli(paths, "auth", "set", "openai", key, value).returncode == 0
+    listed = cli(paths, "auth", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout) == {
+        "openai": {"type": "apiKey", "fields": ["apiKey", "organization"]}
+    }
+    assert "sk-never-shown" not in cli(paths, "auth", "list").stdout
+    kept = cli(paths, "auth", "remove", "openai", stdin="n\n")  # asked, and the answer is no
+    assert kept.returncode == 1 and "nothing removed" in kept.stderr
+    assert cli(paths, "auth", "remove", "openai", "apiKey", "--yes").returncode == 0
+    fields = json.loads(cli(paths, "auth", "list", "--json").stdout)["openai"]["fields"]
+    assert fields == ["organization"]
+    assert cli(paths, "auth", "remove", "openai", "--yes").returncode == 0
+    assert json.loads(cli(paths, "auth", "list", "--json").stdout) == {}
+    unknown = cli(paths, "auth", "remove", "nope", "--yes")
+    assert unknown.returncode == 1 and "auth.json has no 'nope'" in unknown.stderr
+
+
+def test_auth_list_and_remove_without_an_engine(paths: HomePaths) -> None:
+    _auth_round(paths)
+
+
+def test_auth_list_and_remove_through_the_engine(engine_process: EngineProcess) -> None:
+    engine_process.start()
+    _auth_round(engine_process.paths)

@@ -11,7 +11,13 @@ from claybot.api.models.base import AnswerRoute, Ok
 from claybot.api.models.history import AgentHistory
 from claybot.api.models.keys import ApiKey, ApiKeyCreated, ApiKeyList, ApiKeyRevoked
 from claybot.api.models.plugins import PluginListing, PluginLoaded, PluginUnloaded
-from claybot.api.models.providers import AuthFieldSet, ProviderList, ProviderListing
+from claybot.api.models.providers import (
+    AuthFieldSet,
+    AuthListing,
+    AuthRemoved,
+    ProviderList,
+    ProviderListing,
+)
 from claybot.api.models.status import EngineStatus
 from claybot.api.responses import BODY_ERRORS, errors
 from claybot.api.schemas import (
@@ -180,6 +186,30 @@ async def unload_plugin(request: Request, body: UnloadPlugin) -> PluginUnloaded:
 
 
 # -- auth and providers ---------------------------------------------------------------
+
+
+@router.get("/auth", summary="auth.json's entries and their fields' names (never values)")
+async def list_auth(request: Request) -> AuthListing:
+    auth = engine_of(request).config.read_auth()
+    entries = {entry_id: entry.redacted() for entry_id, entry in auth.root.items()}
+    return AuthListing.model_validate({"ok": True, "entries": entries})
+
+
+@router.delete(
+    "/auth/{entryId}",
+    summary="Remove an entry of auth.json, or one field of it (?key=)",
+    responses=errors(404),
+)
+async def remove_auth(
+    request: Request,
+    entryId: str,
+    key: Annotated[str | None, Query(max_length=200)] = None,
+) -> AuthRemoved:
+    if not await engine_of(request).remove_auth(entryId, key):
+        what = f"{entryId}.{key}" if key else entryId
+        raise NotFound(f"auth.json has no {what!r}", field="key" if key else "entryId")
+    answer = {"ok": True, "id": entryId} | ({"key": key} if key else {})
+    return AuthRemoved.model_validate(answer)
 
 
 @router.post(

@@ -1,16 +1,28 @@
-"""``claybot auth set``: store one credential field (never printed back)."""
+"""``claybot auth set | list | remove``: credentials in auth.json (never printed back)."""
 
 from __future__ import annotations
 
 import getpass
 import sys
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
+from urllib.parse import quote
 
 import typer
 from pydantic import ValidationError
+from rich.markup import escape
+from rich.table import Table
 
 from claybot.api.schemas import SetAuth
-from claybot.cli.common import HomeOption, RemoteOption, console, fail, mutate, reject_remote
+from claybot.cli.common import (
+    HomeOption,
+    JsonOption,
+    RemoteOption,
+    console,
+    fail,
+    mutate,
+    print_json,
+    reject_remote,
+)
 from claybot.config.store import describe_validation_error
 
 if TYPE_CHECKING:
@@ -65,3 +77,58 @@ def set_field(
     _, applied = mutate(home, remote, online=online, offline=offline)
     where = "the running engine" if applied else "auth.json (the engine is not running)"
     console.print(f"set {entry_id}.{key} through {where}")
+
+
+@app.command("list")
+def list_entries(home: HomeOption = None, as_json: JsonOption = False) -> None:
+    """Show auth.json's entries and their fields' names (never a value)."""
+
+    def online(client: EngineClient) -> dict[str, Any]:
+        entries: dict[str, Any] = client.get("/v1/engine/auth")["entries"]
+        return entries
+
+    def offline(store: ConfigStore) -> dict[str, Any]:
+        return {entry_id: entry.redacted() for entry_id, entry in store.read_auth().root.items()}
+
+    entries, _ = mutate(home, None, online=online, offline=offline)
+    if as_json:
+        print_json(entries)
+        return
+    if not entries:
+        console.print("auth.json holds no credentials")
+        return
+    table = Table("id", "type", "fields")
+    for entry_id, entry in sorted(entries.items()):
+        table.add_row(escape(entry_id), escape(entry["type"]), escape(", ".join(entry["fields"])))
+    console.print(table)
+
+
+@app.command("remove")
+def remove(
+    entry_id: Annotated[str, typer.Argument(help="Provider id or plugin instance id.")],
+    key: Annotated[
+        str | None, typer.Argument(help="Only this field (default: the whole entry).")
+    ] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    home: HomeOption = None,
+    remote: RemoteOption = None,
+) -> None:
+    """Remove an entry of auth.json, or one of its fields."""
+    reject_remote(remote)
+    what = f"{entry_id}.{key}" if key else f"{entry_id} (every field)"
+    if not yes and not typer.confirm(f"remove {what} from auth.json?", default=False):
+        fail("nothing removed", code=1)
+
+    def online(client: EngineClient) -> None:
+        path = f"/v1/engine/auth/{quote(entry_id, safe='')}"
+        client.delete(path + (f"?key={quote(key, safe='')}" if key else ""))
+
+    def offline(store: ConfigStore) -> None:
+        auth = store.read_auth()
+        if not auth.has(entry_id, key):
+            fail(f"auth.json has no {entry_id + '.' + key if key else entry_id!r}")
+        store.write_auth(auth.without(entry_id, key))
+
+    _, applied = mutate(home, remote, online=online, offline=offline)
+    where = "the running engine" if applied else "auth.json (the engine is not running)"
+    console.print(f"removed {what} through {where}")

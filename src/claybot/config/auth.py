@@ -40,3 +40,20 @@ class AuthFile(RootModel[dict[str, AuthEntry]]):
             data.setdefault("type", "token" if key == "token" else "apiKey")
         entries[entry_id] = AuthEntry.model_validate(data)
         return AuthFile(entries)
+
+    def without(self, entry_id: str, key: str | None = None) -> AuthFile:
+        """This file without the entry (``key`` None) or without one of its fields; an
+        entry left with no field goes as well."""
+        entries = {name: entry.model_copy() for name, entry in self.root.items()}
+        current = entries.pop(entry_id, None)
+        if current is not None and key is not None:
+            data = {k: v for k, v in current.model_dump().items() if k != key}
+            if set(data) - {"type"}:
+                entries[entry_id] = AuthEntry.model_validate(data)
+        return AuthFile(entries)
+
+    def has(self, entry_id: str, key: str | None = None) -> bool:
+        entry = self.root.get(entry_id)
+        if entry is None:
+            return False
+        return key is None or key in (entry.model_extra or {})

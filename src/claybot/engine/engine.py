@@ -212,6 +212,16 @@ class Engine:
         self.events.emit(EventType.AUTH_UPDATED, {"id": entry_id, "key": key})
         await self.rebuild_providers()
 
+    async def remove_auth(self, entry_id: str, key: str | None = None) -> bool:
+        """Remove an entry of auth.json, or one of its fields; False if there was none."""
+        auth: AuthFile = self.config.read_auth()
+        if not auth.has(entry_id, key):
+            return False
+        self.config.write_auth(auth.without(entry_id, key))
+        self.events.emit(EventType.AUTH_UPDATED, {"id": entry_id, "key": key or "*"})
+        await self.rebuild_providers()
+        return True
+
     # -- plugins --------------------------------------------------------------------
 
     async def load_plugin(

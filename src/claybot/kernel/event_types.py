@@ -225,7 +225,7 @@ class PermissionRequest(TypedDict):
 class AuthUpdated(TypedDict):
     __pydantic_config__ = _CLOSED  # type: ignore[misc]
     id: str
-    key: str  # the field's name; never its value
+    key: str  # the field's name ("*": the whole entry was removed); never its value
 
 
 class PluginInstance(TypedDict):

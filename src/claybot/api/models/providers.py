@@ -38,6 +38,22 @@ class ProviderListing(ProviderList):
     types: list[ProviderTypeSummary]
 
 
+class AuthEntrySummary(Answer):
+    type: str
+    fields: list[str] = Field(description="The fields' names; their values are never shown")
+
+
+class AuthListing(Ok):
+    """auth.json's entries by id, without a single value."""
+
+    entries: dict[str, AuthEntrySummary]
+
+
+class AuthRemoved(Ok):
+    id: str
+    key: str | Omitted = Field(default=None, description="Left out: the whole entry went")
+
+
 class AuthFieldSet(Ok):
     """The credential was written to auth.json; its value is never echoed."""
 
