@@ -198,7 +198,7 @@ async def list_auth(request: Request) -> AuthListing:
 @router.delete(
     "/auth/{entryId}",
     summary="Remove an entry of auth.json, or one field of it (?key=)",
-    responses=errors(404),
+    responses=errors(404, 422),
 )
 async def remove_auth(
     request: Request,

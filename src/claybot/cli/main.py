@@ -17,6 +17,7 @@ from claybot.cli import (
     heartbeat_cmds,
     jobs_cmds,
     keys_cmds,
+    logs_cmd,
     permissions_cmds,
     plugins_cmds,
     proactive_cmds,
@@ -61,6 +62,7 @@ app.command()(engine_cmds.stop)
 app.command()(engine_cmds.status)
 app.command()(chat.chat)
 app.command()(events_cmds.events)
+app.command()(logs_cmd.logs)
 app.command()(worker_cmd.worker)
 app.add_typer(agents_cmds.app, name="agents")
 app.add_typer(plugins_cmds.app, name="plugins")
