@@ -199,3 +199,33 @@ def test_auth_list_and_remove_without_an_engine(paths: HomePaths) -> None:
 def test_auth_list_and_remove_through_the_engine(engine_process: EngineProcess) -> None:
     engine_process.start()
     _auth_round(engine_process.paths)
+
+
+def _enabled(paths: HomePaths) -> dict[str, bool]:
+    listed = cli(paths, "providers", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    return {p["id"]: p.get("enabled", True) for p in json.loads(listed.stdout)}
+
+
+def test_providers_disable_and_enable_keep_their_place(engine_process: EngineProcess) -> None:
+    paths = engine_process.paths
+    engine_process.start()
+    backup = ("providers", "add", "backup", "--type", "scripted", "--model", "echo")
+    assert cli(paths, *backup).returncode == 0
+    assert cli(paths, "providers", "disable", "scripted").returncode == 0
+    assert _enabled(paths) == {"scripted": False, "backup": True}
+    # The disabled provider is not used: the engine answers through "backup".
+    with engine_process.client() as client:
+        status = client.get("/v1/engine/status").json()
+    assert [p["id"] for p in status["inferenceProviders"]] == ["backup"]
+    assert cli(paths, "providers", "enable", "scripted").returncode == 0
+    assert _enabled(paths) == {"scripted": True, "backup": True}
+    missing = cli(paths, "providers", "disable", "nope")
+    assert missing.returncode == 1 and "nope" in missing.stderr
+    engine_process.terminate()
+    assert cli(paths, "providers", "disable", "backup").returncode == 0  # offline: the file
+    saved = json.loads(paths.settings.read_text())["providers"]
+    assert [(p["id"], p.get("enabled", True)) for p in saved] == [
+        ("scripted", True),
+        ("backup", False),
+    ]

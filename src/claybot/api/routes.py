@@ -260,6 +260,35 @@ async def upsert_provider(request: Request, body: UpsertProvider) -> ProviderLis
     return _providers(settings, engine.providers.failures)
 
 
+async def _set_enabled(request: Request, provider_id: str, enabled: bool) -> ProviderList:
+    engine = engine_of(request)
+    settings = engine.settings.model_copy(deep=True)
+    chosen = [p for p in settings.providers if p.id == provider_id]
+    if not chosen:
+        raise ProviderNotFound(provider_id)
+    chosen[0].enabled = enabled
+    await engine.update_settings(settings)
+    return _providers(settings, engine.providers.failures)
+
+
+@router.post(
+    "/providers/{providerId}/enable",
+    summary="Use a provider again (it keeps its place in the order)",
+    responses=errors(404),
+)
+async def enable_provider(request: Request, providerId: str) -> ProviderList:
+    return await _set_enabled(request, providerId, True)
+
+
+@router.post(
+    "/providers/{providerId}/disable",
+    summary="Keep a provider in settings.json but do not use it",
+    responses=errors(404),
+)
+async def disable_provider(request: Request, providerId: str) -> ProviderList:
+    return await _set_enabled(request, providerId, False)
+
+
 @router.delete("/providers/{providerId}", summary="Remove a provider", responses=errors(404))
 async def remove_provider(request: Request, providerId: str) -> ProviderList:
     engine = engine_of(request)

@@ -1,9 +1,10 @@
-"""``claybot providers list | add | remove | default``."""
+"""``claybot providers list | add | remove | default | enable | disable``."""
 
 from __future__ import annotations
 
 import os
 from typing import TYPE_CHECKING, Annotated, Any
+from urllib.parse import quote
 
 import typer
 from pydantic import ValidationError
@@ -217,3 +218,47 @@ def default(
     providers, _ = mutate(home, remote, online=online, offline=offline)
     console.print(f"{provider_id} is now the default")
     _show(providers, False)
+
+
+def _set_enabled(provider_id: str, enabled: bool, home: Any, remote: str | None) -> None:
+    action = "enable" if enabled else "disable"
+
+    def online(client: EngineClient) -> list[dict[str, Any]]:
+        path = f"/v1/engine/providers/{quote(provider_id, safe='')}/{action}"
+        result: list[dict[str, Any]] = client.post(path)["providers"]
+        return result
+
+    def offline(store: ConfigStore) -> list[dict[str, Any]]:
+        def edit(providers: list[ProviderSettings]) -> list[ProviderSettings]:
+            if not any(p.id == provider_id for p in providers):
+                fail(f"no provider with id {provider_id!r}")
+            return [
+                p.model_copy(update={"enabled": enabled}) if p.id == provider_id else p
+                for p in providers
+            ]
+
+        return _offline_edit(store, edit)
+
+    providers, _ = mutate(home, remote, online=online, offline=offline)
+    console.print(f"{provider_id} is {action}d")
+    _show(providers, False)
+
+
+@app.command("enable")
+def enable(
+    provider_id: Annotated[str, typer.Argument(help="The provider id.")],
+    home: HomeOption = None,
+    remote: RemoteOption = None,
+) -> None:
+    """Use a provider again, in its place in the order."""
+    _set_enabled(provider_id, True, home, remote)
+
+
+@app.command("disable")
+def disable(
+    provider_id: Annotated[str, typer.Argument(help="The provider id.")],
+    home: HomeOption = None,
+    remote: RemoteOption = None,
+) -> None:
+    """Keep a provider in settings.json but stop using it."""
+    _set_enabled(provider_id, False, home, remote)
