@@ -229,3 +229,14 @@ def test_providers_disable_and_enable_keep_their_place(engine_process: EnginePro
         ("scripted", True),
         ("backup", False),
     ]
+
+
+def test_plugins_info_shows_the_settings_a_plugin_takes(paths: HomePaths) -> None:
+    shown = cli(paths, "plugins", "info", "clock")
+    assert shown.returncode == 0, shown.stderr
+    assert "timezone" in shown.stdout and "toolName" in shown.stdout
+    assert "claybot plugins load clock --setting KEY=VALUE" in shown.stdout
+    entry = json.loads(cli(paths, "plugins", "info", "clock", "--json").stdout)
+    assert entry["id"] == "clock" and "timezone" in entry["settingsSchema"]["properties"]
+    missing = cli(paths, "plugins", "info", "nope")
+    assert missing.returncode == 1 and "no plugin 'nope' is installed" in missing.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -30,12 +31,8 @@ if TYPE_CHECKING:
 app = typer.Typer(help="Plugin instances: list, load, unload.", no_args_is_help=True)
 
 
-@app.command("list")
-def list_plugins(home: HomeOption = None, as_json: JsonOption = False) -> None:
-    """Loaded and configured instances, and the plugins that can be loaded.
-
-    Without a running engine, lists settings.json and the installed plugins.
-    """
+def _listing(home: Path | None) -> tuple[dict[str, Any], bool]:
+    """The engine's plugin listing, or (no engine) settings.json and the installed plugins."""
 
     def online(client: EngineClient) -> dict[str, Any]:
         return client.get("/v1/engine/plugins")
@@ -52,7 +49,16 @@ def list_plugins(home: HomeOption = None, as_json: JsonOption = False) -> None:
             "catalog": catalog.describe(),
         }
 
-    listing, running = mutate(home, None, online=online, offline=offline)
+    return mutate(home, None, online=online, offline=offline)
+
+
+@app.command("list")
+def list_plugins(home: HomeOption = None, as_json: JsonOption = False) -> None:
+    """Loaded and configured instances, and the plugins that can be loaded.
+
+    Without a running engine, lists settings.json and the installed plugins.
+    """
+    listing, running = _listing(home)
     if as_json:
         print_json(listing)
         return
@@ -217,3 +223,52 @@ def unload(
 
     message, _ = mutate(home, remote, online=online, offline=offline)
     console.print(message)
+
+
+@app.command("info")
+def info(
+    plugin_id: Annotated[str, typer.Argument(help="The plugin's id (see `plugins list`).")],
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """What a plugin is, and the settings it takes (from its settings schema)."""
+    listing, _ = _listing(home)
+    found = [entry for entry in listing["catalog"] if entry["id"] == plugin_id]
+    if not found:
+        known = ", ".join(sorted(entry["id"] for entry in listing["catalog"]))
+        fail(f"no plugin {plugin_id!r} is installed (installed: {known})")
+    entry = found[0]
+    if as_json:
+        print_json(entry)
+        return
+    kind = "built in" if entry.get("builtin") else "installed"
+    once = "; one instance at most" if entry.get("exclusive") else ""
+    console.print(f"[bold]{escape(entry['name'])}[/bold] ({escape(plugin_id)}, {kind}{once})")
+    console.print(escape(entry.get("description") or ""), highlight=False)
+    schema = entry.get("settingsSchema") or {}
+    fields = schema.get("properties") or {}
+    if not fields:
+        console.print("settings: none")
+    else:
+        required = set(schema.get("required") or [])
+        table = Table("setting", "type", "default", "description")
+        for name, field in fields.items():
+            default = "(required)" if name in required else json.dumps(field.get("default"))
+            table.add_row(
+                escape(name),
+                escape(_type_of(field)),
+                escape(default),
+                escape(str(field.get("description", ""))),
+            )
+        console.print(table)
+    instances = [c["instanceId"] for c in listing["configured"] if c["pluginId"] == plugin_id]
+    if instances:
+        console.print(f"configured instances: {escape(', '.join(instances))}", highlight=False)
+    console.print(f"load it with `claybot plugins load {escape(plugin_id)} --setting KEY=VALUE`")
+
+
+def _type_of(field: dict[str, Any]) -> str:
+    if "type" in field:
+        return str(field["type"])
+    options = field.get("anyOf") or field.get("oneOf") or []
+    return " | ".join(str(option.get("type", "?")) for option in options) or "any"
