@@ -240,3 +240,17 @@ def test_plugins_info_shows_the_settings_a_plugin_takes(paths: HomePaths) -> Non
     assert entry["id"] == "clock" and "timezone" in entry["settingsSchema"]["properties"]
     missing = cli(paths, "plugins", "info", "nope")
     assert missing.returncode == 1 and "no plugin 'nope' is installed" in missing.stderr
+
+
+def test_heartbeat_tasks_are_kept_without_an_engine(paths: HomePaths) -> None:
+    added = cli(paths, "heartbeat", "add", "--title", "Inbox", "--prompt", "anything new?")
+    assert added.returncode == 0, added.stderr
+    assert (paths.home / "heartbeat" / "inbox.md").exists()
+    taken = cli(paths, "heartbeat", "add", "--title", "Inbox", "--prompt", "again")
+    assert taken.returncode == 1 and "exists" in taken.stderr
+    listing = json.loads(cli(paths, "heartbeat", "list", "--json").stdout)
+    assert [(t["id"], t["prompt"]) for t in listing["tasks"]] == [("inbox", "anything new?")]
+    assert "when the engine runs" in cli(paths, "heartbeat", "list").stdout
+    assert cli(paths, "heartbeat", "remove", "inbox").returncode == 0
+    gone = cli(paths, "heartbeat", "remove", "inbox")
+    assert gone.returncode == 1 and "no heartbeat task with id 'inbox'" in gone.stderr

@@ -1,8 +1,13 @@
-"""``claybot heartbeat list | add | remove | run`` (through the running engine)."""
+"""``claybot heartbeat list | add | remove | run``.
+
+Through the running engine; without one, list, add and remove work on the task
+files (``<home>/heartbeat/<id>.md``), as cron's commands do. ``run`` needs the engine.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -12,21 +17,61 @@ from claybot.cli.common import (
     HomeOption,
     JsonOption,
     console,
+    fail,
+    mutate,
     print_json,
     print_problems,
     running_engine,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from claybot.client.engine_client import EngineClient
+    from claybot.config.store import ConfigStore
+    from claybot.heartbeat.store import HeartbeatStore
 
 app = typer.Typer(
     help="Heartbeat tasks: checked together in one batch every interval.", no_args_is_help=True
 )
 
 
+def _store(config: ConfigStore) -> HeartbeatStore:
+    from claybot.heartbeat.store import HeartbeatStore
+
+    return HeartbeatStore(config.paths.home / "heartbeat")
+
+
+@contextmanager
+def _said_plainly() -> Iterator[None]:
+    """A refusal of the task files (a taken id, an unknown one) as one error line."""
+    from claybot.kernel.errors import ClayError
+
+    try:
+        yield
+    except ClayError as exc:
+        fail(str(exc))
+
+
 @app.command("list")
 def list_tasks(home: HomeOption = None, as_json: JsonOption = False) -> None:
     """Tasks, the last beat and the next one."""
-    with running_engine(home) as client:
-        listing = client.get("/v1/engine/heartbeat/tasks")
+
+    def online(client: EngineClient) -> dict[str, Any]:
+        return client.get("/v1/engine/heartbeat/tasks")
+
+    def offline(config: ConfigStore) -> dict[str, Any]:
+        store = _store(config)
+        tasks, problems = store.scan()
+        last = store.read_state().get("lastRunAt")
+        return {
+            "tasks": [task.to_dict(last if isinstance(last, str) else None) for task in tasks],
+            "problems": [{"path": p.path, "reason": p.reason} for p in problems],
+            "nextRunAt": None,
+            "intervalS": config.read_settings().heartbeat.interval_s,
+        }
+
+    listing, _ = mutate(home, None, online=online, offline=offline)
     if as_json:
         print_json(listing)
         return
@@ -39,7 +84,8 @@ def list_tasks(home: HomeOption = None, as_json: JsonOption = False) -> None:
         console.print(f"last run: {listing['tasks'][0]['lastRunAt'] or 'never'}")
     else:
         console.print("no heartbeat tasks")
-    console.print(f"next run: {listing['nextRunAt']} (every {listing['intervalS']:.0f}s)")
+    next_run = listing["nextRunAt"] or "when the engine runs"
+    console.print(f"next run: {next_run} (every {listing['intervalS']:.0f}s)")
     print_problems(listing["problems"])
 
 
@@ -64,8 +110,28 @@ def add(
         body["id"] = task_id
     if gate:
         body["gate"] = {"command": gate}
-    with running_engine(home) as client:
-        task = client.post("/v1/engine/heartbeat/tasks", body)["task"]
+
+    def online(client: EngineClient) -> dict[str, Any]:
+        added: dict[str, Any] = client.post("/v1/engine/heartbeat/tasks", body)["task"]
+        return added
+
+    def offline(config: ConfigStore) -> dict[str, Any]:
+        from claybot.cron.task import Gate
+
+        with _said_plainly():
+            return (
+                _store(config)
+                .add(
+                    title,
+                    prompt,
+                    task_id=task_id,
+                    gate=Gate(command=gate) if gate else None,
+                    overwrite=overwrite,
+                )
+                .to_dict()
+            )
+
+    task, _ = mutate(home, None, online=online, offline=offline)
     console.print(f"added {task['id']} in {escape(task['path'])}", highlight=False)
 
 
@@ -74,8 +140,15 @@ def remove(
     task_id: Annotated[str, typer.Argument(help="The task id.")], home: HomeOption = None
 ) -> None:
     """Remove a heartbeat task."""
-    with running_engine(home) as client:
+
+    def online(client: EngineClient) -> None:
         client.delete(f"/v1/engine/heartbeat/tasks/{task_id}")
+
+    def offline(config: ConfigStore) -> None:
+        with _said_plainly():
+            _store(config).remove(task_id)
+
+    mutate(home, None, online=online, offline=offline)
     console.print(f"removed {task_id}")
 
 
