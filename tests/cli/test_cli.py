@@ -182,7 +182,7 @@ def test_providers_online_and_offline(engine_process: EngineProcess) -> None:
     ids = [p["id"] for p in json.loads(cli(paths, "providers", "list", "--json").stdout)]
     assert ids == ["backup", "scripted"]
     assert cli(paths, "providers", "default", "scripted").returncode == 0
-    assert cli(paths, "providers", "remove", "backup").returncode == 0
+    assert cli(paths, "providers", "remove", "backup", "--yes").returncode == 0
     assert [p["id"] for p in json.loads(cli(paths, "providers", "list", "--json").stdout)] == [
         "scripted"
     ]
@@ -220,7 +220,7 @@ def test_keys_create_list_revoke(engine_process: EngineProcess) -> None:
     assert key.startswith("cb_") and "only this once" in created.stderr
     listed = json.loads(cli(paths, "keys", "list", "--json").stdout)
     assert listed[0]["scopes"] == ["jobs:read", "jobs:write"] and key not in json.dumps(listed)
-    revoked = cli(paths, "keys", "revoke", listed[0]["prefix"])
+    revoked = cli(paths, "keys", "revoke", listed[0]["prefix"], "--yes")
     assert revoked.returncode == 0 and "revoked" in revoked.stdout
     assert json.loads(cli(paths, "keys", "list", "--json").stdout)[0]["revoked"] is True
     bad = cli(paths, "keys", "create", "--name", "x", "--scope", "root")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import shutil
 import subprocess
 import sys
@@ -60,7 +61,7 @@ def test_running_an_unknown_heartbeat_task_is_an_error(engine_process: EnginePro
 
 def test_removing_an_unknown_cron_task_names_it_whole(engine_process: EngineProcess) -> None:
     engine_process.start()
-    result = cli(engine_process.paths, "cron", "remove", "nope")
+    result = cli(engine_process.paths, "cron", "remove", "nope", "--yes")
     assert result.returncode == 1
     assert "no cron task with id 'nope'" in result.stderr
 
@@ -181,8 +182,9 @@ def _auth_round(paths: HomePaths) -> None:
         "openai": {"type": "apiKey", "fields": ["apiKey", "organization"]}
     }
     assert "sk-never-shown" not in cli(paths, "auth", "list").stdout
-    kept = cli(paths, "auth", "remove", "openai", stdin="n\n")  # asked, and the answer is no
-    assert kept.returncode == 1 and "nothing removed" in kept.stderr
+    # A script (no terminal to ask on) deletes nothing without --yes.
+    kept = cli(paths, "auth", "remove", "openai")
+    assert kept.returncode == 1 and "pass --yes to confirm" in kept.stderr
     assert cli(paths, "auth", "remove", "openai", "apiKey", "--yes").returncode == 0
     fields = json.loads(cli(paths, "auth", "list", "--json").stdout)["openai"]["fields"]
     assert fields == ["organization"]
@@ -251,6 +253,38 @@ def test_heartbeat_tasks_are_kept_without_an_engine(paths: HomePaths) -> None:
     listing = json.loads(cli(paths, "heartbeat", "list", "--json").stdout)
     assert [(t["id"], t["prompt"]) for t in listing["tasks"]] == [("inbox", "anything new?")]
     assert "when the engine runs" in cli(paths, "heartbeat", "list").stdout
-    assert cli(paths, "heartbeat", "remove", "inbox").returncode == 0
-    gone = cli(paths, "heartbeat", "remove", "inbox")
+    assert cli(paths, "heartbeat", "remove", "inbox", "--yes").returncode == 0
+    gone = cli(paths, "heartbeat", "remove", "inbox", "--yes")
     assert gone.returncode == 1 and "no heartbeat task with id 'inbox'" in gone.stderr
+
+
+def answer_on_a_terminal(paths: HomePaths, answer: str, *args: str) -> tuple[int, str]:
+    """Run the command with a terminal as its input, typing ``answer`` on it."""
+    controller, terminal = pty.openpty()
+    env = {**os.environ, "CLAYBOT_HOME": str(paths.home), "COLUMNS": "200"}
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "claybot", *args],
+            env=env,
+            stdin=terminal,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        os.write(controller, answer.encode() + b"\n")
+        output, _ = process.communicate(timeout=60)
+    finally:
+        os.close(controller)
+        os.close(terminal)
+    return process.returncode, output
+
+
+def test_deleting_asks_first_on_a_terminal(paths: HomePaths) -> None:
+    assert cli(paths, "auth", "set", "openai", "apiKey", "sk-1").returncode == 0
+    code, output = answer_on_a_terminal(paths, "n", "auth", "remove", "openai")
+    assert code == 1 and "Remove openai (every field) from auth.json?" in output, output
+    assert "nothing was changed" in output
+    assert "openai" in json.loads(cli(paths, "auth", "list", "--json").stdout)
+    code, output = answer_on_a_terminal(paths, "y", "auth", "remove", "openai")
+    assert code == 0, output
+    assert json.loads(cli(paths, "auth", "list", "--json").stdout) == {}

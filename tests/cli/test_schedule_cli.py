@@ -56,7 +56,7 @@ def test_cron_commands_offline_then_online(engine_process: EngineProcess) -> Non
             "--timezone",
             "Nowhere/Land",
         ),
-        cli(paths, "cron", "remove", "no-such-task"),
+        cli(paths, "cron", "remove", "no-such-task", "--yes"),
     ]
     assert [r.returncode for r in bad] == [1, 1, 1]
     assert "5 fields" in bad[0].stderr and "unknown time zone" in bad[1].stderr
@@ -89,7 +89,7 @@ def test_cron_commands_offline_then_online(engine_process: EngineProcess) -> Non
     assert "Summarise the news." in next(r["text"] for r in records if r["type"] == "user_message")
     unknown = cli(paths, "cron", "run", "nope")
     assert unknown.returncode == 1 and "no cron task" in unknown.stderr
-    assert cli(paths, "cron", "remove", task["taskId"]).returncode == 0
+    assert cli(paths, "cron", "remove", task["taskId"], "--yes").returncode == 0
     assert cron_list(engine_process)["tasks"] == []
     assert not (paths.home / "cron" / "morning-news").exists()
 
@@ -114,6 +114,6 @@ def test_heartbeat_commands(engine_process: EngineProcess) -> None:
         else:
             raise AssertionError("the heartbeat did not run")
     assert "Check mail" in cli(paths, "heartbeat", "list").stdout
-    assert cli(paths, "heartbeat", "remove", "check-mail").returncode == 0
-    missing = cli(paths, "heartbeat", "remove", "check-mail")
+    assert cli(paths, "heartbeat", "remove", "check-mail", "--yes").returncode == 0
+    missing = cli(paths, "heartbeat", "remove", "check-mail", "--yes")
     assert missing.returncode == 1 and "no heartbeat task" in missing.stderr

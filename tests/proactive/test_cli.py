@@ -77,7 +77,7 @@ def test_the_cli_manages_and_runs_proactive_agents(engine: EngineProcess, fake: 
 
     outside = cli(paths, "proactive", "create", "--name", "x", "--objective", "o",
                   "--schedule", "* * * * *", "--cwd", "/etc")  # fmt: skip
-    assert outside.returncode == 1 and "field: cwd" in outside.stderr
+    assert outside.returncode == 1 and "cwd '/etc' is outside the workspace" in outside.stderr
     failing = json.loads(
         ok(paths, "create", "--name", "Broken", "--objective", "FAIL now",
            "--schedule", "0 0 1 1 *", "--json")
@@ -85,7 +85,7 @@ def test_the_cli_manages_and_runs_proactive_agents(engine: EngineProcess, fake: 
     failed = cli(paths, "proactive", "run", failing["id"], "--wait")
     assert failed.returncode == 1 and "Exit code: 1: boom" in failed.stderr
 
-    assert "deleted" in ok(paths, "delete", agent_id)
+    assert "deleted" in ok(paths, "delete", agent_id, "--yes")
     assert [a["id"] for a in json.loads(ok(paths, "list", "--json"))] == [failing["id"]]
     gone = cli(paths, "proactive", "logs", agent_id)
     assert gone.returncode == 1 and "no proactive agent" in gone.stderr

@@ -17,6 +17,8 @@ from claybot.cli.common import (
     HomeOption,
     JsonOption,
     RemoteOption,
+    YesOption,
+    confirm_deletion,
     console,
     fail,
     mutate,
@@ -109,15 +111,14 @@ def remove(
     key: Annotated[
         str | None, typer.Argument(help="Only this field (default: the whole entry).")
     ] = None,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    yes: YesOption = False,
     home: HomeOption = None,
     remote: RemoteOption = None,
 ) -> None:
     """Remove an entry of auth.json, or one of its fields."""
     reject_remote(remote)
     what = f"{entry_id}.{key}" if key else f"{entry_id} (every field)"
-    if not yes and not typer.confirm(f"remove {what} from auth.json?", default=False):
-        fail("nothing removed", code=1)
+    confirm_deletion(f"remove {what} from auth.json", yes)
 
     def online(client: EngineClient) -> None:
         path = f"/v1/engine/auth/{quote(entry_id, safe='')}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -47,6 +48,23 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable
 
 def paths_for(home: Path | None) -> HomePaths:
     return HomePaths(resolve_home(home))
+
+
+YesOption = Annotated[
+    bool,
+    typer.Option("--yes", "-y", help="Do not ask before deleting (needed without a terminal)."),
+]
+
+
+def confirm_deletion(what: str, yes: bool) -> None:
+    """Ask before ``what`` is deleted; ``--yes`` answers for the user. With no terminal to
+    ask on (a script, a pipe), nothing is deleted without ``--yes``."""
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        fail(f"this would {what}: pass --yes to confirm (there is no terminal to ask on)")
+    if not typer.confirm(f"{what[0].upper()}{what[1:]}?", default=False):
+        fail("nothing was changed")
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

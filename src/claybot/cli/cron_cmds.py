@@ -17,6 +17,8 @@ from claybot.cli.common import (
     HomeOption,
     JsonOption,
     RemoteOption,
+    YesOption,
+    confirm_deletion,
     console,
     fail,
     mutate,
@@ -157,8 +159,14 @@ def add(
 
 
 @app.command("remove")
-def remove(task_id: TaskIdArgument, home: HomeOption = None, remote: RemoteOption = None) -> None:
+def remove(
+    task_id: TaskIdArgument,
+    yes: YesOption = False,
+    home: HomeOption = None,
+    remote: RemoteOption = None,
+) -> None:
     """Delete a task and its folder (memory and files included)."""
+    confirm_deletion(f"delete cron task {task_id!r} with its folder", yes)
 
     def online(client: EngineClient) -> None:
         client.delete(f"/v1/engine/cron/tasks/{task_id}")

@@ -16,6 +16,8 @@ from rich.table import Table
 from claybot.cli.common import (
     HomeOption,
     JsonOption,
+    YesOption,
+    confirm_deletion,
     console,
     fail,
     mutate,
@@ -137,9 +139,12 @@ def add(
 
 @app.command("remove")
 def remove(
-    task_id: Annotated[str, typer.Argument(help="The task id.")], home: HomeOption = None
+    task_id: Annotated[str, typer.Argument(help="The task id.")],
+    yes: YesOption = False,
+    home: HomeOption = None,
 ) -> None:
     """Remove a heartbeat task."""
+    confirm_deletion(f"remove heartbeat task {task_id!r}", yes)
 
     def online(client: EngineClient) -> None:
         client.delete(f"/v1/engine/heartbeat/tasks/{task_id}")

@@ -12,6 +12,8 @@ from claybot.cli.common import (
     HomeOption,
     JsonOption,
     RemoteOption,
+    YesOption,
+    confirm_deletion,
     console,
     err_console,
     print_json,
@@ -77,11 +79,13 @@ def list_keys(home: HomeOption = None, as_json: JsonOption = False) -> None:
 @app.command("revoke")
 def revoke(
     key_id: Annotated[str, typer.Argument(help="The key's id or prefix.")],
+    yes: YesOption = False,
     home: HomeOption = None,
     remote: RemoteOption = None,
 ) -> None:
     """Revoke a key: requests with it get 401 from now on."""
     reject_remote(remote)
+    confirm_deletion(f"revoke API key {key_id!r} (requests with it get 401)", yes)
     with running_engine(home) as client:
         record = client.post(f"/v1/engine/keys/{key_id}/revoke")["record"]
     console.print(f"revoked {record['prefix']}… ({escape(record['name'])})", highlight=False)

@@ -17,6 +17,8 @@ from rich.table import Table
 from claybot.cli.common import (
     HomeOption,
     JsonOption,
+    YesOption,
+    confirm_deletion,
     console,
     engine_errors,
     err_console,
@@ -276,8 +278,9 @@ def logs(
 
 
 @app.command("delete")
-def delete(agent_id: AgentIdArgument, home: HomeOption = None) -> None:
+def delete(agent_id: AgentIdArgument, yes: YesOption = False, home: HomeOption = None) -> None:
     """Delete the agent: its schedule stops, a running execution ends, its files go."""
+    confirm_deletion(f"delete proactive agent {agent_id!r} and its files", yes)
     with running_engine(home) as client:
         client.delete(f"/api/agents/{agent_id}")
     console.print(f"deleted {agent_id}", highlight=False)

@@ -15,11 +15,14 @@ from claybot.cli.common import (
     HomeOption,
     JsonOption,
     RemoteOption,
+    YesOption,
+    confirm_deletion,
     console,
     err_console,
     fail,
     mutate,
     print_json,
+    reject_remote,
 )
 from claybot.cli.options import parse_assignments
 from claybot.config.settings import ProviderSettings, Settings
@@ -168,10 +171,13 @@ def _build_problem(provider: ProviderSettings, store: ConfigStore) -> str | None
 @app.command("remove")
 def remove(
     provider_id: Annotated[str, typer.Argument(help="The provider id.")],
+    yes: YesOption = False,
     home: HomeOption = None,
     remote: RemoteOption = None,
 ) -> None:
     """Remove a provider."""
+    reject_remote(remote)  # before asking anything
+    confirm_deletion(f"remove provider {provider_id!r} from settings.json", yes)
 
     def online(client: EngineClient) -> list[dict[str, Any]]:
         result: list[dict[str, Any]] = client.delete(f"/v1/engine/providers/{provider_id}")[
