@@ -288,3 +288,9 @@ def test_deleting_asks_first_on_a_terminal(paths: HomePaths) -> None:
     code, output = answer_on_a_terminal(paths, "y", "auth", "remove", "openai")
     assert code == 0, output
     assert json.loads(cli(paths, "auth", "list", "--json").stdout) == {}
+
+
+def test_an_error_quoting_brackets_shows_them(paths: HomePaths) -> None:
+    result = cli(paths, "plugins", "info", "[bold]x[/bold]")
+    assert result.returncode == 1
+    assert "no plugin '[bold]x[/bold]' is installed" in result.stderr, result.stderr

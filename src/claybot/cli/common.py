@@ -68,7 +68,9 @@ def confirm_deletion(what: str, yes: bool) -> None:
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
-    err_console.print(f"[red]error:[/red] {message}")
+    # Escaped: a message quotes what the user typed or the engine said ("[PLAN APPROVED]"),
+    # which rich would otherwise take for markup and swallow.
+    err_console.print(f"[red]error:[/red] {escape(message)}")
     raise typer.Exit(code)
 
 
