@@ -294,3 +294,19 @@ def test_an_error_quoting_brackets_shows_them(paths: HomePaths) -> None:
     result = cli(paths, "plugins", "info", "[bold]x[/bold]")
     assert result.returncode == 1
     assert "no plugin '[bold]x[/bold]' is installed" in result.stderr, result.stderr
+
+
+def test_ids_are_never_cut_in_a_narrow_terminal(paths: HomePaths) -> None:
+    task_id = "a-rather-long-heartbeat-task-id-that-must-stay-whole"
+    added = cli(paths, "heartbeat", "add", "--title", "t", "--prompt", "p", "--id", task_id)
+    assert added.returncode == 0, added.stderr
+    env = {**os.environ, "CLAYBOT_HOME": str(paths.home), "COLUMNS": "40"}
+    listed = subprocess.run(
+        [sys.executable, "-m", "claybot", "heartbeat", "list"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert task_id in listed.stdout, listed.stdout

@@ -16,6 +16,7 @@ from claybot.cli.common import (
     RemoteOption,
     console,
     print_json,
+    print_table,
     reject_remote,
     running_engine,
 )
@@ -53,7 +54,7 @@ def list_agents(home: HomeOption = None, as_json: JsonOption = False) -> None:
             agent["lifecycle"],
             _when(agent["updatedAt"]),
         )
-    console.print(table)
+    print_table(table)
 
 
 @app.command("history")

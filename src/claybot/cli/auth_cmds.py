@@ -23,6 +23,7 @@ from claybot.cli.common import (
     fail,
     mutate,
     print_json,
+    print_table,
     reject_remote,
 )
 from claybot.config.store import describe_validation_error
@@ -102,7 +103,7 @@ def list_entries(home: HomeOption = None, as_json: JsonOption = False) -> None:
     table = Table("id", "type", "fields")
     for entry_id, entry in sorted(entries.items()):
         table.add_row(escape(entry_id), escape(entry["type"]), escape(", ".join(entry["fields"])))
-    console.print(table)
+    print_table(table)
 
 
 @app.command("remove")

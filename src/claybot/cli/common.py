@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
 
 from claybot.config.home import HomePaths, resolve_home
 
@@ -65,6 +66,18 @@ def confirm_deletion(what: str, yes: bool) -> None:
         fail(f"this would {what}: pass --yes to confirm (there is no terminal to ask on)")
     if not typer.confirm(f"{what[0].upper()}{what[1:]}?", default=False):
         fail("nothing was changed")
+
+
+def print_table(table: Table, *, whole: tuple[str, ...] = ("id",)) -> None:
+    """Print a table whose ``whole`` columns (ids) are never cut or wrapped: a narrow
+    terminal shrinks the other columns instead, so an id can always be copied."""
+    for column in table.columns:
+        if str(column.header) in whole:
+            column.no_wrap = True
+            column.min_width = max((len(str(cell)) for cell in column.cells), default=0)
+    # Not cropped to the terminal: if even that does not fit, the terminal wraps the line
+    # rather than rich cutting the id.
+    console.print(table, crop=False)
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

@@ -24,6 +24,7 @@ from claybot.cli.common import (
     mutate,
     print_json,
     print_problems,
+    print_table,
     running_engine,
 )
 
@@ -83,7 +84,7 @@ def list_tasks(home: HomeOption = None, as_json: JsonOption = False) -> None:
                 "yes" if task["enabled"] else "no",
                 upcoming,
             )
-        console.print(table)
+        print_table(table)
     print_problems(listing["problems"])
 
 

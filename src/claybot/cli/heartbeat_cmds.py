@@ -23,6 +23,7 @@ from claybot.cli.common import (
     mutate,
     print_json,
     print_problems,
+    print_table,
     running_engine,
 )
 
@@ -82,7 +83,7 @@ def list_tasks(home: HomeOption = None, as_json: JsonOption = False) -> None:
         for task in listing["tasks"]:
             gate = task["gate"]["command"] if task.get("gate") else "-"
             table.add_row(task["id"], escape(task["title"]), escape(gate))
-        console.print(table)
+        print_table(table)
         console.print(f"last run: {listing['tasks'][0]['lastRunAt'] or 'never'}")
     else:
         console.print("no heartbeat tasks")

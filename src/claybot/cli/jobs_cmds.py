@@ -24,6 +24,7 @@ from claybot.cli.common import (
     console,
     fail,
     print_json,
+    print_table,
     running_engine,
 )
 
@@ -96,7 +97,7 @@ def list_jobs(
             str(job["created_at"])[:19],
             escape(job["task"].splitlines()[0][:60] if job["task"] else ""),
         )
-    console.print(table)
+    print_table(table)
     console.print(f"{len(page['jobs'])} of {page['count']}")
 
 

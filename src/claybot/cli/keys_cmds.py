@@ -17,6 +17,7 @@ from claybot.cli.common import (
     console,
     err_console,
     print_json,
+    print_table,
     reject_remote,
     running_engine,
 )
@@ -73,7 +74,7 @@ def list_keys(home: HomeOption = None, as_json: JsonOption = False) -> None:
             key["lastUsedAt"] or "-",
             "yes" if key["revoked"] else "",
         )
-    console.print(table)
+    print_table(table, whole=("id", "prefix"))
 
 
 @app.command("revoke")

@@ -9,7 +9,14 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from claybot.cli.common import HomeOption, JsonOption, console, print_json, running_engine
+from claybot.cli.common import (
+    HomeOption,
+    JsonOption,
+    console,
+    print_json,
+    print_table,
+    running_engine,
+)
 
 app = typer.Typer(
     help="Permission requests from agents: list them, allow or deny (the engine must run).",
@@ -56,7 +63,7 @@ def list_requests(
             escape(request["reason"]),
             _when(request["createdAt"]),
         )
-    console.print(table)
+    print_table(table)
 
 
 def _decide(request_id: str, decision: str, home: HomeOption) -> None:

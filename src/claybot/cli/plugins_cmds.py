@@ -19,6 +19,7 @@ from claybot.cli.common import (
     fail,
     mutate,
     print_json,
+    print_table,
 )
 from claybot.cli.options import parse_assignments
 from claybot.config.settings import PluginInstanceSettings
@@ -76,7 +77,7 @@ def list_plugins(home: HomeOption = None, as_json: JsonOption = False) -> None:
             state,
         )
     if listing["configured"]:
-        console.print(table)
+        print_table(table, whole=("instance", "plugin"))
     else:
         console.print("no plugin instances configured")
     catalog = ", ".join(sorted(entry["id"] for entry in listing["catalog"]))

@@ -25,6 +25,7 @@ from claybot.cli.common import (
     fail,
     paths_for,
     print_json,
+    print_table,
     running_engine,
 )
 
@@ -112,7 +113,7 @@ def list_agents(home: HomeOption = None, as_json: JsonOption = False) -> None:
             _when(agent["nextRunAt"]),
             str(agent["totalExecutions"]),
         )
-    console.print(table)
+    print_table(table)
 
 
 @app.command("create")
@@ -274,7 +275,7 @@ def logs(
             "-" if item["exitCode"] is None else str(item["exitCode"]),
             escape(item.get("error") or ""),
         )
-    console.print(table)
+    print_table(table, whole=("execution",))
 
 
 @app.command("delete")

@@ -22,6 +22,7 @@ from claybot.cli.common import (
     fail,
     mutate,
     print_json,
+    print_table,
     reject_remote,
 )
 from claybot.cli.options import parse_assignments
@@ -57,7 +58,7 @@ def _show(providers: list[dict[str, Any]], as_json: bool) -> None:
             escape(str(provider.get("model") or "-")),
             "yes" if provider.get("enabled", True) else "no",
         )
-    console.print(table)
+    print_table(table)
 
 
 @app.command("list")
