@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Header, Query, Request
@@ -260,15 +261,32 @@ async def upsert_provider(request: Request, body: UpsertProvider) -> ProviderLis
     return _providers(settings, engine.providers.failures)
 
 
-async def _set_enabled(request: Request, provider_id: str, enabled: bool) -> ProviderList:
+ProviderChange = Callable[[list[ProviderSettings], ProviderSettings], list[ProviderSettings]]
+
+
+async def _change_provider(
+    request: Request, provider_id: str, change: ProviderChange
+) -> ProviderList:
+    """settings.json's providers as ``change`` leaves them, given the one named (404 if
+    there is none); the providers are rebuilt, and the answer says which failed."""
     engine = engine_of(request)
     settings = engine.settings.model_copy(deep=True)
-    chosen = [p for p in settings.providers if p.id == provider_id]
-    if not chosen:
+    chosen = next((p for p in settings.providers if p.id == provider_id), None)
+    if chosen is None:
         raise ProviderNotFound(provider_id)
-    chosen[0].enabled = enabled
+    settings.providers = change(settings.providers, chosen)
     await engine.update_settings(settings)
     return _providers(settings, engine.providers.failures)
+
+
+def _enabled(enabled: bool) -> ProviderChange:
+    def change(
+        providers: list[ProviderSettings], chosen: ProviderSettings
+    ) -> list[ProviderSettings]:
+        chosen.enabled = enabled
+        return providers
+
+    return change
 
 
 @router.post(
@@ -277,7 +295,7 @@ async def _set_enabled(request: Request, provider_id: str, enabled: bool) -> Pro
     responses=errors(404),
 )
 async def enable_provider(request: Request, providerId: str) -> ProviderList:
-    return await _set_enabled(request, providerId, True)
+    return await _change_provider(request, providerId, _enabled(True))
 
 
 @router.post(
@@ -286,19 +304,14 @@ async def enable_provider(request: Request, providerId: str) -> ProviderList:
     responses=errors(404),
 )
 async def disable_provider(request: Request, providerId: str) -> ProviderList:
-    return await _set_enabled(request, providerId, False)
+    return await _change_provider(request, providerId, _enabled(False))
 
 
 @router.delete("/providers/{providerId}", summary="Remove a provider", responses=errors(404))
 async def remove_provider(request: Request, providerId: str) -> ProviderList:
-    engine = engine_of(request)
-    settings = engine.settings.model_copy(deep=True)
-    remaining = [p for p in settings.providers if p.id != providerId]
-    if len(remaining) == len(settings.providers):
-        raise ProviderNotFound(providerId)
-    settings.providers = remaining
-    await engine.update_settings(settings)
-    return _providers(settings, engine.providers.failures)
+    return await _change_provider(
+        request, providerId, lambda providers, chosen: [p for p in providers if p is not chosen]
+    )
 
 
 @router.post(
@@ -307,14 +320,11 @@ async def remove_provider(request: Request, providerId: str) -> ProviderList:
     responses=errors(404),
 )
 async def default_provider(request: Request, providerId: str) -> ProviderList:
-    engine = engine_of(request)
-    settings = engine.settings.model_copy(deep=True)
-    chosen = [p for p in settings.providers if p.id == providerId]
-    if not chosen:
-        raise ProviderNotFound(providerId)
-    settings.providers = chosen + [p for p in settings.providers if p.id != providerId]
-    await engine.update_settings(settings)
-    return _providers(settings, engine.providers.failures)
+    return await _change_provider(
+        request,
+        providerId,
+        lambda providers, chosen: [chosen, *(p for p in providers if p is not chosen)],
+    )
 
 
 # -- API keys ---------------------------------------------------------------------------

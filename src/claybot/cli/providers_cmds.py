@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import quote
 
@@ -179,24 +181,14 @@ def remove(
     """Remove a provider."""
     reject_remote(remote)  # before asking anything
     confirm_deletion(f"remove provider {provider_id!r} from settings.json", yes)
-
-    def online(client: EngineClient) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = client.delete(f"/v1/engine/providers/{provider_id}")[
-            "providers"
-        ]
-        return result
-
-    def offline(store: ConfigStore) -> list[dict[str, Any]]:
-        def edit(providers: list[ProviderSettings]) -> list[ProviderSettings]:
-            if not any(p.id == provider_id for p in providers):
-                fail(f"no provider with id {provider_id!r}")
-            return [p for p in providers if p.id != provider_id]
-
-        return _offline_edit(store, edit)
-
-    providers, _ = mutate(home, remote, online=online, offline=offline)
-    console.print(f"removed {provider_id}")
-    _show(providers, False)
+    _change_provider(
+        provider_id,
+        home,
+        remote,
+        send=lambda client, path: client.delete(path),
+        change=lambda providers, chosen: [p for p in providers if p is not chosen],
+        done=f"removed {provider_id}",
+    )
 
 
 @app.command("default")
@@ -206,48 +198,66 @@ def default(
     remote: RemoteOption = None,
 ) -> None:
     """Make a provider the first choice."""
-
-    def online(client: EngineClient) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = client.post(f"/v1/engine/providers/{provider_id}/default")[
-            "providers"
-        ]
-        return result
-
-    def offline(store: ConfigStore) -> list[dict[str, Any]]:
-        def edit(providers: list[ProviderSettings]) -> list[ProviderSettings]:
-            chosen = [p for p in providers if p.id == provider_id]
-            if not chosen:
-                fail(f"no provider with id {provider_id!r}")
-            return chosen + [p for p in providers if p.id != provider_id]
-
-        return _offline_edit(store, edit)
-
-    providers, _ = mutate(home, remote, online=online, offline=offline)
-    console.print(f"{provider_id} is now the default")
-    _show(providers, False)
+    _change_provider(
+        provider_id,
+        home,
+        remote,
+        send=lambda client, path: client.post(f"{path}/default"),
+        change=lambda providers, chosen: [chosen, *(p for p in providers if p is not chosen)],
+        done=f"{provider_id} is now the default",
+    )
 
 
-def _set_enabled(provider_id: str, enabled: bool, home: Any, remote: str | None) -> None:
+def _set_enabled(provider_id: str, enabled: bool, home: Path | None, remote: str | None) -> None:
     action = "enable" if enabled else "disable"
 
+    def change(
+        providers: list[ProviderSettings], chosen: ProviderSettings
+    ) -> list[ProviderSettings]:
+        chosen.enabled = enabled
+        return providers
+
+    _change_provider(
+        provider_id,
+        home,
+        remote,
+        send=lambda client, path: client.post(f"{path}/{action}"),
+        change=change,
+        done=f"{provider_id} is {action}d",
+    )
+
+
+ProviderChange = Callable[[list[ProviderSettings], ProviderSettings], list[ProviderSettings]]
+
+
+def _change_provider(
+    provider_id: str,
+    home: Path | None,
+    remote: str | None,
+    *,
+    send: Callable[[EngineClient, str], dict[str, Any]],
+    change: ProviderChange,
+    done: str,
+) -> None:
+    """Change one provider: through the engine (``send`` a request to its path), else in
+    settings.json (``change`` the list, given the one named); then show the list."""
+
     def online(client: EngineClient) -> list[dict[str, Any]]:
-        path = f"/v1/engine/providers/{quote(provider_id, safe='')}/{action}"
-        result: list[dict[str, Any]] = client.post(path)["providers"]
+        answer = send(client, f"/v1/engine/providers/{quote(provider_id, safe='')}")
+        result: list[dict[str, Any]] = answer["providers"]
         return result
 
     def offline(store: ConfigStore) -> list[dict[str, Any]]:
         def edit(providers: list[ProviderSettings]) -> list[ProviderSettings]:
-            if not any(p.id == provider_id for p in providers):
+            chosen = next((p for p in providers if p.id == provider_id), None)
+            if chosen is None:
                 fail(f"no provider with id {provider_id!r}")
-            return [
-                p.model_copy(update={"enabled": enabled}) if p.id == provider_id else p
-                for p in providers
-            ]
+            return change(providers, chosen)
 
         return _offline_edit(store, edit)
 
     providers, _ = mutate(home, remote, online=online, offline=offline)
-    console.print(f"{provider_id} is {action}d")
+    console.print(done)
     _show(providers, False)
 
 
