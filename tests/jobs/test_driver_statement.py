@@ -29,11 +29,12 @@ async def test_datetimes_and_json_read_back_as_written_and_a_duplicate_is_an_int
     job = await jobs_db.jobs.create(NewJob("t"))
 
     def write(connection: Connection, events: Events) -> None:
-        ADD_WORKER.execute(
+        added = ADD_WORKER.execute(
             connection,
             {"id": "w", "hostname": "h", "pid": 1, "version": "v",
              "last_heartbeat": SEEN, "created_at": SEEN},
-        ).close()  # fmt: skip
+        )  # fmt: skip
+        assert (added.rowcount, added.first) == (1, None)  # no RETURNING: no row
         ADD_RECORD.executemany(
             connection, [{"job_id": job.id, "seq": n, "record": RECORD} for n in range(2)]
         )

@@ -40,6 +40,14 @@ class _Compiled:
         return [merged[name] for name in self.positions]
 
 
+@dataclass(frozen=True)
+class Ran:
+    """What a statement did: the rows it changed, and the first row it returned."""
+
+    rowcount: int
+    first: Any = None  # a row (by position) of RETURNING or SELECT; None without one
+
+
 class DriverStatement:
     """``statement`` (its parameters named ``columns`` for an INSERT's values)."""
 
@@ -48,16 +56,18 @@ class DriverStatement:
         self._columns = list(columns) if columns is not None else None
         self._compiled: dict[str, _Compiled] = {}  # by dialect name
 
-    def execute(self, connection: Connection, parameters: Mapping[str, Any]) -> Any:
-        """The driver's cursor after the statement ran (``rowcount``, ``fetchone``)."""
+    def execute(self, connection: Connection, parameters: Mapping[str, Any]) -> Ran:
         compiled = self._compile(connection)
         values = compiled.values(parameters)
         cursor = connection.connection.cursor()
         try:
             cursor.execute(compiled.sql, values)
+            first = cursor.fetchone() if cursor.description is not None else None
+            return Ran(cursor.rowcount, first)
         except connection.dialect.loaded_dbapi.Error as exc:
             raise _as_sqlalchemy(connection, compiled.sql, values, exc) from exc
-        return cursor
+        finally:
+            cursor.close()
 
     def executemany(self, connection: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
         compiled = self._compile(connection)

@@ -51,23 +51,25 @@ class JobFiles:
         now = self._db.clock()
 
         def write(connection: Connection, events: Events) -> str:
-            cursor = _put_artifact_statement(connection.dialect.name).execute(
-                connection,
-                {
-                    "id": str(uuid.uuid4()),
-                    "job_id": claim.job.id,
-                    "filename": filename,
-                    "mime_type": mime_type,
-                    "content": content,
-                    "size_bytes": len(content),
-                    "created_at": now,
-                },
+            stored = (
+                _put_artifact_statement(connection.dialect.name)
+                .execute(
+                    connection,
+                    {
+                        "id": str(uuid.uuid4()),
+                        "job_id": claim.job.id,
+                        "filename": filename,
+                        "mime_type": mime_type,
+                        "content": content,
+                        "size_bytes": len(content),
+                        "created_at": now,
+                    },
+                )
+                .first
             )
-            artifact_id = cursor.fetchone()[0]
-            cursor.close()
             if log is not None:
                 add_log(connection, events, claim.job.id, log, "info", None, now)
-            return str(artifact_id)
+            return str(stored[0])
 
         artifact_id = await write_fenced(
             self._db, "storing an artifact", claim, checkpoint or NO_CHECKPOINT, write

@@ -98,23 +98,25 @@ def add_log(
     """A log line, inside a write that already holds what it needs (the fence). A line
     whose step wrote one before is not written again (False); the unique step key
     decides it in the same statement."""
-    cursor = _add_log_statement(connection.dialect.name).execute(
-        connection,
-        {
-            "job_id": job_id,
-            "level": level,
-            "message": message,
-            "metadata": metadata,
-            "timestamp": now,
-            "step_key": step_key,
-        },
+    added = (
+        _add_log_statement(connection.dialect.name)
+        .execute(
+            connection,
+            {
+                "job_id": job_id,
+                "level": level,
+                "message": message,
+                "metadata": metadata,
+                "timestamp": now,
+                "step_key": step_key,
+            },
+        )
+        .first
     )
-    row = cursor.fetchone()
-    cursor.close()
-    if row is None:
+    if added is None:  # its step wrote it before
         return False
     events.append(
-        (EventType.JOB_LOG, {"jobId": job_id, "id": row[0], "level": level, "message": message})
+        (EventType.JOB_LOG, {"jobId": job_id, "id": added[0], "level": level, "message": message})
     )
     return True
 

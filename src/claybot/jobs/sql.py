@@ -142,13 +142,13 @@ class JobTables:
         """The batch's events to other processes, as few NOTIFYs as fit them (a
         payload must stay under 8,000 bytes)."""
         for body in notify_bodies(self.origin, events):
-            NOTIFY.execute(connection, {"channel": NOTIFY_CHANNEL, "body": body}).close()
+            NOTIFY.execute(connection, {"channel": NOTIFY_CHANNEL, "body": body})
 
     def fence(self, connection: Connection, claim: Claim, **values: Any) -> None:
         """The write that proves the claim still holds; extends the lease too."""
         now = self.clock()
         parameters = {f"v_{name}": value for name, value in values.items()}
-        cursor = fence_statement(frozenset(values)).execute(
+        ran = fence_statement(frozenset(values)).execute(
             connection,
             {
                 "f_id": claim.job.id,
@@ -159,9 +159,7 @@ class JobTables:
                 **parameters,
             },
         )
-        held = cursor.rowcount == 1
-        cursor.close()
-        if not held:
+        if ran.rowcount != 1:
             raise LeaseLost(
                 f"job {claim.job.id} is no longer held by {claim.worker_id} "
                 f"(attempt {claim.attempt})"
