@@ -35,6 +35,18 @@ def cli(
     )
 
 
+def spawn(paths: HomePaths, *args: str, stderr: int = subprocess.PIPE) -> subprocess.Popen[str]:
+    """`claybot ARGS` running in the background, its output readable as it comes."""
+    env = {**os.environ, "CLAYBOT_HOME": str(paths.home), "COLUMNS": "200"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "claybot", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+    )
+
+
 def test_chat_prints_each_reply_in_order(engine_process: EngineProcess) -> None:
     engine_process.start()
     result = cli(
@@ -98,13 +110,7 @@ def test_agents_list_history_and_reset(engine_process: EngineProcess) -> None:
 
 def test_events_follows_the_stream(engine_process: EngineProcess) -> None:
     engine_process.start()
-    env = {**os.environ, "CLAYBOT_HOME": str(engine_process.paths.home)}
-    follower = subprocess.Popen(
-        [sys.executable, "-m", "claybot", "events", "--json"],
-        env=env,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    follower = spawn(engine_process.paths, "events", "--json", stderr=subprocess.DEVNULL)
     assert follower.stdout is not None
     assert json.loads(follower.stdout.readline())["type"] == "init"
     cli(engine_process.paths, "chat", "--user", "dan", stdin="ping\n")

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from claybot.config.home import HomePaths
-from tests.cli.test_cli import cli
+from tests.cli.test_cli import cli, spawn
 from tests.conftest import EngineProcess
 
 pytestmark = pytest.mark.slow
@@ -32,14 +32,7 @@ def test_stop_on_a_home_where_no_engine_ever_ran_says_so(tmp_path: Path) -> None
 
 def test_events_piped_into_head_ends_when_head_does(engine_process: EngineProcess) -> None:
     engine_process.start()
-    env = {**os.environ, "CLAYBOT_HOME": str(engine_process.paths.home)}
-    pipeline = subprocess.Popen(
-        [sys.executable, "-m", "claybot", "events", "--json"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    pipeline = spawn(engine_process.paths, "events", "--json")
     assert pipeline.stdout is not None
     assert json.loads(pipeline.stdout.readline())["type"] == "init"
     pipeline.stdout.close()  # as `head -1` does after its line
@@ -119,14 +112,7 @@ def test_stop_while_events_are_followed_ends_the_stream_cleanly(
     engine_process: EngineProcess,
 ) -> None:
     engine_process.start()
-    env = {**os.environ, "CLAYBOT_HOME": str(engine_process.paths.home)}
-    follower = subprocess.Popen(
-        [sys.executable, "-m", "claybot", "events", "--json"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
+    follower = spawn(engine_process.paths, "events", "--json", stderr=subprocess.DEVNULL)
     try:
         assert follower.stdout is not None
         assert json.loads(follower.stdout.readline())["type"] == "init"

@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from typing import Any
 
 import pytest
 
 from claybot.config.home import HomePaths
-from tests.cli.test_cli import cli
+from tests.cli.test_cli import cli, spawn
 
 pytestmark = pytest.mark.slow
 
@@ -59,13 +58,7 @@ def test_a_home_without_a_log_is_explained(paths: HomePaths) -> None:
 
 def test_follow_prints_new_records_and_goes_on_after_a_rotation(paths: HomePaths) -> None:
     write_log(paths, record("info", "before"))
-    env = {**os.environ, "CLAYBOT_HOME": str(paths.home), "COLUMNS": "200"}
-    follower = subprocess.Popen(
-        [sys.executable, "-m", "claybot", "logs", "-f"],
-        env=env,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    follower = spawn(paths, "logs", "-f", stderr=subprocess.DEVNULL)
     try:
         assert follower.stdout is not None
         assert follower.stdout.readline().endswith("before\n")
