@@ -16,7 +16,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, Literal, NotRequired
 
-from pydantic import ConfigDict
+from pydantic import ConfigDict, with_config
 from typing_extensions import TypedDict
 
 
@@ -27,6 +27,9 @@ class EventType(StrEnum):
     AGENT_SLEEP = "agent.sleep"
     AGENT_RESET = "agent.reset"
     AGENT_OUTGOING = "agent.outgoing"
+    AGENT_DELTA = "agent.delta"
+    AGENT_TOOL_CALL = "agent.tool_call"
+    AGENT_TOOL_RESULT = "agent.tool_result"
     AGENT_ERROR = "agent.error"
     AGENT_DAMAGED = "agent.damaged"
     AGENT_STORAGE_FAILED = "agent.storage_failed"
@@ -46,6 +49,7 @@ class EventType(StrEnum):
     PERMISSION_REQUESTED = "permission.requested"
     PERMISSION_GRANTED = "permission.granted"
     PERMISSION_DENIED = "permission.denied"
+    PROVIDER_FALLBACK = "provider.fallback"
     AUTH_UPDATED = "auth.updated"
     PLUGIN_LOADED = "plugin.loaded"
     PLUGIN_UNLOADED = "plugin.unloaded"
@@ -100,6 +104,57 @@ class AgentOutgoing(TypedDict):
     __pydantic_config__ = _CLOSED  # type: ignore[misc]
     agentId: str
     message: OutgoingMessagePayload
+
+
+class AgentDelta(TypedDict):
+    """Text of a reply while the model writes it: live only, never in history.
+
+    The deltas of one ``outgoingId`` concatenate to what the model has written so far;
+    the ``agent.outgoing`` with that id carries the final text (which may differ: a
+    notice appended, or nothing when the provider failed and the next one answered, see
+    ``provider.fallback``)."""
+
+    __pydantic_config__ = _CLOSED  # type: ignore[misc]
+    agentId: str
+    messageId: str  # the inbox item the turn answers
+    outgoingId: str
+    text: str
+
+
+class AgentToolCall(TypedDict):
+    __pydantic_config__ = _CLOSED  # type: ignore[misc]
+    agentId: str
+    messageId: str
+    callId: str
+    name: str
+    arguments: str  # the arguments as JSON, cut to a one-line summary's worth
+
+
+class AgentToolResult(TypedDict):
+    __pydantic_config__ = _CLOSED  # type: ignore[misc]
+    agentId: str
+    messageId: str
+    callId: str
+    name: str
+    isError: bool
+    text: str  # the start of the result; the whole of it is in the agent's history
+
+
+# A provider failed and the next one is tried; text the failed one streamed is void.
+# ``from`` is a keyword, hence the functional form. ``agentId`` and ``messageId`` are
+# None for a call made for no agent's turn (a job's, a provider test's).
+ProviderFallback = with_config(_CLOSED)(
+    TypedDict(
+        "ProviderFallback",
+        {
+            "from": str,
+            "to": str,
+            "reason": str,
+            "agentId": str | None,
+            "messageId": str | None,
+        },
+    )
+)
 
 
 class AgentError(TypedDict):
@@ -275,6 +330,9 @@ PAYLOAD_TYPES: dict[EventType, type] = {
     EventType.AGENT_SLEEP: AgentSleep,
     EventType.AGENT_RESET: AgentReset,
     EventType.AGENT_OUTGOING: AgentOutgoing,
+    EventType.AGENT_DELTA: AgentDelta,
+    EventType.AGENT_TOOL_CALL: AgentToolCall,
+    EventType.AGENT_TOOL_RESULT: AgentToolResult,
     EventType.AGENT_ERROR: AgentError,
     EventType.AGENT_DAMAGED: AgentDamaged,
     EventType.AGENT_STORAGE_FAILED: AgentStorageFailed,
@@ -294,6 +352,7 @@ PAYLOAD_TYPES: dict[EventType, type] = {
     EventType.PERMISSION_REQUESTED: PermissionRequest,
     EventType.PERMISSION_GRANTED: PermissionRequest,
     EventType.PERMISSION_DENIED: PermissionRequest,
+    EventType.PROVIDER_FALLBACK: ProviderFallback,
     EventType.AUTH_UPDATED: AuthUpdated,
     EventType.PLUGIN_LOADED: PluginInstance,
     EventType.PLUGIN_UNLOADED: PluginInstance,
