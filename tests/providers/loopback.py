@@ -12,13 +12,14 @@ import asyncio
 import socket
 import threading
 from collections import deque
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
 START_TIMEOUT_S = 10.0
@@ -47,6 +48,23 @@ class ScriptedVendor:
         self.requests: list[RecordedRequest] = []
         self._script: deque[ScriptedResponse] = deque()
         self.base_url = ""  # set once the server listens
+        # A streamed answer stops after this many frames until ``release_stream``.
+        self._hold_after: int | None = None
+        self._release = threading.Event()
+        self.frames_sent = 0  # of the streamed answer under way
+
+    def hold_stream_after(self, frames: int) -> None:
+        """Streamed answers pause after ``frames`` frames until ``release_stream()``:
+        what a client shows before the end of a reply can then be looked at."""
+        self._hold_after = frames
+        self._release.clear()
+
+    def release_stream(self) -> None:
+        self._release.set()
+
+    def stream_frames(self, body: dict[str, Any], request: dict[str, Any]) -> list[str]:
+        """The SSE frames that stream the answer ``body`` (each vendor has its own)."""
+        raise NotImplementedError
 
     def respond(self, status: int, body: dict[str, Any], headers: dict[str, str] | None) -> None:
         self._script.append(ScriptedResponse(status, body, headers or {}))
@@ -58,7 +76,19 @@ class ScriptedVendor:
         if not self._script:
             return JSONResponse({"error": {"message": "the fake has no scripted response"}}, 500)
         answer = self._script.popleft()
+        body = self.requests[-1].body
+        if body.get("stream") and answer.status == 200:
+            frames = self.stream_frames(answer.body, body)
+            return StreamingResponse(self._send(frames), media_type="text/event-stream")
         return JSONResponse(answer.body, answer.status, headers=answer.headers)
+
+    async def _send(self, frames: list[str]) -> AsyncIterator[bytes]:
+        self.frames_sent = 0
+        for frame in frames:
+            if self.frames_sent == self._hold_after:
+                await asyncio.to_thread(self._release.wait, START_TIMEOUT_S * 6)
+            yield frame.encode()
+            self.frames_sent += 1
 
     @property
     def last_body(self) -> dict[str, Any]:

@@ -127,3 +127,23 @@ async def test_it_answers_off_the_event_loop_and_trims_a_long_context() -> None:
     assert 0 < trimmed.usage.output <= max_tokens
     # Loading the model and generating took long enough for the loop to run many times.
     assert ticks >= 5
+
+
+@pytest.mark.slow
+async def test_it_streams_what_it_returns_and_says_when_it_hit_the_token_limit() -> None:
+    max_tokens = 12
+    provider = LocalProvider(
+        ProviderSettings(id="local", options={"maxTokens": max_tokens, "temperature": 0})
+    )
+    request = InferenceRequest([ChatMessage("user", "Write a long story about the sea.")])
+    deltas: list[str] = []
+    try:
+        streamed = await provider.complete(request, deltas.append)
+        plain = await provider.complete(request)
+    finally:
+        await provider.close()
+    # Piece by piece, on the event loop's thread, adding up to the answer.
+    assert len(deltas) > 1 and "".join(deltas) == streamed.text
+    assert streamed.cut_off and plain.cut_off  # a long story does not fit in 12 tokens
+    assert streamed.text == plain.text  # temperature 0: the same answer either way
+    assert 0 < streamed.usage.output <= max_tokens and streamed.usage.input > 0

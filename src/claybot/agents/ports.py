@@ -11,6 +11,7 @@ from typing import Protocol
 
 from claybot.connectors.base import OutgoingMessage
 from claybot.providers.base import InferenceRequest, InferenceResult
+from claybot.providers.router import CallObserver
 
 
 class Outbox(Protocol):
@@ -20,6 +21,9 @@ class Outbox(Protocol):
 
 
 class ProviderRouter(Protocol):
-    """One inference call, over whichever providers are configured."""
+    """One inference call, over whichever providers are configured; streamed to the
+    observer when there is one."""
 
-    async def complete(self, request: InferenceRequest) -> InferenceResult: ...
+    async def complete(
+        self, request: InferenceRequest, observer: CallObserver | None = None
+    ) -> InferenceResult: ...

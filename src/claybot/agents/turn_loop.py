@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import orjson
 from pydantic import ValidationError
 
 from claybot.agents.history import (
@@ -37,6 +38,7 @@ from claybot.agents.packed_context import PackedContext
 from claybot.agents.ports import ProviderRouter
 from claybot.agents.transcript import Transcript
 from claybot.agents.turn import TurnOutcome
+from claybot.agents.turn_stream import TurnStream
 from claybot.kernel.event_types import EventType
 from claybot.kernel.events import EventBus
 from claybot.permissions.model import Permissions
@@ -53,6 +55,9 @@ INTERRUPTED_TOOL = (
 )
 NOT_RUN_ASKING = "Not run: the turn stopped to wait for the user's answer."
 NOT_RUN_FINISHED = "Not run: the task was already finished."
+CUT_OFF_NOTICE = "[Cut off: the reply reached the model's output token limit.]"
+# How much of a tool call's arguments and result its events carry (history has it all).
+EVENT_SUMMARY_CHARS = 500
 TOOL_LIMIT_NOTICE = "[Stopped: the tool limit of {rounds} rounds for one message was reached.]"
 
 
@@ -96,6 +101,11 @@ class TurnWork:
     # The inference context since the last reset; the loop extends it as it appends.
     context: PackedContext = field(default_factory=PackedContext)
     progress: TurnProgress | None = None  # what the transcript held of it after a crash
+
+
+def _summary(text: str) -> str:
+    """The start of a tool's arguments or result: enough for a one-line summary."""
+    return text if len(text) <= EVENT_SUMMARY_CHARS else text[: EVENT_SUMMARY_CHARS - 1] + "…"
 
 
 def truncate(text: str, limit: int) -> str:
@@ -160,14 +170,19 @@ class TurnLoop:
                 system_prompt=limits.system_prompt,
                 tools=schemas,
             )
+            stream = TurnStream(self.events, owner.id, work.item_id, f"{work.item_id}#{sent}")
             try:
-                result = await self.providers.complete(request)
+                result = await self.providers.complete(request, stream)
             except InferenceFailed as exc:
                 text = f"Inference failed: {exc}"
                 await self._fail(owner, work, sent, text)
                 return TurnOutcome(text, failed=True)
+            finally:
+                stream.flush()
             calls = result.tool_calls
             text = result.text
+            if result.cut_off:
+                text = (text + "\n\n" if text else "") + CUT_OFF_NOTICE
             if calls and iteration == limits.max_tool_iterations:
                 # Out of rounds: the calls are not run, and the user is told why it stopped.
                 calls = ()
@@ -317,6 +332,33 @@ class TurnLoop:
         await self._reply(owner, work, outgoing_id, text, final=True, mark=False)
 
     async def _run_tool(self, owner: TurnOwner, call: ToolCall, message_id: str) -> ToolResult:
+        """Run one call, announced (``agent.tool_call``) and summed up (``agent.tool_result``)
+        on the event stream for whoever watches the conversation."""
+        self.events.emit(
+            EventType.AGENT_TOOL_CALL,
+            {
+                "agentId": owner.id,
+                "messageId": message_id,
+                "callId": call.id,
+                "name": call.name,
+                "arguments": _summary(orjson.dumps(call.arguments).decode()),
+            },
+        )
+        result = await self._run_tool_call(owner, call, message_id)
+        self.events.emit(
+            EventType.AGENT_TOOL_RESULT,
+            {
+                "agentId": owner.id,
+                "messageId": message_id,
+                "callId": call.id,
+                "name": call.name,
+                "isError": result.is_error,
+                "text": _summary(result.text),
+            },
+        )
+        return result
+
+    async def _run_tool_call(self, owner: TurnOwner, call: ToolCall, message_id: str) -> ToolResult:
         tool = self.tools.get(call.name)
         if tool is None or owner.kind not in tool.visible_to:
             return ToolResult(f"Unknown tool {call.name!r}.", is_error=True)

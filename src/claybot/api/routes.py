@@ -7,7 +7,14 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body, Header, Query, Request
 
-from claybot.api.models.agents import AgentList, AgentReset, BackgroundAgentList, MessageAccepted
+from claybot.agents.system import AgentNotFound
+from claybot.api.models.agents import (
+    AgentList,
+    AgentReset,
+    AgentStopped,
+    BackgroundAgentList,
+    MessageAccepted,
+)
 from claybot.api.models.base import AnswerRoute, Ok
 from claybot.api.models.history import AgentHistory
 from claybot.api.models.keys import ApiKey, ApiKeyCreated, ApiKeyList, ApiKeyRevoked
@@ -18,6 +25,7 @@ from claybot.api.models.providers import (
     AuthRemoved,
     ProviderList,
     ProviderListing,
+    ProviderTested,
 )
 from claybot.api.models.status import EngineStatus
 from claybot.api.responses import BODY_ERRORS, errors
@@ -35,6 +43,8 @@ from claybot.config.settings import ProviderSettings, Settings
 from claybot.connectors.base import InboundMessage
 from claybot.engine.engine import Engine
 from claybot.kernel.errors import ClayError, NotFound
+from claybot.providers.probe import probe
+from claybot.providers.registry import DEFAULT_PROVIDER, with_provider
 
 router = APIRouter(prefix="/v1/engine", route_class=AnswerRoute)
 SSE_PING_S = 15
@@ -131,6 +141,18 @@ async def reset_agent(
     except TimeoutError:
         done = False  # a long turn is still running; the reset is queued behind it
     return AgentReset(ok=True, agentId=agentId, status="done" if done else "queued")
+
+
+@router.post(
+    "/agents/{agentId}/stop",
+    summary="Stop the agent's running turn (what /stop does in a chat)",
+    responses=errors(404),
+)
+async def stop_agent(request: Request, agentId: str) -> AgentStopped:
+    engine = engine_of(request)
+    if agentId not in engine.agents.directory:
+        raise AgentNotFound(agentId)
+    return AgentStopped(ok=True, agentId=agentId, stopped=engine.agents.abort(agentId))
 
 
 # -- messages -----------------------------------------------------------------------
@@ -254,9 +276,7 @@ async def upsert_provider(request: Request, body: UpsertProvider) -> ProviderLis
             field="type",
         )
     settings = engine.settings.model_copy(deep=True)
-    others = [p for p in settings.providers if p.id != provider.id]
-    position = len(others) if body.position is None else min(body.position, len(others))
-    settings.providers = [*others[:position], provider, *others[position:]]
+    settings.providers = with_provider(settings.providers, provider, body.position)
     await engine.update_settings(settings)
     return _providers(settings, engine.providers.failures)
 
@@ -305,6 +325,38 @@ async def enable_provider(request: Request, providerId: str) -> ProviderList:
 )
 async def disable_provider(request: Request, providerId: str) -> ProviderList:
     return await _change_provider(request, providerId, _enabled(False))
+
+
+@router.post(
+    "/providers/{providerId}/test",
+    summary="Make one small real call to a provider and say how it went",
+    responses=errors(404),
+)
+async def test_provider(request: Request, providerId: str) -> ProviderTested:
+    engine = engine_of(request)
+    settings = engine.settings
+    chosen = next((p for p in settings.providers if p.id == providerId), None)
+    if chosen is None and providerId == DEFAULT_PROVIDER.id and not settings.providers:
+        chosen = DEFAULT_PROVIDER  # the one the engine uses when none is configured
+    if chosen is None:
+        raise ProviderNotFound(providerId)
+    live = next((p for p in engine.providers.router.providers if p.id == providerId), None)
+    outcome = await probe(
+        chosen,
+        engine.config.read_auth().get(chosen.id),
+        engine.options.env,
+        engine.provider_registry,
+        live,
+    )
+    return ProviderTested(
+        ok=True,
+        providerId=outcome.provider_id,
+        answered=outcome.answered,
+        answer=outcome.answer,
+        reason=outcome.reason,
+        model=outcome.model,
+        latencyMs=outcome.latency_ms,
+    )
 
 
 @router.delete("/providers/{providerId}", summary="Remove a provider", responses=errors(404))

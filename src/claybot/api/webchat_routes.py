@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request
 
+from claybot.agents.descriptors import UserDescriptor
 from claybot.api.models.agents import MessageAccepted
 from claybot.api.models.base import AnswerRoute
 from claybot.api.responses import BODY_ERRORS, errors
@@ -13,11 +14,12 @@ from claybot.api.routes import SSE_PING_S, engine_of, resume_after
 from claybot.api.schemas import NAME_PATTERN, WebchatMessage
 from claybot.api.sse import EventStream
 from claybot.connectors.base import InboundMessage
-from claybot.connectors.webchat import WEBCHAT_CONNECTOR, conversation_event
+from claybot.connectors.webchat import LIVE_EVENTS, WEBCHAT_CONNECTOR, conversation_event
 from claybot.kernel.events import frame_event
 
 router = APIRouter(prefix="/v1/engine/webchat", route_class=AnswerRoute)
 WEBCHAT_MARK = f'"{WEBCHAT_CONNECTOR}"'.encode()
+LIVE_MARKS = tuple(f'"{kind}"'.encode() for kind in LIVE_EVENTS)
 
 
 @router.post(
@@ -39,7 +41,7 @@ async def post_message(request: Request, body: WebchatMessage) -> MessageAccepte
 
 @router.get(
     "/events",
-    summary="SSE: this conversation's replies and permission prompts",
+    summary="SSE: this conversation's replies (as they stream), tool calls, permission prompts",
     response_class=EventStream,
     status_code=200,
     responses=errors(400, 422),
@@ -63,11 +65,20 @@ async def events(
     ]
     init = {"id": engine.events.last_id, "type": "init", "payload": {"pendingPermissions": pending}}
 
+    descriptor = UserDescriptor(connector=WEBCHAT_CONNECTOR, userId=user_id, channelId=channel_id)
+    agent_id = engine.agents.agent_id_for(descriptor)  # None until the first message
+
     def in_conversation(frame: bytes) -> bool:
-        # Only a frame that names the webchat connector can belong here: the rest of the
-        # bus is skipped without decoding it.
-        if WEBCHAT_MARK not in frame:
+        # Only a frame that names the webchat connector, or a live event (which names
+        # the agent only), can belong here: the rest of the bus is skipped undecoded.
+        nonlocal agent_id
+        if WEBCHAT_MARK in frame:
+            return conversation_event(frame_event(frame).to_dict(), user_id, channel_id)
+        if not any(mark in frame for mark in LIVE_MARKS):
             return False
-        return conversation_event(frame_event(frame).to_dict(), user_id, channel_id)
+        agent_id = agent_id or engine.agents.agent_id_for(descriptor)
+        if agent_id is None or agent_id.encode() not in frame:
+            return False
+        return conversation_event(frame_event(frame).to_dict(), user_id, channel_id, agent_id)
 
     return EventStream(init, subscription, in_conversation, ping_s=SSE_PING_S)

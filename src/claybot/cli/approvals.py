@@ -9,6 +9,7 @@ engine, interprets these slash commands.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from rich.markup import escape
@@ -16,13 +17,19 @@ from rich.markup import escape
 from claybot.cli.common import console
 from claybot.permissions.prompts import asker_in_conversation
 
+
+def _print(markup: str) -> None:
+    console.print(markup, highlight=False, soft_wrap=True)
+
+
 PERMISSION_EVENTS = frozenset({"permission.requested", "permission.granted", "permission.denied"})
 
 
 class ChatApprovals:
-    def __init__(self, user: str, channel: str) -> None:
+    def __init__(self, user: str, channel: str, say: Callable[[str], None] = _print) -> None:
         self.user = user
         self.channel = channel
+        self._say = say  # prints a line of rich markup (the chat's screen)
         self._lock = threading.Lock()
         self._numbers: dict[str, int] = {}  # request id -> the number shown
         self._pending: dict[int, dict[str, Any]] = {}  # number -> request, while pending
@@ -53,12 +60,10 @@ class ChatApprovals:
                 return
             number = self._numbers[request_id] = len(self._numbers) + 1
             self._pending[number] = request
-        console.print(
+        self._say(
             f"[bold yellow]permission #{number}>[/bold yellow] {escape(_asker(request))} "
             f"asks for [bold]{escape(request['permission'])}[/bold]: {escape(request['reason'])}\n"
-            f"  answer with /allow {number} or /deny {number}",
-            highlight=False,
-            soft_wrap=True,
+            f"  answer with /allow {number} or /deny {number}"
         )
 
     def _decided(self, request: dict[str, Any]) -> None:
@@ -69,7 +74,7 @@ class ChatApprovals:
         verdict = "allowed" if request["status"] == "granted" else "denied"
         by = request.get("decidedBy") or ""
         reason = " (no answer in time)" if by == "timeout" else ""
-        console.print(f"[dim]permission #{number} {verdict}{reason}[/dim]")
+        self._say(f"[dim]permission #{number} {verdict}{reason}[/dim]")
 
     def pick(self, token: str | None) -> dict[str, Any]:
         """The pending request ``token`` names (a number), or the newest one."""

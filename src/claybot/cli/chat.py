@@ -1,6 +1,10 @@
 """``claybot chat``: a conversation on the ``local`` connector.
 
-Lines are posted with a client message id, so a post retried across an engine
+In a terminal, replies stream as the model writes them (``agent.delta``), tool calls
+and their results show as one-line summaries, and a provider that fails shows as
+one dim line; the prompt is prompt_toolkit's (``chat_prompt``).
+
+Messages are posted with a client message id, so a post retried across an engine
 restart is accepted once. Replies are ``agent.outgoing`` events, followed on the
 SSE stream in a background thread; when the stream drops (the engine restarted),
 chat reconnects and catches up from the agent's history (``after`` the last
@@ -11,17 +15,19 @@ or printed twice.
 from __future__ import annotations
 
 import getpass
+import json
 import sys
 import threading
 import time
 import uuid
-from contextlib import AbstractContextManager, nullcontext, suppress
+from contextlib import suppress
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 
 from claybot.cli.approvals import ChatApprovals
+from claybot.cli.chat_screen import ChatScreen
 from claybot.cli.common import HomeOption, console, engine_client, err_console, fail, paths_for
 from claybot.client.errors import EngineApiError, EngineNotRunning
 from claybot.config.home import HomePaths
@@ -37,6 +43,10 @@ CATCH_UP_EVERY_S = 2.0  # while waiting for a reply, read history this often
 CONNECT_TIMEOUT_S = 10.0
 PIPED_REPLY_TIMEOUT_S = 600.0
 HISTORY_PAGE = 1000  # the engine's largest page
+# What this conversation's agent shows while a turn runs (besides its replies).
+LIVE_EVENTS = frozenset(
+    {"agent.delta", "agent.tool_call", "agent.tool_result", "provider.fallback"}
+)
 START_HINT = "run `claybot start` (or `make run`)"
 
 
@@ -65,7 +75,8 @@ class Conversation:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.connected = threading.Event()
-        self.approvals = ChatApprovals(user, channel)
+        self.screen = ChatScreen()
+        self.approvals = ChatApprovals(user, channel, self.screen.line)
 
     # -- replies --------------------------------------------------------------
 
@@ -74,32 +85,46 @@ class Conversation:
             return self._finished.setdefault(message_id, threading.Event())
 
     def _show(self, outgoing_id: str, text: str, in_reply_to: str | None, final: bool) -> None:
-        with self._lock:
-            fresh = outgoing_id not in self._printed
-            self._printed.add(outgoing_id)
-        if fresh and text:
-            console.print(
-                f"[bold cyan]agent>[/bold cyan] {escape(text)}", highlight=False, soft_wrap=True
-            )
+        self.screen.reply(outgoing_id, text)
         if final and in_reply_to is not None:
             self._done(in_reply_to).set()
 
     def on_event(self, event: dict[str, Any]) -> None:
         self.approvals.on_event(event)
-        if event.get("type") != "agent.outgoing":
+        kind = event.get("type")
+        payload = event["payload"]
+        if kind == "agent.outgoing":
+            message = payload["message"]
+            if (
+                message.get("connector") == "local"
+                and message.get("userId") == self.user
+                and message.get("channelId") == self.channel
+            ):
+                self._show(
+                    str(message["id"]),
+                    str(message.get("text") or ""),
+                    message.get("inReplyTo"),
+                    bool(message.get("final", True)),
+                )
             return
-        message = event["payload"]["message"]
-        if (
-            message.get("connector") == "local"
-            and message.get("userId") == self.user
-            and message.get("channelId") == self.channel
-        ):
-            self._show(
-                str(message["id"]),
-                str(message.get("text") or ""),
-                message.get("inReplyTo"),
-                bool(message.get("final", True)),
+        if kind not in LIVE_EVENTS or payload.get("agentId") != self.agent_id:
+            return
+        if kind == "agent.delta":
+            self.screen.delta(str(payload["outgoingId"]), str(payload["text"]))
+        elif kind == "agent.tool_call":
+            self.screen.tool_call(
+                str(payload["agentId"]),
+                str(payload["callId"]),
+                str(payload["name"]),
+                str(payload["arguments"]),
             )
+        elif kind == "agent.tool_result":
+            self.screen.tool_result(
+                str(payload["callId"]), bool(payload["isError"]), str(payload["text"])
+            )
+        elif kind == "provider.fallback":
+            self.screen.void(f"{payload['messageId']}#")
+            self.screen.fallback(str(payload["from"]), str(payload["to"]), str(payload["reason"]))
 
     def follow(self) -> None:
         """Background thread: the event stream, reconnecting and catching up."""
@@ -253,6 +278,58 @@ class Conversation:
     def stop(self) -> None:
         self._stop.set()
 
+    # -- local commands ---------------------------------------------------------
+
+    def reset(self) -> str:
+        if self.agent_id is None:
+            return "nothing to reset: this conversation has no agent yet"
+        with engine_client(self.paths) as client:
+            done = client.post(f"/v1/engine/agents/{self.agent_id}/reset", {})
+        if done.get("status") == "queued":
+            return "the context will be cleared when the running turn ends"
+        return "context cleared"
+
+    def stop_turn(self) -> str:
+        if self.agent_id is None:
+            return "nothing to stop: this conversation has no agent yet"
+        with engine_client(self.paths) as client:
+            stopped = client.post(f"/v1/engine/agents/{self.agent_id}/stop", {})
+        return "stopped" if stopped.get("stopped") else "no turn is running"
+
+    def show_tool(self, number: str) -> None:
+        """Tool call ``number`` (as shown in this chat) in full, from the agent's history."""
+        try:
+            shown = self.screen.tools[int(number)]
+        except (KeyError, ValueError):
+            raise ValueError(f"no tool call {number!r} in this chat (see its ⚙ lines)") from None
+        path = f"/v1/engine/agents/{shown.agent_id}/history"
+        call: dict[str, Any] | None = None
+        result: dict[str, Any] | None = None
+        before: int | None = None
+        with engine_client(self.paths) as client:
+            while result is None:  # newest first: the call is near the end
+                page = client.get(path, before=before, limit=self.history_page)
+                records: list[dict[str, Any]] = page.get("records", [])
+                for record in records:
+                    if record.get("toolCallId") == shown.call_id:
+                        result = record
+                    for made in record.get("toolCalls") or []:
+                        if made.get("id") == shown.call_id:
+                            call = made
+                if not records or records[0]["seq"] == 0:
+                    break
+                before = int(records[0]["seq"])
+        arguments = json.dumps(call["arguments"], indent=2) if call else "(not found)"
+        console.print(f"[bold]tool {shown.number}: {escape(shown.name)}[/bold]", highlight=False)
+        console.print(escape(arguments), highlight=False, soft_wrap=True)
+        if result is None:
+            console.print("[dim](no result yet)[/dim]")
+            return
+        output = result.get("output") or {}
+        label = "[red]error[/red]" if output.get("isError") else "[bold]result[/bold]"
+        console.print(label)
+        console.print(escape(str(output.get("text", ""))), highlight=False, soft_wrap=True)
+
 
 def _default_user() -> str:
     try:
@@ -282,13 +359,17 @@ def chat(
         str, typer.Option("--channel", help="Channel id: one conversation per user and channel.")
     ] = "cli",
 ) -> None:
-    """Talk to an agent on the local connector; replies print as they arrive.
+    """Talk to an agent on the local connector; replies stream as they are written.
 
-    Each line is one message. Type /quit or press Ctrl-D to leave. With piped
-    input, each line waits for its reply, then chat exits.
+    Enter sends; Alt-Enter (or Esc then Enter) starts a new line, and a paste keeps
+    its lines. Up and Down recall earlier messages. Commands: /help, /reset (clear
+    the agent's context), /stop (stop its running turn), /new (a new conversation),
+    /tool N (tool call N in full), /allow N or /deny N (answer permission prompt N;
+    without N, the newest), /quit (or Ctrl-D). Ctrl-C while a reply is coming gives
+    the prompt back (the reply prints when it is done).
 
-    Agents' permission requests print as numbered prompts; answer them with
-    /allow N or /deny N (N: the prompt's number; without it, the newest request).
+    With piped input, each line is one message that waits for its reply; stdout
+    carries only the replies.
     """
     paths = paths_for(home)
     user = user or _default_user()
@@ -296,66 +377,132 @@ def chat(
     with engine_client(paths, timeout_s=5) as probe:
         if not probe.is_running():
             fail(f"no engine is running for {paths.home}; {START_HINT}")
+    interactive = sys.stdin.isatty()
+    conversation = _open(paths, user, channel)
+    hint = (
+        f"Chatting as [bold]{escape(user)}[/bold] on channel [bold]{escape(channel)}[/bold]. "
+        "Type /help for commands, /quit or Ctrl-D to leave."
+    )
+    (console if interactive else err_console).print(hint, highlight=False)
+    if interactive:
+        _chat_in_terminal(paths, conversation)
+    else:
+        _chat_piped(conversation)
+
+
+def _open(paths: HomePaths, user: str, channel: str) -> Conversation:
     conversation = Conversation(paths, user, channel)
     follower = threading.Thread(target=conversation.follow, name="chat-events", daemon=True)
     follower.start()
     if not conversation.connected.wait(CONNECT_TIMEOUT_S):
         fail(f"could not follow the engine's event stream on {paths.socket}")
-    interactive = sys.stdin.isatty()
-    hint = (
-        f"Chatting as [bold]{escape(user)}[/bold] on channel [bold]{escape(channel)}[/bold]. "
-        "Type /quit or press Ctrl-D to leave."
-    )
-    # Piped: stdout carries only the replies.
-    (console if interactive else err_console).print(hint, highlight=False)
+    return conversation
+
+
+def _chat_piped(conversation: Conversation) -> None:
     try:
-        while True:
-            try:
-                line = (
-                    console.input("[bold green]you>[/bold green] ")
-                    if interactive
-                    else sys.stdin.readline()
-                )
-            except EOFError:
-                break
-            if not interactive and line == "":
-                break
+        for line in sys.stdin:
             text = line.strip()
             if not text:
                 continue
             if text in ("/quit", "/exit"):
                 break
-            command, _, argument = text.partition(" ")
-            try:
-                if command in ("/allow", "/deny"):
-                    awaited = conversation.decide(argument.strip() or None, command == "/allow")
-                    if awaited is None:
-                        continue
-                    message_id = awaited
-                else:
-                    message_id = conversation.send(text)
-            except (EngineApiError, ValueError) as exc:
-                err_console.print(f"[red]error:[/red] {escape(str(exc))}")
-                continue
-            _await_reply(conversation, message_id, interactive)
-    except KeyboardInterrupt:
-        console.print()
+            message_id = _post(conversation, text)
+            if message_id is not None:
+                _await_reply(conversation, message_id, interactive=False)
     finally:
         conversation.stop()
 
 
-def _await_reply(conversation: Conversation, message_id: str, interactive: bool) -> None:
-    spinner: AbstractContextManager[Any] = (
-        console.status("thinking…") if console.is_terminal else nullcontext()
-    )
-    if not interactive:
-        with spinner:
-            if not conversation.wait_for_reply(message_id, PIPED_REPLY_TIMEOUT_S):
-                fail(f"no reply within {PIPED_REPLY_TIMEOUT_S:.0f}s")
-        return
+def _chat_in_terminal(paths: HomePaths, conversation: Conversation) -> None:
+    from claybot.cli.chat_prompt import ChatPrompt
+
+    prompt = ChatPrompt(paths.home / "chat_history")
     try:
-        with spinner:
-            conversation.wait_for_reply(message_id, None)
+        while True:
+            try:
+                text = prompt.read().strip()
+            except KeyboardInterrupt:
+                continue  # Ctrl-C at the prompt clears the line
+            except EOFError:
+                break
+            if not text:
+                continue
+            command, _, argument = text.partition(" ")
+            if command in ("/quit", "/exit"):
+                break
+            if command == "/new":
+                conversation.stop()
+                conversation = _open(paths, conversation.user, _new_channel(conversation))
+                console.print(
+                    f"[dim]new conversation on channel {escape(conversation.channel)}[/dim]"
+                )
+                continue
+            if command in LOCAL_COMMANDS:
+                _run_local(conversation, command, argument.strip())
+                continue
+            message_id = _post(conversation, text)
+            if message_id is not None:
+                _await_reply(conversation, message_id, interactive=True)
+    finally:
+        conversation.stop()
+
+
+LOCAL_COMMANDS = frozenset({"/help", "/reset", "/stop", "/tool"})
+HELP = """\
+[bold]/reset[/bold]      clear the agent's context (its history stays on disk)
+[bold]/stop[/bold]       stop the turn the agent is running
+[bold]/new[/bold]        start a new conversation (a new channel, a new agent)
+[bold]/tool N[/bold]     show tool call N and its result in full
+[bold]/allow N[/bold]    allow permission request N ([bold]/deny N[/bold] refuses it)
+[bold]/quit[/bold]       leave (or Ctrl-D)
+Alt-Enter (or Esc then Enter) starts a new line; Up and Down recall messages."""
+
+
+def _new_channel(conversation: Conversation) -> str:
+    base = conversation.channel.split("~", 1)[0]
+    return f"{base}~{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def _run_local(conversation: Conversation, command: str, argument: str) -> None:
+    """A command chat answers itself: none of it reaches the model."""
+    try:
+        if command == "/help":
+            console.print(HELP, highlight=False)
+        elif command == "/reset":
+            console.print(f"[dim]{escape(conversation.reset())}[/dim]")
+        elif command == "/stop":
+            console.print(f"[dim]{escape(conversation.stop_turn())}[/dim]")
+        elif command == "/tool":
+            conversation.show_tool(argument)
+    except (EngineApiError, ValueError) as exc:
+        err_console.print(f"[red]error:[/red] {escape(str(exc))}")
+    except _transport_errors():
+        err_console.print(f"[red]error:[/red] the engine is not answering; {START_HINT}")
+
+
+def _post(conversation: Conversation, text: str) -> str | None:
+    """Send a message or answer a permission prompt; the id of the reply to wait for."""
+    command, _, argument = text.partition(" ")
+    try:
+        if command in ("/allow", "/deny"):
+            return conversation.decide(argument.strip() or None, command == "/allow")
+        return conversation.send(text)
+    except (EngineApiError, ValueError) as exc:
+        err_console.print(f"[red]error:[/red] {escape(str(exc))}")
+        return None
+
+
+def _await_reply(conversation: Conversation, message_id: str, interactive: bool) -> None:
+    if not interactive:
+        if not conversation.wait_for_reply(message_id, PIPED_REPLY_TIMEOUT_S):
+            fail(f"no reply within {PIPED_REPLY_TIMEOUT_S:.0f}s")
+        return
+    conversation.screen.live = True
+    try:
+        conversation.wait_for_reply(message_id, None)
     except KeyboardInterrupt:
         # Ctrl-C while waiting gives the prompt back; the reply prints when it comes.
-        err_console.print("[dim]not waiting; the reply will print when it arrives[/dim]")
+        conversation.screen.line("[dim]not waiting; the reply will print when it is done[/dim]")
+    finally:
+        conversation.screen.live = False

@@ -1,9 +1,11 @@
-"""``claybot providers list | add | remove | default | enable | disable``."""
+"""``claybot providers list | add | remove | default | enable | disable | test``."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import quote
@@ -34,6 +36,8 @@ from claybot.config.store import describe_validation_error
 if TYPE_CHECKING:
     from claybot.client.engine_client import EngineClient
     from claybot.config.store import ConfigStore
+
+REACH_TIMEOUT_S = 3.0  # providers add: how long a base URL may take to accept a connection
 
 app = typer.Typer(help="Inference providers, in priority order.", no_args_is_help=True)
 
@@ -104,7 +108,12 @@ def add(
     home: HomeOption = None,
     remote: RemoteOption = None,
 ) -> None:
-    """Add (or replace) a provider."""
+    """Add (or replace) a provider.
+
+    It goes before the local model, which stays the last fallback unless you remove
+    it. What can be checked without a paid call is checked (a key present, the base
+    URL reachable), with a warning; `claybot providers test ID` makes a real call.
+    """
     try:
         provider = ProviderSettings(
             id=provider_id,
@@ -136,9 +145,9 @@ def add(
             )
 
         def edit(providers: list[ProviderSettings]) -> list[ProviderSettings]:
-            others = [p for p in providers if p.id != provider.id]
-            slot = len(others) if position is None else min(position, len(others))
-            return [*others[:slot], provider, *others[slot:]]
+            from claybot.providers.registry import with_provider
+
+            return with_provider(providers, provider, position)
 
         problem = _build_problem(provider, store)
         if problem is not None:
@@ -152,7 +161,32 @@ def add(
     _show(providers, False)
     if provider_id in failures:
         # Added all the same: the key may come next (`claybot auth set`).
-        err_console.print(f"[yellow]warning:[/yellow] {escape(failures[provider_id])}")
+        unbuilt = f"{provider_id}: {failures[provider_id]}"
+        err_console.print(f"[yellow]warning:[/yellow] {escape(unbuilt)}")
+    base_url = provider.options.get("baseUrl")
+    if isinstance(base_url, str) and (unreachable := _unreachable(base_url)) is not None:
+        err_console.print(f"[yellow]warning:[/yellow] {escape(unreachable)}")
+    if provider_id not in failures:
+        console.print(f"[dim]try it: claybot providers test {escape(provider_id)}[/dim]")
+
+
+def _unreachable(url: str) -> str | None:
+    """Why nothing answers at ``url``'s host and port (a connect, not a request), or None."""
+    import socket
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError as exc:
+        return f"options.baseUrl {url!r} is not a URL: {exc}"
+    if not host or parts.scheme not in ("http", "https"):
+        return f"options.baseUrl {url!r} is not an http(s) URL"
+    try:
+        with socket.create_connection((host, port), timeout=REACH_TIMEOUT_S):
+            return None
+    except OSError as exc:
+        return f"cannot reach {host}:{port} ({exc.strerror or exc}); is the server running?"
 
 
 def _build_problem(provider: ProviderSettings, store: ConfigStore) -> str | None:
@@ -163,11 +197,13 @@ def _build_problem(provider: ProviderSettings, store: ConfigStore) -> str | None
     if provider.provider_type == "local":
         return None
 
+    from claybot.providers.base import failure_reason
+
     registry = ProviderRegistry(builtin_provider_types())
     try:
         registry.create(provider, store.read_auth().get(provider.id), os.environ)
     except Exception as exc:
-        return str(exc)
+        return failure_reason(exc)
     return None
 
 
@@ -279,3 +315,71 @@ def disable(
 ) -> None:
     """Keep a provider in settings.json but stop using it."""
     _set_enabled(provider_id, False, home, remote)
+
+
+@app.command("test")
+def test(
+    provider_id: Annotated[str, typer.Argument(help="The provider id.")],
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Make one small real call to a provider and show its answer, or why it failed.
+
+    Through the running engine when there is one (its own instance of the provider),
+    else built from settings.json and auth.json for this call. Exit code 1 when the
+    provider did not answer.
+    """
+
+    def online(client: EngineClient) -> dict[str, Any]:
+        answer: dict[str, Any] = client.post(
+            f"/v1/engine/providers/{quote(provider_id, safe='')}/test"
+        )
+        return answer
+
+    def offline(store: ConfigStore) -> dict[str, Any]:
+        return asyncio.run(_probe_offline(provider_id, store))
+
+    with console.status(f"calling {escape(provider_id)}…") if not as_json else nullcontext():
+        outcome, _ = mutate(home, None, online=online, offline=offline)
+    if as_json:
+        print_json(outcome)
+    elif outcome["answered"]:
+        console.print(
+            f"[green]{escape(provider_id)} answered[/green] in {outcome['latencyMs']:.0f} ms "
+            f"({escape(outcome['model'])}): {escape(outcome['answer'])}",
+            highlight=False,
+        )
+    else:
+        err_console.print(
+            f"[red]{escape(provider_id)} did not answer:[/red] {escape(outcome['reason'])}",
+            highlight=False,
+        )
+    if not outcome["answered"]:
+        raise typer.Exit(1)
+
+
+async def _probe_offline(provider_id: str, store: ConfigStore) -> dict[str, Any]:
+    from claybot.providers.probe import probe
+    from claybot.providers.registry import (
+        DEFAULT_PROVIDER,
+        ProviderRegistry,
+        builtin_provider_types,
+    )
+
+    providers = store.read_settings().providers
+    chosen = next((p for p in providers if p.id == provider_id), None)
+    if chosen is None and provider_id == DEFAULT_PROVIDER.id and not providers:
+        chosen = DEFAULT_PROVIDER
+    if chosen is None:
+        fail(f"no provider with id {provider_id!r}")
+    registry = ProviderRegistry(builtin_provider_types())
+    outcome = await probe(chosen, store.read_auth().get(chosen.id), dict(os.environ), registry)
+    return {
+        "ok": True,
+        "providerId": outcome.provider_id,
+        "answered": outcome.answered,
+        "answer": outcome.answer,
+        "reason": outcome.reason,
+        "model": outcome.model,
+        "latencyMs": outcome.latency_ms,
+    }

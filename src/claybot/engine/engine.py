@@ -71,7 +71,7 @@ class Engine:
             control=self.conversations,
             sandbox=self.sandbox,
         )
-        self.providers = ConfiguredProviders(self.provider_registry, self.options.env)
+        self.providers = ConfiguredProviders(self.provider_registry, self.options.env, self.events)
         self.started_at = datetime.now(UTC)
         self.tcp_port: int | None = None
         self._running: Running | None = None

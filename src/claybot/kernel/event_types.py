@@ -143,18 +143,17 @@ class AgentToolResult(TypedDict):
 # A provider failed and the next one is tried; text the failed one streamed is void.
 # ``from`` is a keyword, hence the functional form. ``agentId`` and ``messageId`` are
 # None for a call made for no agent's turn (a job's, a provider test's).
-ProviderFallback = with_config(_CLOSED)(
-    TypedDict(
-        "ProviderFallback",
-        {
-            "from": str,
-            "to": str,
-            "reason": str,
-            "agentId": str | None,
-            "messageId": str | None,
-        },
-    )
+ProviderFallback = TypedDict(
+    "ProviderFallback",
+    {
+        "from": str,
+        "to": str,
+        "reason": str,
+        "agentId": str | None,
+        "messageId": str | None,
+    },
 )
+with_config(_CLOSED)(ProviderFallback)
 
 
 class AgentError(TypedDict):

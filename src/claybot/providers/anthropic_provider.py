@@ -9,12 +9,15 @@ entry's ``apiKey``, else ``ANTHROPIC_API_KEY``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from claybot.config.auth import AuthEntry
 from claybot.config.settings import ProviderSettings
 from claybot.providers.base import (
+    DeltaSink,
     InferenceRequest,
     InferenceResult,
     ProviderError,
@@ -36,7 +39,7 @@ from claybot.providers.options import (
 
 if TYPE_CHECKING:
     import anthropic
-    from anthropic.types import Message
+    from anthropic.types import Message, RawMessageStreamEvent
 
 DEFAULT_MODEL = "claude-sonnet-4-6"
 DEFAULT_MAX_TOKENS = 1024
@@ -126,7 +129,72 @@ def from_anthropic_response(provider_id: str, model: str, response: Message) -> 
         ),
         provider_id=provider_id,
         model=response.model or model,
+        cut_off=response.stop_reason == "max_tokens",
     )
+
+
+class StreamedMessage:
+    """A streamed answer put back together from its events: text as it comes (to
+    ``on_delta``), each tool call from its block's JSON pieces, usage from the start
+    (input) and the end (output) of the message."""
+
+    def __init__(self, on_delta: DeltaSink) -> None:
+        self._on_delta = on_delta
+        self._text: list[str] = []
+        self._calls: dict[int, tuple[str, str, list[str]]] = {}  # index: id, name, JSON
+        self._usage = TokenUsage()
+        self._stop_reason: str | None = None
+        self._model = ""
+
+    def add(self, event: RawMessageStreamEvent) -> None:
+        if event.type == "message_start":
+            usage = event.message.usage
+            self._model = event.message.model
+            self._usage = TokenUsage(
+                input=usage.input_tokens or 0,
+                output=usage.output_tokens or 0,
+                cache_read=usage.cache_read_input_tokens or 0,
+                cache_write=usage.cache_creation_input_tokens or 0,
+            )
+        elif event.type == "content_block_start":
+            block = event.content_block
+            if block.type == "tool_use":
+                self._calls[event.index] = (block.id, block.name, [])
+            elif block.type == "text" and block.text:
+                self._piece(block.text)
+        elif event.type == "content_block_delta":
+            delta = event.delta
+            if delta.type == "text_delta":
+                self._piece(delta.text)
+            elif delta.type == "input_json_delta" and event.index in self._calls:
+                self._calls[event.index][2].append(delta.partial_json)
+        elif event.type == "message_delta":
+            self._stop_reason = event.delta.stop_reason or self._stop_reason
+            self._usage = replace(self._usage, output=event.usage.output_tokens or 0)
+
+    def _piece(self, text: str) -> None:
+        self._text.append(text)
+        self._on_delta(text)
+
+    def result(self, provider_id: str, model: str) -> InferenceResult:
+        calls = []
+        for _, (call_id, name, pieces) in sorted(self._calls.items()):
+            raw = "".join(pieces) or "{}"
+            try:
+                arguments = json.loads(raw)
+            except ValueError:
+                arguments = {"_raw": raw}
+            calls.append(
+                ToolCall(call_id, name, arguments if isinstance(arguments, dict) else {"_raw": raw})
+            )
+        return InferenceResult(
+            text="".join(self._text),
+            tool_calls=tuple(calls),
+            usage=self._usage,
+            provider_id=provider_id,
+            model=self._model or model,
+            cut_off=self._stop_reason == "max_tokens",
+        )
 
 
 def describe_error(exc: Exception, *, secret: str, endpoint: str) -> str:
@@ -189,7 +257,9 @@ class AnthropicProvider:
     def model(self) -> str:
         return self._model
 
-    async def complete(self, request: InferenceRequest) -> InferenceResult:
+    async def complete(
+        self, request: InferenceRequest, on_delta: DeltaSink | None = None
+    ) -> InferenceResult:
         arguments: dict[str, Any] = {
             "model": self._model,
             "max_tokens": request.max_output_tokens or self._max_tokens,
@@ -202,8 +272,15 @@ class AnthropicProvider:
         if self._temperature is not None:
             arguments["temperature"] = self._temperature
         try:
-            response = await self._client.messages.create(**arguments)
-            return from_anthropic_response(self._id, self._model, response)
+            if on_delta is None:
+                response = await self._client.messages.create(**arguments)
+                return from_anthropic_response(self._id, self._model, response)
+            streamed = StreamedMessage(on_delta)
+            stream = await self._client.messages.create(**arguments, stream=True)
+            async with stream:
+                async for event in stream:
+                    streamed.add(event)
+            return streamed.result(self._id, self._model)
         except Exception as exc:  # the SDK's errors, and a response we cannot read
             # ``from None``: the SDK exception holds the request, headers and all.
             raise ProviderError(

@@ -91,6 +91,13 @@ class InferenceResult:
     usage: TokenUsage = field(default_factory=TokenUsage)
     provider_id: str = ""
     model: str = ""
+    # The model stopped because it reached its output token limit: the text is cut off.
+    cut_off: bool = False
+
+
+# Called with each piece of text as the model writes it (a streaming call). It must
+# be cheap and never raise: it runs between the chunks of a network read.
+DeltaSink = Callable[[str], None]
 
 
 class ProviderError(Exception):
@@ -99,6 +106,14 @@ class ProviderError(Exception):
     def __init__(self, provider_id: str, message: str) -> None:
         super().__init__(f"{provider_id}: {message}")
         self.provider_id = provider_id
+        self.reason = message  # without the provider's id, for messages that name it already
+
+
+def failure_reason(exc: BaseException) -> str:
+    """Why a provider call (or a provider's creation) failed, without the provider's id."""
+    if isinstance(exc, ProviderError):
+        return exc.reason
+    return str(exc) or type(exc).__name__
 
 
 class ProviderConfigError(ProviderError):
@@ -118,7 +133,12 @@ class InferenceProvider(Protocol):
     @property
     def model(self) -> str: ...
 
-    async def complete(self, request: InferenceRequest) -> InferenceResult: ...
+    async def complete(
+        self, request: InferenceRequest, on_delta: DeltaSink | None = None
+    ) -> InferenceResult:
+        """Answer ``request``; with ``on_delta``, stream: each piece of the answer's text
+        goes to it as it comes (a provider that cannot stream sends its text at once)."""
+        ...
 
     async def close(self) -> None: ...
 

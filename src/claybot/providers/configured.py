@@ -12,7 +12,8 @@ from collections.abc import Mapping
 
 from claybot.config.auth import AuthFile
 from claybot.config.settings import Settings
-from claybot.providers.base import InferenceProvider
+from claybot.kernel.events import EventBus
+from claybot.providers.base import InferenceProvider, failure_reason
 from claybot.providers.registry import DEFAULT_PROVIDER, ProviderRegistry
 from claybot.providers.router import InferenceRouter
 
@@ -20,11 +21,13 @@ log = logging.getLogger(__name__)
 
 
 class ConfiguredProviders:
-    def __init__(self, registry: ProviderRegistry, env: Mapping[str, str]) -> None:
+    def __init__(
+        self, registry: ProviderRegistry, env: Mapping[str, str], events: EventBus | None = None
+    ) -> None:
         self.registry = registry
         self._env = env
         # One router for the engine's life: agents hold it, rebuilds swap what is inside.
-        self.router = InferenceRouter([])
+        self.router = InferenceRouter([], events)
         self.failures: dict[str, str] = {}
 
     async def rebuild(self, settings: Settings, auth: AuthFile) -> None:
@@ -39,12 +42,19 @@ class ConfiguredProviders:
                     )
                 )
             except Exception as exc:
-                failures[provider_settings.id] = str(exc)
+                reason = failure_reason(exc)
+                failures[provider_settings.id] = reason
                 log.error(
-                    "provider unavailable",
-                    extra={"action": "provider.unavailable", "provider": provider_settings.id},
+                    "provider %s unavailable: %s",
+                    provider_settings.id,
+                    reason,
+                    extra={
+                        "action": "provider.unavailable",
+                        "provider": provider_settings.id,
+                        "reason": reason,
+                    },
                 )
-        old = self.router.replace(providers)
+        old = self.router.replace(providers, failures)
         self.failures = failures
         for provider in old:
             await provider.close()

@@ -8,7 +8,8 @@ was cancelled is finished before the next one starts.
 
 Options (settings.json, camelCase): ``modelPath`` (another GGUF), ``nCtx`` (2048),
 ``maxTokens`` (200), ``temperature`` (0.3), ``nThreads`` (llama.cpp's default).
-The 135M model cannot call tools, so tool schemas are ignored.
+The 135M model cannot call tools, so tool schemas are ignored. A streaming call
+hands each piece from the worker thread to the event loop as llama.cpp makes it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import asyncio
 import importlib.util
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,7 @@ from claybot.config.auth import AuthEntry
 from claybot.config.settings import ProviderSettings
 from claybot.providers.base import (
     ChatMessage,
+    DeltaSink,
     InferenceRequest,
     InferenceResult,
     ProviderConfigError,
@@ -98,6 +101,14 @@ def fit_to_window(chat: Chat, count_tokens: CountTokens, budget: int, clip: Clip
     return fitted
 
 
+@dataclass(frozen=True, slots=True)
+class Generated:
+    text: str
+    finish_reason: str | None  # "length": cut off at the token limit
+    input_tokens: int
+    output_tokens: int
+
+
 class LocalProvider:
     def __init__(self, settings: ProviderSettings) -> None:
         self._id = settings.id
@@ -129,30 +140,35 @@ class LocalProvider:
     def model(self) -> str:
         return MODEL_NAME
 
-    async def complete(self, request: InferenceRequest) -> InferenceResult:
+    async def complete(
+        self, request: InferenceRequest, on_delta: DeltaSink | None = None
+    ) -> InferenceResult:
         max_tokens = min(request.max_output_tokens or self._max_tokens, self._max_tokens)
         chat = to_chat(request)
         async with self._lock:
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"llama-{self._id}")
             loop = asyncio.get_running_loop()
+            sink: DeltaSink | None = None
+            if on_delta is not None:
+                # Pieces are made on the worker thread and handed to the loop's thread.
+                def sink(text: str) -> None:
+                    loop.call_soon_threadsafe(on_delta, text)
+
             try:
-                result = await loop.run_in_executor(
-                    self._executor, self._generate, chat, max_tokens
+                generated = await loop.run_in_executor(
+                    self._executor, self._generate, chat, max_tokens, sink
                 )
             except ProviderError:
                 raise
             except Exception as exc:
                 raise ProviderError(self._id, f"llama.cpp failed: {exc}") from exc
-        usage = result.get("usage") or {}
         return InferenceResult(
-            text=(result["choices"][0]["message"].get("content") or "").strip(),
-            usage=TokenUsage(
-                input=int(usage.get("prompt_tokens", 0)),
-                output=int(usage.get("completion_tokens", 0)),
-            ),
+            text=generated.text.strip(),
+            usage=TokenUsage(input=generated.input_tokens, output=generated.output_tokens),
             provider_id=self._id,
             model=MODEL_NAME,
+            cut_off=generated.finish_reason == "length",
         )
 
     async def close(self) -> None:
@@ -167,7 +183,7 @@ class LocalProvider:
 
     # -- on the worker thread -----------------------------------------------------------
 
-    def _generate(self, chat: Chat, max_tokens: int) -> dict[str, Any]:
+    def _generate(self, chat: Chat, max_tokens: int, sink: DeltaSink | None) -> Generated:
         if self._llama is None:
             self._llama = self._load()
         llama = self._llama
@@ -181,12 +197,46 @@ class LocalProvider:
             return str(llama.detokenize(kept if limit > 0 else []).decode(errors="ignore"))
 
         budget = self._n_ctx - max_tokens - TEMPLATE_RESERVE_TOKENS
-        result: dict[str, Any] = llama.create_chat_completion(
-            messages=fit_to_window(chat, count, budget, clip),
-            max_tokens=max_tokens,
-            temperature=self._temperature,
+        messages = fit_to_window(chat, count, budget, clip)
+        if sink is None:
+            result: dict[str, Any] = llama.create_chat_completion(
+                messages=messages, max_tokens=max_tokens, temperature=self._temperature
+            )
+            usage = result.get("usage") or {}
+            choice = result["choices"][0]
+            return Generated(
+                choice["message"].get("content") or "",
+                choice.get("finish_reason"),
+                int(usage.get("prompt_tokens", 0)),
+                int(usage.get("completion_tokens", 0)),
+            )
+        return self._generate_streaming(llama, messages, max_tokens, sink, count)
+
+    def _generate_streaming(
+        self, llama: Any, messages: Chat, max_tokens: int, sink: DeltaSink, count: CountTokens
+    ) -> Generated:
+        """The same completion, piece by piece. llama.cpp reports no usage when it
+        streams: the prompt is counted here, and each piece is one token."""
+        pieces: list[str] = []
+        finish_reason: str | None = None
+        for chunk in llama.create_chat_completion(
+            messages=messages, max_tokens=max_tokens, temperature=self._temperature, stream=True
+        ):
+            choice = chunk["choices"][0]
+            finish_reason = choice.get("finish_reason") or finish_reason
+            piece = choice.get("delta", {}).get("content") or ""
+            if not piece:
+                continue
+            if not pieces:
+                piece = piece.lstrip()  # the final text is stripped: so is its start here
+                if not piece:
+                    continue
+            pieces.append(piece)
+            sink(piece)
+        prompt_tokens = sum(
+            count(message["content"]) + TEMPLATE_TOKENS_PER_MESSAGE for message in messages
         )
-        return result
+        return Generated("".join(pieces), finish_reason, prompt_tokens, len(pieces))
 
     def _load(self) -> Any:
         try:

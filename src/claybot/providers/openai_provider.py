@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -19,6 +20,7 @@ from claybot.config.auth import AuthEntry
 from claybot.config.settings import ProviderSettings
 from claybot.providers.base import (
     ChatMessage,
+    DeltaSink,
     InferenceRequest,
     InferenceResult,
     ProviderError,
@@ -40,7 +42,8 @@ from claybot.providers.options import (
 
 if TYPE_CHECKING:
     import openai
-    from openai.types.chat import ChatCompletion
+    from openai.types import CompletionUsage
+    from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 DEFAULT_MODEL = "gpt-5.4-mini"
 VENDOR_HOST = "api.openai.com"
@@ -125,23 +128,82 @@ def from_openai_response(provider_id: str, model: str, response: ChatCompletion)
         for position, call in enumerate(message.tool_calls or [])
         if call.type == "function"
     )
-    usage = TokenUsage()
-    if response.usage is not None:
-        details = response.usage.prompt_tokens_details
-        cached = (details.cached_tokens or 0) if details is not None else 0
-        # Our ``input`` excludes cached tokens, as Anthropic's does, so totals add up.
-        usage = TokenUsage(
-            input=max(0, (response.usage.prompt_tokens or 0) - cached),
-            output=response.usage.completion_tokens or 0,
-            cache_read=cached,
-        )
     return InferenceResult(
         text=message.content or message.refusal or "",
         tool_calls=calls,
-        usage=usage,
+        usage=_usage(response.usage),
         provider_id=provider_id,
         model=response.model or model,
+        cut_off=response.choices[0].finish_reason == "length",
     )
+
+
+def _usage(usage: CompletionUsage | None) -> TokenUsage:
+    if usage is None:
+        return TokenUsage()
+    details = usage.prompt_tokens_details
+    cached = (details.cached_tokens or 0) if details is not None else 0
+    # Our ``input`` excludes cached tokens, as Anthropic's does, so totals add up.
+    return TokenUsage(
+        input=max(0, (usage.prompt_tokens or 0) - cached),
+        output=usage.completion_tokens or 0,
+        cache_read=cached,
+    )
+
+
+class StreamedCompletion:
+    """A streamed answer put back together from its chunks: text as it comes (to
+    ``on_delta``), tool calls from their pieces (by index), usage from the last chunk."""
+
+    def __init__(self, on_delta: DeltaSink) -> None:
+        self._on_delta = on_delta
+        self._text: list[str] = []
+        self._calls: dict[int, _CallPieces] = {}
+        self._finish_reason: str | None = None
+        self._usage: CompletionUsage | None = None
+        self._model = ""
+
+    def add(self, chunk: ChatCompletionChunk) -> None:
+        self._model = chunk.model or self._model
+        if chunk.usage is not None:
+            self._usage = chunk.usage
+        for choice in chunk.choices[:1]:
+            self._finish_reason = choice.finish_reason or self._finish_reason
+            delta = choice.delta
+            piece = delta.content or delta.refusal
+            if piece:
+                self._text.append(piece)
+                self._on_delta(piece)
+            for call in delta.tool_calls or ():
+                pieces = self._calls.setdefault(call.index, _CallPieces())
+                pieces.id = call.id or pieces.id
+                if call.function is not None:
+                    pieces.name += call.function.name or ""
+                    pieces.arguments += call.function.arguments or ""
+
+    def result(self, provider_id: str, model: str) -> InferenceResult:
+        calls = tuple(
+            ToolCall(
+                pieces.id or f"call_{position}", pieces.name, decode_arguments(pieces.arguments)
+            )
+            for position, (_, pieces) in enumerate(sorted(self._calls.items()))
+            if pieces.name
+        )
+        return InferenceResult(
+            text="".join(self._text),
+            tool_calls=calls,
+            usage=_usage(self._usage),
+            provider_id=provider_id,
+            model=self._model or model,
+            cut_off=self._finish_reason == "length",
+        )
+
+
+@dataclass
+class _CallPieces:
+    id: str = ""
+    name: str = ""
+    arguments: str = ""
 
 
 def describe_error(exc: Exception, *, secret: str, endpoint: str) -> str:
@@ -211,7 +273,9 @@ class OpenAIProvider:
     def model(self) -> str:
         return self._model
 
-    async def complete(self, request: InferenceRequest) -> InferenceResult:
+    async def complete(
+        self, request: InferenceRequest, on_delta: DeltaSink | None = None
+    ) -> InferenceResult:
         arguments: dict[str, Any] = {"model": self._model, "messages": to_openai_messages(request)}
         if request.tools:
             arguments["tools"] = to_openai_tools(list(request.tools))
@@ -221,8 +285,18 @@ class OpenAIProvider:
         if self._temperature is not None:
             arguments["temperature"] = self._temperature
         try:
-            response = await self._client.chat.completions.create(**arguments)
-            return from_openai_response(self._id, self._model, response)
+            if on_delta is None:
+                response = await self._client.chat.completions.create(**arguments)
+                return from_openai_response(self._id, self._model, response)
+            streamed = StreamedCompletion(on_delta)
+            # include_usage: the last chunk carries the token counts.
+            stream = await self._client.chat.completions.create(
+                **arguments, stream=True, stream_options={"include_usage": True}
+            )
+            async with stream:
+                async for chunk in stream:
+                    streamed.add(chunk)
+            return streamed.result(self._id, self._model)
         except ProviderError:
             raise
         except Exception as exc:  # the SDK's errors, and a response we cannot read

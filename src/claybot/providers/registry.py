@@ -18,6 +18,27 @@ from claybot.providers.base import InferenceProvider, ProviderConfigError, Provi
 DEFAULT_PROVIDER = ProviderSettings(id="local")
 
 
+def with_provider(
+    providers: list[ProviderSettings], provider: ProviderSettings, position: int | None
+) -> list[ProviderSettings]:
+    """``providers`` with ``provider`` added (or replacing the one with its id).
+
+    The local model stays the last fallback: adding the first provider to a list that
+    is empty (the engine then uses ``local`` implicitly) keeps ``local`` explicitly,
+    after it; and without a ``position`` a provider goes before the local ones at the
+    end. Only removing ``local`` (or disabling it) takes it out of the order.
+    """
+    others = [p for p in providers if p.id != provider.id]
+    if not providers and provider.provider_type != DEFAULT_PROVIDER.provider_type:
+        others = [DEFAULT_PROVIDER.model_copy()]
+    if position is None:
+        position = len(others)
+        while position and others[position - 1].provider_type == "local":
+            position -= 1
+    position = min(position, len(others))
+    return [*others[:position], provider, *others[position:]]
+
+
 class ProviderRegistry:
     def __init__(self, types: Iterable[ProviderType] = ()) -> None:
         self._types: dict[str, ProviderType] = {}

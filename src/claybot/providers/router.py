@@ -3,45 +3,126 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Protocol
 
-from claybot.providers.base import InferenceProvider, InferenceRequest, InferenceResult
+from claybot.kernel.event_types import EventType
+from claybot.kernel.events import EventBus
+from claybot.providers.base import (
+    InferenceProvider,
+    InferenceRequest,
+    InferenceResult,
+    failure_reason,
+)
 
 log = logging.getLogger(__name__)
 
 
 class InferenceFailed(Exception):
-    """Every provider failed; ``failures`` says why, one entry per provider."""
+    """Every provider failed; ``failures`` says why, one entry per provider.
 
-    def __init__(self, failures: list[tuple[str, str]]) -> None:
-        detail = "; ".join(f"{pid}: {why}" for pid, why in failures) or "no provider is configured"
+    Providers that could not even be built (no API key, a bad option) are listed too:
+    "no API key" is what the user must hear, not "no provider is configured".
+    """
+
+    def __init__(
+        self, failures: list[tuple[str, str]], unavailable: Mapping[str, str] | None = None
+    ) -> None:
+        reasons = [*failures, *(unavailable or {}).items()]
+        detail = "; ".join(f"{pid}: {why}" for pid, why in reasons) or "no provider is configured"
         super().__init__(f"inference failed ({detail})")
         self.failures = failures
 
 
+class CallObserver(Protocol):
+    """Who watches one call: the text as it streams, and each fall-through."""
+
+    def delta(self, text: str) -> None: ...
+
+    def fallback(self, failed: str, next_provider: str, reason: str) -> None:
+        """``failed`` gave up with ``reason``; text it streamed is void."""
+        ...
+
+
 class InferenceRouter:
-    def __init__(self, providers: Sequence[InferenceProvider]) -> None:
+    def __init__(
+        self, providers: Sequence[InferenceProvider], events: EventBus | None = None
+    ) -> None:
         self.providers = list(providers)
+        # Providers that could not be built, with why (set with ``replace``).
+        self.unavailable: dict[str, str] = {}
+        self._events = events  # where a fall-through no observer watches is told
 
-    async def complete(self, request: InferenceRequest) -> InferenceResult:
+    async def complete(
+        self,
+        request: InferenceRequest,
+        observer: CallObserver | None = None,
+        *,
+        prefer: str | None = None,
+    ) -> InferenceResult:
+        """The first answer of the providers in order; with an ``observer``, streamed.
+
+        ``prefer`` names a provider (its id or its model) to try first.
+        """
+        providers = self.providers
+        if prefer is not None:
+            named = [p for p in providers if prefer in (p.id, p.model)]
+            providers = [*named, *(p for p in providers if p not in named)]
         failures: list[tuple[str, str]] = []
-        for provider in self.providers:
+        on_delta = observer.delta if observer is not None else None
+        for position, provider in enumerate(providers):
             try:
-                return await provider.complete(request)
+                return await provider.complete(request, on_delta)
             except Exception as exc:  # any provider failure means: try the next one
-                failures.append((provider.id, str(exc) or type(exc).__name__))
-                log.warning(
-                    "provider failed, trying the next one",
-                    extra={"action": "inference.fallthrough", "provider": provider.id},
-                )
-        raise InferenceFailed(failures)
+                reason = failure_reason(exc)
+                failures.append((provider.id, reason))
+                following = providers[position + 1] if position + 1 < len(providers) else None
+                self._fell_through(provider.id, following, reason, observer)
+        raise InferenceFailed(failures, self.unavailable)
 
-    def replace(self, providers: Sequence[InferenceProvider]) -> list[InferenceProvider]:
+    def _fell_through(
+        self,
+        failed: str,
+        following: InferenceProvider | None,
+        reason: str,
+        observer: CallObserver | None,
+    ) -> None:
+        then = f"trying {following.id}" if following is not None else "no provider left"
+        log.warning(
+            "provider %s failed (%s); %s",
+            failed,
+            reason,
+            then,
+            extra={"action": "inference.fallthrough", "provider": failed, "reason": reason},
+        )
+        if following is None:
+            return
+        if observer is not None:
+            observer.fallback(failed, following.id, reason)
+        elif self._events is not None:
+            self._events.emit(
+                EventType.PROVIDER_FALLBACK,
+                {
+                    "from": failed,
+                    "to": following.id,
+                    "reason": reason,
+                    "agentId": None,
+                    "messageId": None,
+                },
+            )
+
+    def replace(
+        self,
+        providers: Sequence[InferenceProvider],
+        unavailable: Mapping[str, str] | None = None,
+    ) -> list[InferenceProvider]:
         """Route to ``providers`` from now on; returns the previous ones, to close.
 
+        ``unavailable``: the configured providers that could not be built, and why.
         A call already under way finishes over the list it started with.
         """
         old, self.providers = self.providers, list(providers)
+        self.unavailable = dict(unavailable or {})
         return old
 
     async def close(self) -> None:
@@ -59,11 +140,10 @@ class PreferringRouter:
         self._router = router
         self._name = name
 
-    async def complete(self, request: InferenceRequest) -> InferenceResult:
-        providers = self._router.providers
-        named = [p for p in providers if self._name in (p.id, p.model)]
-        rest = [p for p in providers if p not in named]
-        return await InferenceRouter([*named, *rest]).complete(request)
+    async def complete(
+        self, request: InferenceRequest, observer: CallObserver | None = None
+    ) -> InferenceResult:
+        return await self._router.complete(request, observer, prefer=self._name)
 
 
 def router_for(router: InferenceRouter, name: str | None) -> InferenceRouter | PreferringRouter:

@@ -11,6 +11,11 @@ Models:
   the newest non-assistant message (a user message or a tool result) answers.
   No matching rule is a provider failure.
 - ``fail``: always fails.
+
+Streaming (a call with ``on_delta``): with ``options.streamChunkChars`` the text goes
+out in pieces of that many characters, ``options.streamDelayS`` apart (so a test can
+see a reply arrive before its turn ends); without it, in one piece. A response
+object with ``"cutOff": true`` says the model hit its token limit.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import Any
 from claybot.config.auth import AuthEntry
 from claybot.config.settings import ProviderSettings
 from claybot.providers.base import (
+    DeltaSink,
     InferenceRequest,
     InferenceResult,
     ProviderConfigError,
@@ -88,7 +94,11 @@ def _parse_response(index: int, raw: Any) -> InferenceResult:
                     arguments=dict(call.get("arguments") or {}),
                 )
             )
-        return InferenceResult(text=str(raw.get("text") or ""), tool_calls=tuple(calls))
+        return InferenceResult(
+            text=str(raw.get("text") or ""),
+            tool_calls=tuple(calls),
+            cut_off=bool(raw.get("cutOff", False)),
+        )
     raise ValueError(f"response {index} must be a string or an object, got {type(raw).__name__}")
 
 
@@ -99,6 +109,8 @@ class ScriptedProvider:
         if self._model not in MODELS:
             raise ProviderConfigError(self._id, f"unknown scripted model {self._model!r}")
         self._delay_s = float(settings.options.get("delayS", 0.0))
+        self._chunk_chars = int(settings.options.get("streamChunkChars", 0))
+        self._chunk_delay_s = float(settings.options.get("streamDelayS", 0.0))
         responses = settings.options.get("responses", [])
         if not isinstance(responses, list):
             raise ProviderConfigError(self._id, "options.responses must be a list")
@@ -127,7 +139,22 @@ class ScriptedProvider:
     def model(self) -> str:
         return self._model
 
-    async def complete(self, request: InferenceRequest) -> InferenceResult:
+    async def complete(
+        self, request: InferenceRequest, on_delta: DeltaSink | None = None
+    ) -> InferenceResult:
+        result = await self._answer(request)
+        if on_delta is not None and result.text:
+            await self._stream(result.text, on_delta)
+        return result
+
+    async def _stream(self, text: str, on_delta: DeltaSink) -> None:
+        size = self._chunk_chars or len(text)
+        for start in range(0, len(text), size):
+            if start and self._chunk_delay_s:
+                await asyncio.sleep(self._chunk_delay_s)
+            on_delta(text[start : start + size])
+
+    async def _answer(self, request: InferenceRequest) -> InferenceResult:
         self.requests.append(request)
         if len(self.requests) > REQUESTS_KEPT:
             del self.requests[0]
@@ -152,6 +179,7 @@ class ScriptedProvider:
             usage=TokenUsage(input=1, output=1),
             provider_id=self._id,
             model=self._model,
+            cut_off=result.cut_off,
         )
 
     def _rule_response(self, text: str) -> InferenceResult:

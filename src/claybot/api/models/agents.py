@@ -63,6 +63,11 @@ class MessageAccepted(Ok):
     )
 
 
+class AgentStopped(Ok):
+    agentId: str
+    stopped: bool = Field(description="false: no turn was running")
+
+
 class AgentReset(Ok):
     agentId: str
     status: Literal["done", "queued"] = Field(

@@ -38,6 +38,17 @@ class ProviderListing(ProviderList):
     types: list[ProviderTypeSummary]
 
 
+class ProviderTested(Ok):
+    """One small real call to the provider: its answer, or why there was none."""
+
+    providerId: str
+    answered: bool
+    answer: str = Field(description="The model's reply; empty when it did not answer")
+    reason: str = Field(description="Why it did not answer; empty when it did")
+    model: str
+    latencyMs: float
+
+
 class AuthEntrySummary(Answer):
     type: str
     fields: list[str] = Field(description="The fields' names; their values are never shown")
