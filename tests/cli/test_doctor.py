@@ -59,7 +59,7 @@ def refusing_port() -> Iterator[int]:
 def test_help_explains_the_checks_and_the_options(paths: HomePaths) -> None:
     result = cli(paths, "doctor", "--help")
     assert result.returncode == 0
-    for words in ("--fix", "--json", "--only", "--disk-warn-mb", "bubblewrap", "Exit code 1"):
+    for words in ("--fix", "--json", "--only", "--disk-warn-mb", "bubblewrap", "Exits 1 when"):
         assert words in result.stdout, words
 
 

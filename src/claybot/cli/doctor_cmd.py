@@ -71,17 +71,18 @@ def doctor(
 ) -> None:
     """Check this home and machine; print each finding (ok, warn, fail) and its fix.
 
-    Checks: the home's folders and file modes (nobody else may read the secrets);
-    settings.json, auth.json and plugin settings, read by the engine's own loaders; each
-    enabled provider's key and whether its endpoint answers (no model is called); the
-    local model (its GGUF, llama.cpp loading it in a child process, the CPU's flags);
-    the bubblewrap sandbox, and a loud warning when exec runs unconfined; the TCP port
-    (free, or this home's engine); the database (SQLite integrity and schema, or
-    PostgreSQL reachable at the current schema); `claude` on PATH for proactive agents;
-    each Telegram bot token against getMe; free disk space.
+    home: folders exist, nobody else can read the home or its secrets.
+    config: settings.json, auth.json, plugin settings (the engine's loaders).
+    provider: each enabled provider's key; its endpoint answers (no model call).
+    local: the GGUF; llama.cpp loads it (in a child process); the CPU's flags.
+    sandbox: bubblewrap works; a LOUD warning when exec runs unconfined.
+    port: engine.port is free, or held by this home's engine.
+    database: SQLite integrity and schema, or PostgreSQL reachable and current.
+    claude: on PATH (proactive agents run it). telegram: tokens pass getMe.
+    disk: free space on the home's file system.
 
-    Works with the engine running or not. Exit code 1 when a check fails; warnings
-    exit 0. $CLAYBOT_CPUINFO reads CPU flags from another file than /proc/cpuinfo.
+    Works with the engine running or not. Exits 1 when a check fails (warnings
+    exit 0). $CLAYBOT_CPUINFO: read CPU flags from this file, not /proc/cpuinfo.
     """
     from claybot.doctor.checkup import apply_repairs, run_checks
     from claybot.doctor.context import MIB, Limits, load_context

@@ -66,6 +66,8 @@ def _modes(paths: HomePaths) -> Finding:
             continue
         if mode & OTHERS:
             open_paths.append((path, mode))
+    if not paths.home.exists():
+        return ok("home.modes", "nothing to check yet: the home does not exist")
     if not open_paths:
         return ok("home.modes", "the home and its secrets are the owner's alone (0700 / 0600)")
     detail = "others can reach " + ", ".join(
