@@ -108,11 +108,12 @@ class EngineProcess:
         self.process: subprocess.Popen[bytes] | None = None
         self.log = paths.home.parent / f"{paths.home.name}-engine.log"
 
-    def start(self, timeout_s: float = 30.0) -> None:
+    def start(self, timeout_s: float = 30.0, port: int = 0) -> None:
+        """``port``: the TCP port (0: a free one the engine picks)."""
         self.paths.socket.unlink(missing_ok=True)
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "claybot", "start", "--port", "0"],
+                [sys.executable, "-m", "claybot", "start", "--port", str(port)],
                 env=self.env,
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import IO
 
 import pytest
@@ -22,12 +22,17 @@ pytestmark = pytest.mark.slow
 
 
 def cli(
-    paths: HomePaths, *args: str, stdin: str | None = None, timeout_s: float = 60
+    paths: HomePaths,
+    *args: str,
+    stdin: str | None = None,
+    timeout_s: float = 60,
+    env: Mapping[str, str | None] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "CLAYBOT_HOME": str(paths.home), "COLUMNS": "200"}
+    """`claybot ARGS` on ``paths``; ``env`` sets variables (None removes one)."""
+    chosen = {**os.environ, "CLAYBOT_HOME": str(paths.home), "COLUMNS": "200", **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "claybot", *args],
-        env=env,
+        env={name: value for name, value in chosen.items() if value is not None},
         input=stdin,
         capture_output=True,
         text=True,

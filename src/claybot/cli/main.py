@@ -12,6 +12,7 @@ from claybot.cli import (
     auth_cmds,
     chat,
     cron_cmds,
+    doctor_cmd,
     engine_cmds,
     events_cmds,
     heartbeat_cmds,
@@ -64,6 +65,7 @@ app.command()(chat.chat)
 app.command()(events_cmds.events)
 app.command()(logs_cmd.logs)
 app.command()(worker_cmd.worker)
+app.command()(doctor_cmd.doctor)
 app.add_typer(agents_cmds.app, name="agents")
 app.add_typer(plugins_cmds.app, name="plugins")
 app.add_typer(auth_cmds.app, name="auth")

@@ -67,18 +67,15 @@ class HomePaths:
     def plugins(self) -> Path:
         return self.home / "plugins"
 
-    def ensure(self) -> None:
-        """Create the home and its folders, the owner's alone: folders 0700, files 0600.
+    @property
+    def private_folders(self) -> tuple[Path, ...]:
+        """The folders ``ensure`` makes, 0700 (the home itself aside)."""
+        return (self.agents, self.files, self.workspace, self.logs, self.plugins)
 
-        Homes made by earlier versions (0755 folders, 0644 logs and database) are
-        tightened here; what lies inside a 0700 folder is out of others' reach anyway.
-        """
-        self.home.mkdir(parents=True, exist_ok=True)
-        os.chmod(self.home, PRIVATE_FOLDER)
-        for folder in (self.agents, self.files, self.workspace, self.logs, self.plugins):
-            folder.mkdir(exist_ok=True)
-            os.chmod(folder, PRIVATE_FOLDER)
-        for file in (
+    @property
+    def private_files(self) -> tuple[Path, ...]:
+        """The files ``ensure`` tightens to 0600 when they exist."""
+        return (
             self.settings,  # a user may have written it by hand
             self.auth,
             self.database,
@@ -87,6 +84,19 @@ class HomePaths:
             self.logs / "engine.log",
             self.agents / "inbox.wal",
             self.agents / "index.jsonl",
-        ):
+        )
+
+    def ensure(self) -> None:
+        """Create the home and its folders, the owner's alone: folders 0700, files 0600.
+
+        Homes made by earlier versions (0755 folders, 0644 logs and database) are
+        tightened here; what lies inside a 0700 folder is out of others' reach anyway.
+        """
+        self.home.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.home, PRIVATE_FOLDER)
+        for folder in self.private_folders:
+            folder.mkdir(exist_ok=True)
+            os.chmod(folder, PRIVATE_FOLDER)
+        for file in self.private_files:
             with contextlib.suppress(FileNotFoundError):
                 os.chmod(file, PRIVATE_FILE)

@@ -202,6 +202,17 @@ class ProactiveStore:
             )
         return LoadReport(agents, source, skipped, interrupted)
 
+    def peek(self) -> list[AgentConfig]:
+        """The valid agents ``load`` would find, read without repairing or closing anything
+        (for ``claybot doctor``, which may run beside the engine that owns these files)."""
+        configs = []
+        for agent_id in self._read_ids()[0]:
+            try:
+                configs.append(self._read_agent(agent_id).config)
+            except (OSError, ValueError, ValidationError):
+                continue  # ``load`` reports it (and the engine logs it)
+        return configs
+
     def _read_agent(self, agent_id: str) -> StoredAgent:
         folder = self.agent_dir(agent_id)
         config = AgentConfig.model_validate_json((folder / "config.json").read_bytes())

@@ -18,6 +18,7 @@ from claybot.config.auth import AuthEntry
 from claybot.config.settings import ProviderSettings
 from claybot.providers.base import (
     DeltaSink,
+    Endpoint,
     InferenceRequest,
     InferenceResult,
     ProviderError,
@@ -215,6 +216,19 @@ def describe_error(exc: Exception, *, secret: str, endpoint: str) -> str:
 # -- the provider ---------------------------------------------------------------------------
 
 
+def locate(settings: ProviderSettings, auth: AuthEntry | None, env: Mapping[str, str]) -> Endpoint:
+    """Where this provider's requests go (the vendor's API unless configured) and its key."""
+    endpoint = resolve_endpoint(
+        settings,
+        auth,
+        env,
+        vendor_host=VENDOR_HOST,
+        key_variable=KEY_VARIABLE,
+        url_variable=URL_VARIABLE,
+    )
+    return replace(endpoint, base_url=endpoint.base_url or f"https://{VENDOR_HOST}")
+
+
 class AnthropicProvider:
     def __init__(
         self,
@@ -226,20 +240,13 @@ class AnthropicProvider:
 
         self._id = settings.id
         self._model = settings.model or DEFAULT_MODEL
-        endpoint = resolve_endpoint(
-            settings,
-            auth,
-            env,
-            vendor_host=VENDOR_HOST,
-            key_variable=KEY_VARIABLE,
-            url_variable=URL_VARIABLE,
-        )
+        endpoint = locate(settings, auth, env)
         self._key = endpoint.key
         self._max_tokens = option(settings, "maxTokens", int, DEFAULT_MAX_TOKENS)
         self._temperature = option(settings, "temperature", float, None)
         self._client: anthropic.AsyncAnthropic = anthropic.AsyncAnthropic(
             api_key=self._key,
-            base_url=endpoint.base_url or f"https://{VENDOR_HOST}",
+            base_url=endpoint.base_url,
             timeout=option(settings, "timeoutS", float, DEFAULT_TIMEOUT_S),
             max_retries=option(settings, "maxRetries", int, DEFAULT_MAX_RETRIES),
         )
@@ -302,5 +309,6 @@ PROVIDER_TYPE = ProviderType(
     label="Anthropic",
     create=create,
     needs_auth=True,
+    locate=locate,
     description="Claude models through the Messages API.",
 )

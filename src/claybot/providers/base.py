@@ -154,12 +154,28 @@ class ImageProvider(Protocol):
     async def generate(self, prompt: str, *, size: str | None = None) -> list[bytes]: ...
 
 
+@dataclass(frozen=True)
+class Endpoint:
+    """Where a provider's requests go, and with which key."""
+
+    base_url: str | None  # None: the vendor's own API
+    key: str
+    # Where the key came from ("auth.json", "$OPENAI_API_KEY"), for `claybot doctor`;
+    # "" when the endpoint needs none and gets a placeholder.
+    key_source: str = ""
+
+
 # How a provider type builds a provider: its settings, its auth.json entry, and the
 # environment the engine was given (keys and URLs such as OPENAI_API_KEY), passed in
 # rather than read from os.environ so an engine (or a test) decides what a provider sees.
 ProviderFactory = Callable[
     [ProviderSettings, AuthEntry | None, Mapping[str, str]], InferenceProvider
 ]
+# The same inputs to where requests would go (``base_url`` filled in) and with which key,
+# worked out without building the provider or sending anything; raises
+# ProviderConfigError when there is no key. `claybot doctor` checks keys and
+# reachability with it, so it never pays for a model call.
+EndpointLocator = Callable[[ProviderSettings, AuthEntry | None, Mapping[str, str]], Endpoint]
 
 
 @dataclass(frozen=True)
@@ -169,3 +185,4 @@ class ProviderType:
     create: ProviderFactory
     needs_auth: bool = False
     description: str = ""
+    locate: EndpointLocator | None = None  # None: no network endpoint (local, scripted)

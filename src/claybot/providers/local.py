@@ -64,6 +64,12 @@ def find_bundled_model() -> Path | None:
     return path if path.is_file() else None
 
 
+def model_file(settings: ProviderSettings) -> Path | None:
+    """The GGUF a ``local`` provider loads: ``options.modelPath``, else the bundled one."""
+    configured = option(settings, "modelPath", str, "")
+    return Path(configured).expanduser() if configured else find_bundled_model()
+
+
 def to_chat(request: InferenceRequest) -> Chat:
     chat = [{"role": "system", "content": request.system_prompt}] if request.system_prompt else []
     chat.extend(_chat_message(message) for message in request.messages)
@@ -112,8 +118,7 @@ class Generated:
 class LocalProvider:
     def __init__(self, settings: ProviderSettings) -> None:
         self._id = settings.id
-        model_path = option(settings, "modelPath", str, "")
-        self._model_path = Path(model_path).expanduser() if model_path else None
+        self._settings = settings
         self._n_ctx = option(settings, "nCtx", int, DEFAULT_N_CTX)
         self._max_tokens = option(settings, "maxTokens", int, DEFAULT_MAX_TOKENS)
         self._temperature = option(settings, "temperature", float, DEFAULT_TEMPERATURE)
@@ -245,7 +250,7 @@ class LocalProvider:
             raise ProviderConfigError(
                 self._id, f"llama-cpp-python is not installed: {INSTALL_HINT}"
             ) from None
-        path = self._model_path or find_bundled_model()
+        path = model_file(self._settings)
         if path is None or not path.is_file():
             where = f" ({path})" if path is not None else ""
             raise ProviderConfigError(

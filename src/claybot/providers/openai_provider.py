@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -21,6 +21,7 @@ from claybot.config.settings import ProviderSettings
 from claybot.providers.base import (
     ChatMessage,
     DeltaSink,
+    Endpoint,
     InferenceRequest,
     InferenceResult,
     ProviderError,
@@ -230,6 +231,19 @@ def max_tokens_field(base_url: str) -> str:
 # -- the provider ------------------------------------------------------------------------
 
 
+def locate(settings: ProviderSettings, auth: AuthEntry | None, env: Mapping[str, str]) -> Endpoint:
+    """Where this provider's requests go (the vendor's API unless configured) and its key."""
+    endpoint = resolve_endpoint(
+        settings,
+        auth,
+        env,
+        vendor_host=VENDOR_HOST,
+        key_variable=KEY_VARIABLE,
+        url_variable=URL_VARIABLE,
+    )
+    return replace(endpoint, base_url=endpoint.base_url or f"https://{VENDOR_HOST}/v1")
+
+
 class OpenAIProvider:
     def __init__(
         self,
@@ -241,20 +255,13 @@ class OpenAIProvider:
 
         self._id = settings.id
         self._model = settings.model or DEFAULT_MODEL
-        endpoint = resolve_endpoint(
-            settings,
-            auth,
-            env,
-            vendor_host=VENDOR_HOST,
-            key_variable=KEY_VARIABLE,
-            url_variable=URL_VARIABLE,
-        )
+        endpoint = locate(settings, auth, env)
         self._key = endpoint.key
         self._temperature = option(settings, "temperature", float, None)
         self._max_tokens = option(settings, "maxTokens", int, None)
         self._client: openai.AsyncOpenAI = openai.AsyncOpenAI(
             api_key=self._key,
-            base_url=endpoint.base_url or f"https://{VENDOR_HOST}/v1",
+            base_url=endpoint.base_url,
             timeout=option(settings, "timeoutS", float, DEFAULT_TIMEOUT_S),
             max_retries=option(settings, "maxRetries", int, DEFAULT_MAX_RETRIES),
         )
@@ -320,5 +327,6 @@ PROVIDER_TYPE = ProviderType(
     label="OpenAI-compatible",
     create=create,
     needs_auth=True,
+    locate=locate,
     description="OpenAI chat completions; options.baseUrl: OpenRouter, Ollama, vLLM, llama-server.",
 )

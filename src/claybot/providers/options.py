@@ -4,13 +4,12 @@ and vendor errors put in words (without the key). Importing it imports no vendor
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from claybot.config.auth import AuthEntry
 from claybot.config.settings import ProviderSettings
-from claybot.providers.base import ProviderConfigError
+from claybot.providers.base import Endpoint, ProviderConfigError
 
 DEFAULT_TIMEOUT_S = 60.0
 # Low on purpose: the router falls through to the next provider instead of waiting.
@@ -35,12 +34,6 @@ def option(settings: ProviderSettings, name: str, kind: Callable[[Any], T], defa
         ) from None
 
 
-@dataclass(frozen=True)
-class Endpoint:
-    base_url: str | None  # None: the vendor's own API
-    key: str
-
-
 def resolve_endpoint(
     settings: ProviderSettings,
     auth: AuthEntry | None,
@@ -61,10 +54,12 @@ def resolve_endpoint(
     configured = option(settings, "baseUrl", str, "") or None
     base_url = configured or env.get(url_variable) or None
     key = auth.secret("apiKey") if auth is not None else None
-    if not key and (configured is None or urlsplit(configured).hostname == vendor_host):
+    if key:
+        return Endpoint(base_url, key, "auth.json")
+    if configured is None or urlsplit(configured).hostname == vendor_host:
         key = env.get(key_variable)
     if key:
-        return Endpoint(base_url, key)
+        return Endpoint(base_url, key, f"${key_variable}")
     if base_url and urlsplit(base_url).hostname != vendor_host:
         return Endpoint(base_url, PLACEHOLDER_KEY)
     raise ProviderConfigError(
