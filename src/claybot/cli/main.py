@@ -22,6 +22,7 @@ from claybot.cli import (
     plugins_cmds,
     proactive_cmds,
     providers_cmds,
+    service_cmds,
     worker_cmd,
 )
 
@@ -74,6 +75,7 @@ app.add_typer(proactive_cmds.app, name="proactive")
 app.add_typer(cron_cmds.app, name="cron")
 app.add_typer(heartbeat_cmds.app, name="heartbeat")
 app.add_typer(jobs_cmds.app, name="jobs")
+app.add_typer(service_cmds.app, name="service")
 
 
 def main() -> None:
