@@ -15,6 +15,7 @@ from claybot.cli import (
     engine_cmds,
     events_cmds,
     heartbeat_cmds,
+    init_cmd,
     jobs_cmds,
     keys_cmds,
     logs_cmd,
@@ -58,6 +59,7 @@ def _options(
     """ClayBot: a self-hosted agent engine."""
 
 
+app.command()(init_cmd.init)
 app.command()(engine_cmds.start)
 app.command()(engine_cmds.stop)
 app.command()(engine_cmds.status)
