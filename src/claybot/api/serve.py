@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
 import signal
 import sys
 from collections.abc import Callable
 
 from claybot.api.app import create_app
+from claybot.api.banner import ReadyEngine, home_flag, ready_banner
 from claybot.api.server import bind_tcp_socket, bind_unix_socket, make_server
 from claybot.api.tcp_auth import ApiKeyMiddleware
 from claybot.config.home import HomePaths
 from claybot.engine.engine import Engine, EngineOptions
 from claybot.engine.instance import InstanceLock
+from claybot.kernel.service_notify import READY, STOPPING, ServiceNotifier
 
 DRAIN_TIMEOUT_S = 10.0
 
@@ -29,6 +32,7 @@ async def serve(
     options: EngineOptions,
     *,
     announce: Callable[[str], None] = lambda line: print(line, flush=True),
+    notifier: ServiceNotifier | None = None,
 ) -> None:
     paths.ensure()
     options.defer_database = True  # the socket first; SQLAlchemy imports after it is up
@@ -60,15 +64,23 @@ async def serve(
         lock.write_pid()
         engine.database.open()
         await engine.sandbox.support()  # for the line below: can agents run commands here?
-        announce(
-            f"ClayBot engine ready (pid {engine.status()['pid']})\n"
-            f"  socket: {paths.socket}\n"
-            f"  http:   http://{engine.settings.engine.host}:{engine.tcp_port}\n"
-            f"  home:   {paths.home}\n"
-            f"  exec:   {engine.sandbox.announcement()}"
+        ready = ReadyEngine(
+            pid=os.getpid(),
+            socket=str(paths.socket),
+            http=f"http://{engine.settings.engine.host}:{engine.tcp_port}",
+            home=str(paths.home),
+            exec_summary=engine.sandbox.announcement(),
         )
+        # Started by a manager (systemd, or `claybot start --detach`), no Ctrl-C reaches
+        # the engine: its banner says `claybot stop` instead.
+        managed = notifier is not None and notifier.address is not None
+        announce(ready_banner(ready, detached=managed, home_flag=home_flag(paths.home, os.environ)))
+        if notifier is not None:
+            notifier.notify(READY, f"STATUS=serving {paths.home}")
         stopped = asyncio.create_task(stop.wait())
         await asyncio.wait([stopped, *serving], return_when=asyncio.FIRST_COMPLETED)
+        if notifier is not None:
+            notifier.notify(STOPPING)
         announce("stopping…")
         for server in servers:
             server.should_exit = True
@@ -106,10 +118,10 @@ def event_loop_runner() -> asyncio.Runner:
     return asyncio.Runner(loop_factory=uvloop.new_event_loop)
 
 
-def run(paths: HomePaths, options: EngineOptions) -> None:
-    """Run until stopped."""
+def run(paths: HomePaths, options: EngineOptions, notifier: ServiceNotifier | None = None) -> None:
+    """Run until stopped; ``notifier`` is told when the engine is ready and when it stops."""
     with event_loop_runner() as runner:
         try:
-            runner.run(serve(paths, options))
+            runner.run(serve(paths, options, notifier=notifier))
         except KeyboardInterrupt:
             sys.exit(130)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import getpass
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import quote
 
@@ -35,7 +36,8 @@ if TYPE_CHECKING:
 app = typer.Typer(help="Credentials in auth.json (0600).", no_args_is_help=True)
 
 
-def _read_secret(name: str) -> str:
+def read_secret(name: str) -> str:
+    """A secret typed hidden on a terminal, else the next line of stdin (a pipe)."""
     if sys.stdin.isatty():
         value = getpass.getpass(f"{name}: ")
     else:
@@ -43,6 +45,25 @@ def _read_secret(name: str) -> str:
     if not value:
         fail(f"no value given for {name}")
     return value
+
+
+def set_secret(
+    home: Path | None, entry_id: str, key: str, value: str, remote: str | None = None
+) -> bool:
+    """auth.json's ``entry_id.key`` = ``value``, through the engine if it runs (then True)."""
+    try:
+        SetAuth(id=entry_id, key=key, value=value)  # the same checks as the engine's
+    except ValidationError as exc:
+        fail(describe_validation_error(exc))
+
+    def online(client: EngineClient) -> None:
+        client.post("/v1/engine/auth", {"id": entry_id, "key": key, "value": value})
+
+    def offline(store: ConfigStore) -> None:
+        store.write_auth(store.read_auth().with_field(entry_id, key, value))
+
+    _, applied = mutate(home, remote, online=online, offline=offline)
+    return applied
 
 
 @app.command("set")
@@ -65,19 +86,8 @@ def set_field(
     """Set auth.json's ENTRY_ID.KEY to VALUE (the value is never printed)."""
     reject_remote(remote)
     if value is None:
-        value = _read_secret(f"{entry_id}.{key}")
-    try:
-        SetAuth(id=entry_id, key=key, value=value)  # the same checks as the engine's
-    except ValidationError as exc:
-        fail(describe_validation_error(exc))
-
-    def online(client: EngineClient) -> None:
-        client.post("/v1/engine/auth", {"id": entry_id, "key": key, "value": value})
-
-    def offline(store: ConfigStore) -> None:
-        store.write_auth(store.read_auth().with_field(entry_id, key, value))
-
-    _, applied = mutate(home, remote, online=online, offline=offline)
+        value = read_secret(f"{entry_id}.{key}")
+    applied = set_secret(home, entry_id, key, value, remote)
     where = "the running engine" if applied else "auth.json (the engine is not running)"
     console.print(f"set {entry_id}.{key} through {where}")
 

@@ -61,28 +61,70 @@ def start(
     force: Annotated[
         bool, typer.Option("--force", help="Stop an engine already running for this home first.")
     ] = False,
+    detach: Annotated[
+        bool,
+        typer.Option(
+            "--detach",
+            "-d",
+            help="Run in the background: return once the engine answers on its socket "
+            "(its output goes to <home>/logs/engine.out). Already running: says so, exits 0.",
+        ),
+    ] = False,
+    timeout: Annotated[
+        float,
+        typer.Option(
+            "--timeout", min=1, help="With --detach: seconds to wait for the engine to be ready."
+        ),
+    ] = 60.0,
 ) -> None:
-    """Start the engine in the foreground (Ctrl-C stops it)."""
+    """Start the engine: in the foreground (Ctrl-C stops it), or with --detach in the background."""
+    from claybot.kernel.service_notify import ServiceNotifier
+
+    # Taken out of the environment before anything copies it: what the engine starts
+    # must not be able to speak for it to systemd.
+    notifier = ServiceNotifier.take_from(os.environ)
+    paths = paths_for(home)
+    os.umask(PRIVATE_UMASK)  # every file the engine makes from here on is 0600
+    paths.ensure()
+    if force and _stop_running(paths):
+        console.print("stopped the running engine")
+    if detach:
+        _start_detached(paths, port, timeout)
+        return
     from claybot.api.serve import run
     from claybot.config.store import ConfigError
     from claybot.engine.engine import EngineOptions
     from claybot.engine.instance import AlreadyRunning
     from claybot.engine.logging_setup import configure_logging
 
-    paths = paths_for(home)
-    os.umask(PRIVATE_UMASK)  # every file the engine makes from here on is 0600
-    paths.ensure()
-    if force and _stop_running(paths):
-        console.print("stopped the running engine")
     configure_logging(paths)
     try:
-        run(paths, EngineOptions(port=port))
+        run(paths, EngineOptions(port=port), notifier)
     except AlreadyRunning as exc:
         fail(f"{exc}. Use `claybot stop`, or `claybot start --force` to replace it.")
     except ConfigError as exc:
         fail(f"{exc}\nFix the file (or move it away) and start again.")
     except OSError as exc:
         fail(f"could not start: {exc}")
+
+
+def _start_detached(paths: HomePaths, port: int | None, timeout_s: float) -> None:
+    from claybot.api.banner import ReadyEngine, home_flag, ready_banner
+    from claybot.cli.detach import DetachFailed, start_detached
+
+    flag = home_flag(paths.home, os.environ)
+    if InstanceLock(paths).held_by_someone():
+        typer.echo(
+            f"an engine is already running for {paths.home} (pid {read_pid(paths)}): "
+            f"`claybot status{flag}` shows it, `claybot stop{flag}` stops it"
+        )
+        return
+    try:
+        started = start_detached(paths, port, timeout_s)
+    except DetachFailed as exc:
+        fail(str(exc))
+    banner = ready_banner(ReadyEngine.from_status(started.status), detached=True, home_flag=flag)
+    typer.echo(banner)
 
 
 def stop(home: HomeOption = None) -> None:

@@ -16,6 +16,7 @@ from claybot.cli import (
     engine_cmds,
     events_cmds,
     heartbeat_cmds,
+    init_cmd,
     jobs_cmds,
     keys_cmds,
     logs_cmd,
@@ -23,6 +24,7 @@ from claybot.cli import (
     plugins_cmds,
     proactive_cmds,
     providers_cmds,
+    service_cmds,
     worker_cmd,
 )
 
@@ -58,6 +60,7 @@ def _options(
     """ClayBot: a self-hosted agent engine."""
 
 
+app.command()(init_cmd.init)
 app.command()(engine_cmds.start)
 app.command()(engine_cmds.stop)
 app.command()(engine_cmds.status)
@@ -76,6 +79,7 @@ app.add_typer(proactive_cmds.app, name="proactive")
 app.add_typer(cron_cmds.app, name="cron")
 app.add_typer(heartbeat_cmds.app, name="heartbeat")
 app.add_typer(jobs_cmds.app, name="jobs")
+app.add_typer(service_cmds.app, name="service")
 
 
 def main() -> None:

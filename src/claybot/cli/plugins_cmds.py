@@ -123,6 +123,18 @@ def load(
 ) -> None:
     """Load a plugin instance (validated first, then saved in settings.json)."""
     settings = _settings_from(setting, settings_json)
+    console.print(load_instance(home, plugin_id, instance, settings, remote))
+
+
+def load_instance(
+    home: Path | None,
+    plugin_id: str,
+    instance: str | None,
+    settings: dict[str, Any] | None,
+    remote: str | None = None,
+) -> str:
+    """Load an instance through the engine if it runs, else check it and save it in
+    settings.json for the next start; returns what was done."""
 
     def online(client: EngineClient) -> str:
         body: dict[str, Any] = {"pluginId": plugin_id, "instanceId": instance}
@@ -135,7 +147,7 @@ def load(
         return _save_offline(store, plugin_id, instance, settings)
 
     message, _ = mutate(home, remote, online=online, offline=offline)
-    console.print(message)
+    return message
 
 
 def _save_offline(

@@ -124,6 +124,27 @@ def add(
     except ValidationError as exc:
         fail(describe_validation_error(exc))
 
+    providers, applied, problem = add_provider(provider, position, home, remote)
+    console.print(
+        f"added {provider_id}" + ("" if applied else " in settings.json (engine not running)")
+    )
+    _show(providers, False)
+    if problem is not None:
+        # Added all the same: the key may come next (`claybot auth set`).
+        err_console.print(f"[yellow]warning:[/yellow] {escape(f'{provider_id}: {problem}')}")
+    base_url = provider.options.get("baseUrl")
+    if isinstance(base_url, str) and (unreachable := _unreachable(base_url)) is not None:
+        err_console.print(f"[yellow]warning:[/yellow] {escape(unreachable)}")
+    if problem is None:
+        console.print(f"[dim]try it: claybot providers test {escape(provider_id)}[/dim]")
+
+
+def add_provider(
+    provider: ProviderSettings, position: int | None, home: Path | None, remote: str | None = None
+) -> tuple[list[dict[str, Any]], bool, str | None]:
+    """Add (or replace) ``provider`` at ``position``: through the engine if it runs, else
+    in settings.json. Returns the providers, whether the engine applied it, and why the
+    provider cannot be built yet (no key...), or None."""
     # Online, the engine checks the type against its registry (which includes the
     # types that loaded plugins registered).
     failures: dict[str, str] = {}
@@ -155,19 +176,7 @@ def add(
         return _offline_edit(store, edit)
 
     providers, applied = mutate(home, remote, online=online, offline=offline)
-    console.print(
-        f"added {provider_id}" + ("" if applied else " in settings.json (engine not running)")
-    )
-    _show(providers, False)
-    if provider_id in failures:
-        # Added all the same: the key may come next (`claybot auth set`).
-        unbuilt = f"{provider_id}: {failures[provider_id]}"
-        err_console.print(f"[yellow]warning:[/yellow] {escape(unbuilt)}")
-    base_url = provider.options.get("baseUrl")
-    if isinstance(base_url, str) and (unreachable := _unreachable(base_url)) is not None:
-        err_console.print(f"[yellow]warning:[/yellow] {escape(unreachable)}")
-    if provider_id not in failures:
-        console.print(f"[dim]try it: claybot providers test {escape(provider_id)}[/dim]")
+    return providers, applied, failures.get(provider.id)
 
 
 def _unreachable(url: str) -> str | None:
