@@ -50,7 +50,8 @@ def ready_banner(engine: ReadyEngine, *, detached: bool, home_flag: str = "") ->
         [
             f"ClayBot engine ready (pid {engine.pid})",
             f"  socket: {engine.socket}",
-            f"  http:   {engine.http}",
+            # Not a page to open: every request there needs an API key (claybot keys).
+            f"  http:   {engine.http} (the API; requests need a key: claybot keys create)",
             f"  home:   {engine.home}",
             f"  exec:   {engine.exec_summary}",
             "Next:",
