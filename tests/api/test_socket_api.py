@@ -441,22 +441,13 @@ def test_webchat_posts_and_streams_one_conversation(client: httpx.Client) -> Non
         frames = webchat_frames(stream)
         init = next(frames)
         assert init["type"] == "init" and init["payload"]["pendingPermissions"] == []
-        agents: dict[str, str] = {}
         for user in ("ann", "bob"):
             posted = client.post(
                 "/v1/engine/webchat/messages",
                 json={"userId": user, "text": f"hi from {user}", "messageId": f"w-{user}"},
             )
             assert posted.status_code == 202 and posted.json()["duplicate"] is False
-            agents[user] = posted.json()["agentId"]
-        # ann's reply, and its text as it streamed, were filtered out of bob's stream.
-        streamed = []
-        while (reply := next(frames))["type"] == "agent.delta":
-            streamed.append(reply)
-    assert {(f["payload"]["agentId"], f["payload"]["messageId"]) for f in streamed} == {
-        (agents["bob"], "w-bob")
-    }
-    assert "".join(f["payload"]["text"] for f in streamed) == "echo: hi from bob"
+        reply = next(frames)  # ann's reply was filtered out of bob's stream
     assert reply["type"] == "agent.outgoing"
     message = reply["payload"]["message"]
     assert (message["connector"], message["userId"], message["channelId"]) == (

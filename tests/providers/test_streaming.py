@@ -9,7 +9,13 @@ import pytest
 
 from claybot.config.settings import ProviderSettings
 from claybot.providers.anthropic_provider import AnthropicProvider
-from claybot.providers.base import ChatMessage, InferenceRequest, TokenUsage, ToolCall
+from claybot.providers.base import (
+    ChatMessage,
+    InferenceRequest,
+    InferenceResult,
+    TokenUsage,
+    ToolCall,
+)
 from claybot.providers.openai_provider import OpenAIProvider
 from claybot.providers.router import InferenceFailed, InferenceRouter
 from claybot.providers.scripted import ScriptedProvider
@@ -142,3 +148,21 @@ async def test_the_scripted_provider_streams_in_the_pieces_it_is_told() -> None:
     deltas: list[str] = []
     result = await provider.complete(PING, deltas.append)
     assert deltas == ["echo", ": pi", "ng"] and result.text == "echo: ping"
+
+
+class RequestOnly:
+    """A provider type written before streaming: its complete takes the request only."""
+
+    id = label = model = "old"
+
+    async def complete(self, request: InferenceRequest) -> InferenceResult:
+        return InferenceResult("still here", provider_id="old")
+
+    async def close(self) -> None:
+        return None
+
+
+async def test_a_provider_that_cannot_stream_still_answers_a_streaming_call() -> None:
+    observer = Recorder()
+    result = await InferenceRouter([RequestOnly()]).complete(PING, observer)
+    assert result.text == "still here" and observer.deltas == []

@@ -137,7 +137,8 @@ class InferenceProvider(Protocol):
         self, request: InferenceRequest, on_delta: DeltaSink | None = None
     ) -> InferenceResult:
         """Answer ``request``; with ``on_delta``, stream: each piece of the answer's text
-        goes to it as it comes (a provider that cannot stream sends its text at once)."""
+        goes to it as it comes (a provider that cannot stream sends none: the result
+        carries the text)."""
         ...
 
     async def close(self) -> None: ...

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Protocol
@@ -32,6 +34,21 @@ class InferenceFailed(Exception):
         detail = "; ".join(f"{pid}: {why}" for pid, why in reasons) or "no provider is configured"
         super().__init__(f"inference failed ({detail})")
         self.failures = failures
+
+
+@functools.cache
+def _takes_delta_sink(provider_class: type[InferenceProvider]) -> bool:
+    try:
+        parameters = inspect.signature(provider_class.complete).parameters
+    except (TypeError, ValueError):
+        return False
+    return len(parameters) > 2  # self, request, on_delta
+
+
+def streams(provider: InferenceProvider) -> bool:
+    """Whether ``provider.complete`` takes a delta sink: a provider type a plugin wrote
+    before streaming existed takes only the request, and still answers."""
+    return _takes_delta_sink(type(provider))
 
 
 class CallObserver(Protocol):
@@ -72,6 +89,8 @@ class InferenceRouter:
         on_delta = observer.delta if observer is not None else None
         for position, provider in enumerate(providers):
             try:
+                if on_delta is None or not streams(provider):
+                    return await provider.complete(request)
                 return await provider.complete(request, on_delta)
             except Exception as exc:  # any provider failure means: try the next one
                 reason = failure_reason(exc)

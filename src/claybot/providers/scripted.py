@@ -14,8 +14,9 @@ Models:
 
 Streaming (a call with ``on_delta``): with ``options.streamChunkChars`` the text goes
 out in pieces of that many characters, ``options.streamDelayS`` apart (so a test can
-see a reply arrive before its turn ends); without it, in one piece. A response
-object with ``"cutOff": true`` says the model hit its token limit.
+see a reply arrive before its turn ends); without it the provider does not stream, as
+a vendor endpoint that cannot (the benchmarks' ``echo`` costs one event a reply, not
+two). A response object with ``"cutOff": true`` says the model hit its token limit.
 """
 
 from __future__ import annotations
@@ -143,12 +144,12 @@ class ScriptedProvider:
         self, request: InferenceRequest, on_delta: DeltaSink | None = None
     ) -> InferenceResult:
         result = await self._answer(request)
-        if on_delta is not None and result.text:
+        if on_delta is not None and result.text and self._chunk_chars:
             await self._stream(result.text, on_delta)
         return result
 
     async def _stream(self, text: str, on_delta: DeltaSink) -> None:
-        size = self._chunk_chars or len(text)
+        size = self._chunk_chars
         for start in range(0, len(text), size):
             if start and self._chunk_delay_s:
                 await asyncio.sleep(self._chunk_delay_s)
