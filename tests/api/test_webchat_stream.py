@@ -31,9 +31,10 @@ def test_a_webchat_reply_streams_to_its_conversation_only(paths: HomePaths) -> N
     engine = EngineProcess(paths)
     engine.start()
     try:
-        with engine.client() as client, client.stream(
-            "GET", "/v1/engine/webchat/events", params={"userId": "bob"}
-        ) as stream:
+        with (
+            engine.client() as client,
+            client.stream("GET", "/v1/engine/webchat/events", params={"userId": "bob"}) as stream,
+        ):
             received = frames(stream)
             assert next(received)["type"] == "init"
             agents = {}

@@ -49,7 +49,9 @@ def doctor(paths: HomePaths, *args: str, env: Mapping[str, str | None] | None = 
     result = cli(paths, "doctor", "--json", *args, env={**HERMETIC, **(env or {})}, timeout_s=120)
     assert result.returncode in (0, 1), result.stderr
     assert "Traceback" not in result.stderr, result.stderr
-    findings = json.loads(result.stdout)
+    answer = json.loads(result.stdout)
+    findings = answer["findings"]
+    assert answer["ok"] is (result.returncode == 0)
     for finding in findings:
         assert set(finding) == {"check", "status", "detail", "fix"}
         assert finding["status"] in ("ok", "warn", "fail")

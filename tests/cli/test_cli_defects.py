@@ -48,7 +48,7 @@ def test_running_an_unknown_heartbeat_task_is_an_error(engine_process: EnginePro
     engine_process.start()
     result = cli(engine_process.paths, "heartbeat", "run", "nope")
     assert result.returncode == 1
-    assert "no heartbeat task 'nope'" in result.stderr
+    assert "no heartbeat task with id starting 'nope'" in result.stderr
     assert "is running" not in result.stdout
 
 
@@ -56,7 +56,7 @@ def test_removing_an_unknown_cron_task_names_it_whole(engine_process: EngineProc
     engine_process.start()
     result = cli(engine_process.paths, "cron", "remove", "nope", "--yes")
     assert result.returncode == 1
-    assert "no cron task with id 'nope'" in result.stderr
+    assert "no cron task with id starting 'nope'" in result.stderr
 
 
 def test_chat_help_shows_its_placeholders(paths: HomePaths) -> None:
@@ -164,7 +164,7 @@ def _auth_round(paths: HomePaths) -> None:
         assert cli(paths, "auth", "set", "openai", key, value).returncode == 0
     listed = cli(paths, "auth", "list", "--json")
     assert listed.returncode == 0, listed.stderr
-    assert json.loads(listed.stdout) == {
+    assert json.loads(listed.stdout)["entries"] == {
         "openai": {"type": "apiKey", "fields": ["apiKey", "organization"]}
     }
     assert "sk-never-shown" not in cli(paths, "auth", "list").stdout
@@ -172,12 +172,14 @@ def _auth_round(paths: HomePaths) -> None:
     kept = cli(paths, "auth", "remove", "openai")
     assert kept.returncode == 1 and "pass --yes to confirm" in kept.stderr
     assert cli(paths, "auth", "remove", "openai", "apiKey", "--yes").returncode == 0
-    fields = json.loads(cli(paths, "auth", "list", "--json").stdout)["openai"]["fields"]
+    fields = json.loads(cli(paths, "auth", "list", "--json").stdout)["entries"]["openai"]["fields"]
     assert fields == ["organization"]
     assert cli(paths, "auth", "remove", "openai", "--yes").returncode == 0
-    assert json.loads(cli(paths, "auth", "list", "--json").stdout) == {}
+    assert json.loads(cli(paths, "auth", "list", "--json").stdout) == {"ok": True, "entries": {}}
     unknown = cli(paths, "auth", "remove", "nope", "--yes")
-    assert unknown.returncode == 1 and "auth.json has no 'nope'" in unknown.stderr
+    assert (
+        unknown.returncode == 1 and "no auth.json entry with id starting 'nope'" in unknown.stderr
+    )
 
 
 def test_auth_list_and_remove_without_an_engine(paths: HomePaths) -> None:
@@ -192,7 +194,7 @@ def test_auth_list_and_remove_through_the_engine(engine_process: EngineProcess) 
 def _enabled(paths: HomePaths) -> dict[str, bool]:
     listed = cli(paths, "providers", "list", "--json")
     assert listed.returncode == 0, listed.stderr
-    return {p["id"]: p.get("enabled", True) for p in json.loads(listed.stdout)}
+    return {p["id"]: p.get("enabled", True) for p in json.loads(listed.stdout)["providers"]}
 
 
 def test_providers_disable_and_enable_keep_their_place(engine_process: EngineProcess) -> None:
@@ -224,7 +226,7 @@ def test_plugins_info_shows_the_settings_a_plugin_takes(paths: HomePaths) -> Non
     assert shown.returncode == 0, shown.stderr
     assert "timezone" in shown.stdout and "toolName" in shown.stdout
     assert "claybot plugins load clock --setting KEY=VALUE" in shown.stdout
-    entry = json.loads(cli(paths, "plugins", "info", "clock", "--json").stdout)
+    entry = json.loads(cli(paths, "plugins", "info", "clock", "--json").stdout)["plugin"]
     assert entry["id"] == "clock" and "timezone" in entry["settingsSchema"]["properties"]
     missing = cli(paths, "plugins", "info", "nope")
     assert missing.returncode == 1 and "no plugin 'nope' is installed" in missing.stderr
@@ -241,7 +243,7 @@ def test_heartbeat_tasks_are_kept_without_an_engine(paths: HomePaths) -> None:
     assert "when the engine runs" in cli(paths, "heartbeat", "list").stdout
     assert cli(paths, "heartbeat", "remove", "inbox", "--yes").returncode == 0
     gone = cli(paths, "heartbeat", "remove", "inbox", "--yes")
-    assert gone.returncode == 1 and "no heartbeat task with id 'inbox'" in gone.stderr
+    assert gone.returncode == 1 and "no heartbeat task with id starting 'inbox'" in gone.stderr
 
 
 def answer_on_a_terminal(paths: HomePaths, answer: str, *args: str) -> tuple[int, str]:
@@ -270,10 +272,10 @@ def test_deleting_asks_first_on_a_terminal(paths: HomePaths) -> None:
     code, output = answer_on_a_terminal(paths, "n", "auth", "remove", "openai")
     assert code == 1 and "Remove openai (every field) from auth.json?" in output, output
     assert "nothing was changed" in output
-    assert "openai" in json.loads(cli(paths, "auth", "list", "--json").stdout)
+    assert "openai" in json.loads(cli(paths, "auth", "list", "--json").stdout)["entries"]
     code, output = answer_on_a_terminal(paths, "y", "auth", "remove", "openai")
     assert code == 0, output
-    assert json.loads(cli(paths, "auth", "list", "--json").stdout) == {}
+    assert json.loads(cli(paths, "auth", "list", "--json").stdout)["entries"] == {}
 
 
 def test_an_error_quoting_brackets_shows_them(paths: HomePaths) -> None:

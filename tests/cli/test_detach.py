@@ -46,7 +46,7 @@ def test_start_detach_returns_once_the_engine_answers(paths: HomePaths) -> None:
     try:
         # Ready means it answers: no waiting after `start --detach` returned.
         status = json.loads(cli(paths, "status", "--json").stdout)
-        assert status["running"] is True and status["pid"] == pid
+        assert status["ok"] is True and status["pid"] == pid
         chat = cli(paths, "chat", "--user", "ann", stdin="hello\n")
         assert "agent> echo: hello" in chat.stdout, chat.stderr
         output = (paths.logs / "engine.out").read_text()
@@ -64,7 +64,8 @@ def test_start_detach_returns_once_the_engine_answers(paths: HomePaths) -> None:
             psutil.Process(pid).kill()
     wait_until_gone(pid)
     assert not InstanceLock(paths).held_by_someone()
-    assert json.loads(cli(paths, "status", "--json").stdout)["running"] is False
+    stopped = json.loads(cli(paths, "status", "--json").stdout)
+    assert stopped["ok"] is False and stopped["error"]["code"] == "engine_not_running"
     assert (paths.logs / "engine.out").read_text().endswith("stopping…\nstopped\n")
 
 

@@ -47,7 +47,7 @@ def test_records_read_as_lines_and_the_level_filters(paths: HomePaths) -> None:
     warnings = cli(paths, "logs", "--level", "warning").stdout
     assert "engine ready" not in warnings and "provider unavailable" in warnings
     last = cli(paths, "logs", "-n", "1", "--json").stdout.splitlines()
-    assert last == ["not json at all"]
+    assert last == ['{"raw": "not json at all"}']
 
 
 def test_a_home_without_a_log_is_explained(paths: HomePaths) -> None:

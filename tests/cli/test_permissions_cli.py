@@ -53,7 +53,7 @@ def test_chat_explains_a_bad_answer(engine_process: EngineProcess) -> None:
 def requests_of(engine_process: EngineProcess, *args: str) -> list[dict[str, Any]]:
     listed = cli(engine_process.paths, "permissions", "list", "--json", *args)
     assert listed.returncode == 0, listed.stderr
-    requests: list[dict[str, Any]] = json.loads(listed.stdout)
+    requests: list[dict[str, Any]] = json.loads(listed.stdout)["requests"]
     return requests
 
 
@@ -77,7 +77,7 @@ def test_permissions_list_allow_deny(engine_process: EngineProcess) -> None:
     again = cli(engine_process.paths, "permissions", "deny", pending["cat"])
     assert again.returncode == 1 and "already allowed" in again.stderr
     unknown = cli(engine_process.paths, "permissions", "allow", "no-such-request")
-    assert unknown.returncode == 1 and "no permission request" in unknown.stderr
+    assert unknown.returncode == 1 and "no pending permission request" in unknown.stderr
     assert requests_of(engine_process) == []
     decided = {r["userId"]: r["status"] for r in requests_of(engine_process, "--all")}
     assert decided == {"cat": "granted", "dan": "denied"}

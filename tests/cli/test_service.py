@@ -331,8 +331,13 @@ def user_manager(user_env: dict[str, str], tmp_path: Path) -> Iterator[UserManag
 
 
 def engine_status(env: dict[str, str], home: Path) -> dict[str, object]:
+    """The engine's status, with ``running`` (`status --json` is the API's answer, or
+    the engine_not_running error)."""
     result = run_cli(env, "status", "--home", str(home), "--json")
-    return json.loads(result.stdout) if result.stdout else {"running": False}
+    answer: dict[str, object] = json.loads(result.stdout)
+    if answer["ok"] is False:
+        return {"running": False, "home": str(home)}
+    return {"running": True, **answer}
 
 
 def wait_for(condition, what: str, timeout_s: float = 60):  # type: ignore[no-untyped-def]

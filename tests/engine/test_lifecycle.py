@@ -30,7 +30,9 @@ def cli(paths: HomePaths, *args: str, timeout_s: float = 60) -> subprocess.Compl
 def test_status_when_nothing_runs(paths: HomePaths) -> None:
     result = cli(paths, "status", "--json")
     assert result.returncode == 1
-    assert json.loads(result.stdout) == {"running": False, "home": str(paths.home)}
+    answer = json.loads(result.stdout)
+    assert answer["ok"] is False and answer["error"]["code"] == "engine_not_running"
+    assert str(paths.socket) in answer["error"]["message"]
     assert "not running" in cli(paths, "status").stdout
 
 
@@ -42,7 +44,7 @@ def test_one_engine_per_home_and_force_replaces_it(engine_process: EngineProcess
     assert "already running" in second.stderr and str(first_pid) in second.stderr
 
     status = json.loads(cli(engine_process.paths, "status", "--json").stdout)
-    assert status["running"] is True and status["pid"] == first_pid
+    assert status["ok"] is True and status["pid"] == first_pid
 
     env = {**os.environ, "CLAYBOT_HOME": str(engine_process.paths.home)}
     replacement = subprocess.Popen(
@@ -86,7 +88,7 @@ def test_a_kill_9_leaves_nothing_that_blocks_a_restart(engine_process: EnginePro
     engine_process.kill()
     assert engine_process.paths.pid.exists()  # stale, as after any crash
     engine_process.start()
-    assert json.loads(cli(engine_process.paths, "status", "--json").stdout)["running"] is True
+    assert json.loads(cli(engine_process.paths, "status", "--json").stdout)["ok"] is True
 
 
 def test_an_invalid_settings_file_stops_the_start_with_the_field(paths: HomePaths) -> None:

@@ -48,31 +48,31 @@ def test_the_cli_manages_and_runs_proactive_agents(engine: EngineProcess, fake: 
     created = json.loads(
         ok(paths, "create", "--name", "Nightly", "--objective", "report status",
            "--schedule", "0 3 * * *", "--timezone", "Europe/Paris", "--json")
-    )  # fmt: skip
+    )["agent"]  # fmt: skip
     agent_id = created["id"]
     assert created["timezone"] == "Europe/Paris" and created["runner"] == "claude"
-    [listed] = json.loads(ok(paths, "list", "--json"))
+    [listed] = json.loads(ok(paths, "list", "--json"))["agents"]
     assert listed["id"] == agent_id and listed["status"] == "active"
     assert "Nightly" in ok(paths, "list")
 
     # A schedule that cannot come due while the test runs (midnight of a leap day): with
     # "*/10" a ten-minute boundary during the test added a scheduled run to the manual one.
     assert "updated" in ok(paths, "edit", agent_id, "--schedule", "0 0 29 2 *")
-    assert json.loads(ok(paths, "list", "--json"))[0]["schedule"] == "0 0 29 2 *"
+    assert json.loads(ok(paths, "list", "--json"))["agents"][0]["schedule"] == "0 0 29 2 *"
     nothing = cli(paths, "proactive", "edit", agent_id)
     assert nothing.returncode == 1 and "nothing to change" in nothing.stderr
 
     log = ok(paths, "run", agent_id, "--wait")
     assert log == "Working on: report status\nStreaming done.\nAll checks passed.\n"
     assert ok(paths, "logs", agent_id) == log
-    [execution] = json.loads(ok(paths, "logs", agent_id, "--list", "--json"))
+    [execution] = json.loads(ok(paths, "logs", agent_id, "--list", "--json"))["executions"]
     assert execution["result"] == "success" and execution["trigger"] == "manual"
     assert execution["executionId"] in ok(paths, "logs", agent_id, "--list")
     # The engine's own secret never reaches the run.
     assert "MY_SERVICE_PASSWORD" not in fake.runs()[0]["env"]
 
     assert "paused" in ok(paths, "pause", agent_id)
-    assert json.loads(ok(paths, "list", "--json"))[0]["nextRunAt"] is None
+    assert json.loads(ok(paths, "list", "--json"))["agents"][0]["nextRunAt"] is None
     assert "resumed" in ok(paths, "resume", agent_id)
 
     outside = cli(paths, "proactive", "create", "--name", "x", "--objective", "o",
@@ -81,12 +81,26 @@ def test_the_cli_manages_and_runs_proactive_agents(engine: EngineProcess, fake: 
     failing = json.loads(
         ok(paths, "create", "--name", "Broken", "--objective", "FAIL now",
            "--schedule", "0 0 1 1 *", "--json")
-    )  # fmt: skip
+    )["agent"]  # fmt: skip
     failed = cli(paths, "proactive", "run", failing["id"], "--wait")
     assert failed.returncode == 1 and "Exit code: 1: boom" in failed.stderr
+    # --json: the execution, and `ok` says what the exit code says.
+    waited = json.loads(ok(paths, "run", agent_id[:8], "--wait", "--json"))
+    assert waited["ok"] is True and waited["agentId"] == agent_id
+    assert waited["execution"]["result"] == "success"
+    failed = cli(paths, "proactive", "run", failing["id"], "--wait", "--json")
+    answer = json.loads(failed.stdout)
+    assert failed.returncode == 1 and answer["ok"] is False
+    assert answer["error"]["code"] == "run_failed" and "boom" in answer["error"]["message"]
+    assert answer["execution"]["result"] != "success"
+    plain = cli(paths, "proactive", "logs", agent_id, "--json")
+    assert (
+        plain.returncode == 1
+        and "--json goes with --list" in json.loads(plain.stdout)["error"]["message"]
+    )
 
     assert "deleted" in ok(paths, "delete", agent_id, "--yes")
-    assert [a["id"] for a in json.loads(ok(paths, "list", "--json"))] == [failing["id"]]
+    assert [a["id"] for a in json.loads(ok(paths, "list", "--json"))["agents"]] == [failing["id"]]
     gone = cli(paths, "proactive", "logs", agent_id)
     assert gone.returncode == 1 and "no proactive agent" in gone.stderr
     assert not (paths.home / "proactive" / agent_id).exists()
@@ -99,7 +113,7 @@ def test_stopping_the_engine_kills_a_hanging_run_and_saves_its_state(
     agent = json.loads(
         ok(paths, "create", "--name", "Stuck", "--objective", "HANG", "--schedule", "0 0 1 1 *",
            "--json")
-    )  # fmt: skip
+    )["agent"]  # fmt: skip
     assert "started" in ok(paths, "run", agent["id"])
     deadline = time.monotonic() + 10
     while not fake.hanging_pids():

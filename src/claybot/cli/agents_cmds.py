@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -20,6 +20,10 @@ from claybot.cli.common import (
     reject_remote,
     running_engine,
 )
+from claybot.cli.ids import through_prefix
+
+if TYPE_CHECKING:
+    from claybot.client.engine_client import EngineClient
 
 TOOL_OUTPUT_WIDTH = 200  # characters of a tool result shown in a transcript
 
@@ -37,14 +41,19 @@ def _when(ms: Any) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
+def _agent_ids(client: EngineClient) -> list[str]:
+    return [agent["agentId"] for agent in client.get("/v1/engine/agents")["agents"]]
+
+
 @app.command("list")
 def list_agents(home: HomeOption = None, as_json: JsonOption = False) -> None:
     """Every agent, most recently active first."""
     with running_engine(home) as client:
-        agents = client.get("/v1/engine/agents")["agents"]
+        listing = client.get("/v1/engine/agents")
     if as_json:
-        print_json(agents)
+        print_json(listing)
         return
+    agents = listing["agents"]
     table = Table("id", "type", "label", "lifecycle", "updated (UTC)")
     for agent in agents:
         table.add_row(
@@ -59,7 +68,9 @@ def list_agents(home: HomeOption = None, as_json: JsonOption = False) -> None:
 
 @app.command("history")
 def history(
-    agent_id: Annotated[str, typer.Argument(help="The agent id (see `claybot agents list`).")],
+    agent_id: Annotated[
+        str, typer.Argument(help="The agent id, or its first characters (see `agents list`).")
+    ],
     home: HomeOption = None,
     limit: Annotated[
         int, typer.Option("--limit", min=1, max=1000, help="How many of the newest records.")
@@ -68,7 +79,12 @@ def history(
 ) -> None:
     """An agent's recent history as a transcript."""
     with running_engine(home) as client:
-        page = client.get(f"/v1/engine/agents/{agent_id}/history", limit=limit)
+        _, page = through_prefix(
+            agent_id,
+            lambda whole: client.get(f"/v1/engine/agents/{whole}/history", limit=limit),
+            lambda: _agent_ids(client),
+            "agent",
+        )
     if as_json:
         print_json(page)
         return
@@ -107,13 +123,18 @@ def history(
 
 @app.command("reset")
 def reset(
-    agent_id: Annotated[str, typer.Argument(help="The agent id.")],
+    agent_id: Annotated[str, typer.Argument(help="The agent id, or its first characters.")],
     home: HomeOption = None,
     remote: RemoteOption = None,
 ) -> None:
     """Clear an agent's context; it keeps its id and its history."""
     reject_remote(remote)
     with running_engine(home) as client:
-        result = client.post(f"/v1/engine/agents/{agent_id}/reset")
+        agent_id, result = through_prefix(
+            agent_id,
+            lambda whole: client.post(f"/v1/engine/agents/{whole}/reset"),
+            lambda: _agent_ids(client),
+            "agent",
+        )
     state = "reset" if result.get("status") == "done" else "reset queued behind the running turn"
     console.print(f"agent {agent_id}: {state}")

@@ -27,6 +27,7 @@ from claybot.cli.common import (
     print_table,
     reject_remote,
 )
+from claybot.cli.ids import resolve_prefix
 from claybot.config.store import describe_validation_error
 
 if TYPE_CHECKING:
@@ -105,7 +106,7 @@ def list_entries(home: HomeOption = None, as_json: JsonOption = False) -> None:
 
     entries, _ = mutate(home, None, online=online, offline=offline)
     if as_json:
-        print_json(entries)
+        print_json({"entries": entries})
         return
     if not entries:
         console.print("auth.json holds no credentials")
@@ -118,7 +119,10 @@ def list_entries(home: HomeOption = None, as_json: JsonOption = False) -> None:
 
 @app.command("remove")
 def remove(
-    entry_id: Annotated[str, typer.Argument(help="Provider id or plugin instance id.")],
+    entry_id: Annotated[
+        str,
+        typer.Argument(help="Provider id or plugin instance id (or its first characters)."),
+    ],
     key: Annotated[
         str | None, typer.Argument(help="Only this field (default: the whole entry).")
     ] = None,
@@ -128,6 +132,14 @@ def remove(
 ) -> None:
     """Remove an entry of auth.json, or one of its fields."""
     reject_remote(remote)
+    # The whole id first, so the question names the entry that would go.
+    known, _ = mutate(
+        home,
+        remote,
+        online=lambda client: client.get("/v1/engine/auth")["entries"],
+        offline=lambda store: store.read_auth().root,
+    )
+    entry_id = resolve_prefix(entry_id, known, "auth.json entry")
     what = f"{entry_id}.{key}" if key else f"{entry_id} (every field)"
     confirm_deletion(f"remove {what} from auth.json", yes)
 

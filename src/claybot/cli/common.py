@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
@@ -44,7 +45,25 @@ RemoteOption = Annotated[
         "--remote", help="Remote engine URL (reserved for a future version).", show_default=False
     ),
 ]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+# --json was given to the running command, so its errors are JSON too (see ``fail``).
+_json_mode: ContextVar[bool] = ContextVar("claybot_json_mode", default=False)
+
+
+def _json_chosen(ctx: typer.Context, value: bool) -> bool:
+    token = _json_mode.set(value)
+    ctx.call_on_close(lambda: _json_mode.reset(token))  # the next command starts afresh
+    return value
+
+
+JsonOption = Annotated[
+    bool,
+    typer.Option(
+        "--json",
+        help='Print one JSON object, the engine API\'s answer ({"ok": true, ...}); an error '
+        'is {"ok": false, "error": {"code", "message"}}, with exit code 1.',
+        callback=_json_chosen,
+    ),
+]
 
 
 def paths_for(home: Path | None) -> HomePaths:
@@ -80,10 +99,25 @@ def print_table(table: Table, *, whole: tuple[str, ...] = ("id",)) -> None:
     console.print(table, crop=False)
 
 
-def fail(message: str, code: int = 1) -> NoReturn:
-    # Escaped: a message quotes what the user typed or the engine said ("[PLAN APPROVED]"),
-    # which rich would otherwise take for markup and swallow.
-    err_console.print(f"[red]error:[/red] {escape(message)}")
+def json_mode() -> bool:
+    """Whether the running command was given --json."""
+    return _json_mode.get()
+
+
+def fail(
+    message: str, code: int = 1, *, error: str = "bad_request", field: str | None = None
+) -> NoReturn:
+    """End the command: a red line on stderr, or with --json the API's error object on
+    stdout (``error`` is its code for programs: ``not_found``, ``engine_not_running``…)."""
+    if json_mode():
+        detail: dict[str, Any] = {"code": error, "message": message}
+        if field:
+            detail["field"] = field
+        print_json({"ok": False, "error": detail})
+    else:
+        # Escaped: a message quotes what the user typed or the engine said ("[PLAN
+        # APPROVED]"), which rich would otherwise take for markup and swallow.
+        err_console.print(f"[red]error:[/red] {escape(message)}")
     raise typer.Exit(code)
 
 
@@ -96,8 +130,17 @@ def print_problems(problems: list[dict[str, str]]) -> None:
         )
 
 
-def print_json(value: Any) -> None:
-    typer.echo(json.dumps(value, indent=2, default=str))
+def print_json(answer: Mapping[str, Any]) -> None:
+    """What every command prints for --json: one object, the engine API's answer for the
+    request (README, "The command line"). ``ok`` comes first and is true unless the
+    answer says otherwise: the seed-002 routes under /api/v1 leave it out, and a script
+    reads one key whatever the command."""
+    typer.echo(json.dumps({"ok": True, **answer}, indent=2, default=str))
+
+
+def print_json_line(record: Mapping[str, Any]) -> None:
+    """A stream's --json (``events``, ``logs``): one compact object a line, as it comes."""
+    typer.echo(json.dumps(record, default=str))
 
 
 @contextmanager
@@ -109,11 +152,13 @@ def engine_errors() -> Iterator[None]:
     try:
         yield
     except EngineNotRunning as exc:
-        fail(f"{exc}. Start it with `claybot start`.")
+        fail(f"{exc}. Start it with `claybot start`.", error="engine_not_running")
     except EngineApiError as exc:
-        fail(for_people(str(exc)))
+        # A program gets the engine's words as they were (its field names the input).
+        message = str(exc) if json_mode() else for_people(str(exc))
+        fail(message, error=exc.code, field=exc.field)
     except ConfigError as exc:
-        fail(str(exc))
+        fail(str(exc), error=exc.code, field=exc.field)
 
 
 def for_people(message: str) -> str:
@@ -144,7 +189,8 @@ def reject_remote(remote: str | None) -> None:
     if remote:
         fail(
             "--remote is reserved for a future version: remote engines are not supported yet. "
-            "Run the command on the engine's machine, without --remote."
+            "Run the command on the engine's machine, without --remote.",
+            error="not_supported",
         )
 
 

@@ -7,7 +7,7 @@ folder at boot), and ``list`` reads it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.markup import escape
@@ -27,15 +27,23 @@ from claybot.cli.common import (
     print_table,
     running_engine,
 )
+from claybot.cli.ids import resolve_prefix, through_prefix
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from claybot.client.engine_client import EngineClient
     from claybot.config.store import ConfigStore
     from claybot.cron.store import CronStore, CronTask
 
+T = TypeVar("T")
+
 app = typer.Typer(help="Scheduled tasks (cron expressions in a time zone).", no_args_is_help=True)
 
-TaskIdArgument = Annotated[str, typer.Argument(help="The task id (see `claybot cron list`).")]
+TaskIdArgument = Annotated[
+    str, typer.Argument(help="The task id, or its first characters (see `claybot cron list`).")
+]
+NOUN = "cron task"
 
 
 def _store(config: ConfigStore) -> CronStore:
@@ -45,11 +53,18 @@ def _store(config: ConfigStore) -> CronStore:
 
 
 def _offline_task(store: CronStore, task_id: str) -> CronTask:
+    """The task ``task_id`` names (its id, or a unique prefix), from the files."""
     tasks, _ = store.scan()
-    task = tasks.get(task_id)
-    if task is None:
-        fail(f"no cron task with id {task_id!r}")
-    return task
+    return tasks[resolve_prefix(task_id, tasks, NOUN)]
+
+
+def _task_ids(client: EngineClient) -> list[str]:
+    return [task["taskId"] for task in client.get("/v1/engine/cron/tasks")["tasks"]]
+
+
+def _online(client: EngineClient, task_id: str, act: Callable[[str], T]) -> tuple[str, T]:
+    """``act`` through the engine on the task ``task_id`` names (its id, or a unique prefix)."""
+    return through_prefix(task_id, act, lambda: _task_ids(client), NOUN)
 
 
 @app.command("list")
@@ -60,11 +75,22 @@ def list_tasks(home: HomeOption = None, as_json: JsonOption = False) -> None:
         return client.get("/v1/engine/cron/tasks")
 
     def offline(config: ConfigStore) -> dict[str, Any]:
+        # The engine's listing as it would answer: no next run is known, none runs.
+        from claybot.cron.ledger import LEDGER_FILE, RunLedger
+
         tasks, problems = _store(config).scan()
-        return {
-            "tasks": [{**task.to_dict(), "nextRunAt": None} for task in tasks.values()],
-            "problems": [problem.to_dict() for problem in problems],
-        }
+        ledger = RunLedger(config.paths.home / "cron" / LEDGER_FILE)
+        ledger.read()
+        listed = [
+            {
+                **task.to_dict(),
+                "nextRunAt": None,
+                "lastRun": ledger.runs(task.id).last_finished,
+                "running": False,
+            }
+            for task in sorted(tasks.values(), key=lambda t: t.spec.name)
+        ]
+        return {"tasks": listed, "problems": [problem.to_dict() for problem in problems]}
 
     listing, running = mutate(home, None, online=online, offline=offline)
     if as_json:
@@ -167,6 +193,11 @@ def remove(
     remote: RemoteOption = None,
 ) -> None:
     """Delete a task and its folder (memory and files included)."""
+    # The whole id first, so the question names the task that would go.
+    known, _ = mutate(
+        home, remote, online=_task_ids, offline=lambda config: list(_store(config).scan()[0])
+    )
+    task_id = resolve_prefix(task_id, known, NOUN)
     confirm_deletion(f"delete cron task {task_id!r} with its folder", yes)
 
     def online(client: EngineClient) -> None:
@@ -183,17 +214,21 @@ def remove(
 def _set_enabled(task_id: str, enabled: bool, home: HomeOption, remote: RemoteOption) -> None:
     verb = "enable" if enabled else "disable"
 
-    def online(client: EngineClient) -> None:
-        client.post(f"/v1/engine/cron/tasks/{task_id}/{verb}")
+    def online(client: EngineClient) -> str:
+        whole, _ = _online(
+            client, task_id, lambda whole: client.post(f"/v1/engine/cron/tasks/{whole}/{verb}")
+        )
+        return whole
 
-    def offline(config: ConfigStore) -> None:
+    def offline(config: ConfigStore) -> str:
         store = _store(config)
         task = _offline_task(store, task_id)
         spec = task.spec.model_copy(update={"enabled": enabled})
         store.write_spec(task.directory, spec, task.prompt)
+        return task.id
 
-    mutate(home, remote, online=online, offline=offline)
-    console.print(f"{verb}d {task_id}")
+    whole, _ = mutate(home, remote, online=online, offline=offline)
+    console.print(f"{verb}d {whole}")
 
 
 @app.command("enable")
@@ -212,5 +247,7 @@ def disable(task_id: TaskIdArgument, home: HomeOption = None, remote: RemoteOpti
 def run(task_id: TaskIdArgument, home: HomeOption = None) -> None:
     """Run a task now (the engine must be running)."""
     with running_engine(home) as client:
-        result = client.post(f"/v1/engine/cron/tasks/{task_id}/run")
+        task_id, result = _online(
+            client, task_id, lambda whole: client.post(f"/v1/engine/cron/tasks/{whole}/run")
+        )
     console.print(f"started {task_id} ({result['messageId']})")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -109,11 +109,17 @@ def doctor(
         repairs = apply_repairs(findings)
         if repairs:  # settings or auth did not change, but files did: read everything again
             findings = run_checks(load_context(paths, env, limits), only)
+    failed = [finding.check for finding in findings if finding.status == "fail"]
     if as_json:
-        print_json([finding.to_dict() for finding in findings])
+        # One object, as every --json: ok is false exactly when the exit code is 1.
+        report: dict[str, Any] = {"ok": not failed}
+        if failed:
+            report["error"] = {"code": "checks_failed", "message": f"failed: {', '.join(failed)}"}
+        report["findings"] = [finding.to_dict() for finding in findings]
+        print_json(report)
     else:
         _show(findings, repairs, fix)
-    if any(finding.status == "fail" for finding in findings):
+    if failed:
         raise typer.Exit(1)
 
 

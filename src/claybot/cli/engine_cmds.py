@@ -146,15 +146,13 @@ def status(home: HomeOption = None, as_json: JsonOption = False) -> None:
             with engine_errors():
                 data = client.get("/v1/engine/status")
         except typer.Exit:
-            if as_json:
-                print_json({"running": False, "home": str(paths.home)})
-            else:
+            if not as_json:  # with --json, the error object said it
                 console.print(f"Engine not running (home {paths.home})")
             raise typer.Exit(1) from None
         except EngineNotRunning:
             raise typer.Exit(1) from None
     if as_json:
-        print_json({"running": True, **data})
+        print_json(data)
         return
     agents = data.get("agents", {})
     tcp = data.get("tcp", {})

@@ -20,6 +20,7 @@ from claybot.cli.common import (
     err_console,
     fail,
     paths_for,
+    print_json_line,
 )
 from claybot.client.errors import EngineApiError, EngineNotRunning
 from claybot.config.home import HomePaths
@@ -89,18 +90,21 @@ def events(
                         if event.get("type") != "init" or last_id is None:
                             last_id = int(event["id"])
                         if as_json:
-                            typer.echo(json.dumps(event))
+                            print_json_line(event)
                         else:
                             console.print(_line(event), highlight=False, soft_wrap=True)
             except EngineApiError as exc:
-                fail(str(exc))
+                fail(str(exc), error=exc.code, field=exc.field)
             except BrokenPipeError:
                 # Whoever read the output stopped (`| head -1`): so does this command.
                 _quiet_stdout()
                 return
             except (EngineNotRunning, httpx.HTTPError, OSError):
                 if not connected_once:
-                    fail(f"no engine answers on {paths.socket}. Start it with `claybot start`.")
+                    fail(
+                        f"no engine answers on {paths.socket}. Start it with `claybot start`.",
+                        error="engine_not_running",
+                    )
             # The stream ended: the engine stopped or restarted. Wait for it.
             err_console.print("[yellow]event stream closed; reconnecting…[/yellow]")
             while not _answers(paths):

@@ -26,6 +26,7 @@ from claybot.cli.common import (
     print_table,
     running_engine,
 )
+from claybot.cli.ids import resolve_prefix
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -53,7 +54,19 @@ def _said_plainly() -> Iterator[None]:
     try:
         yield
     except ClayError as exc:
-        fail(str(exc))
+        fail(exc.message, error=exc.code, field=exc.field)
+
+
+NOUN = "heartbeat task"
+
+
+def _task_ids(client: EngineClient) -> list[str]:
+    return [task["id"] for task in client.get("/v1/engine/heartbeat/tasks")["tasks"]]
+
+
+def _offline_ids(config: ConfigStore) -> list[str]:
+    tasks, _ = _store(config).scan()
+    return [task.id for task in tasks]
 
 
 @app.command("list")
@@ -140,11 +153,14 @@ def add(
 
 @app.command("remove")
 def remove(
-    task_id: Annotated[str, typer.Argument(help="The task id.")],
+    task_id: Annotated[str, typer.Argument(help="The task id, or its first characters.")],
     yes: YesOption = False,
     home: HomeOption = None,
 ) -> None:
     """Remove a heartbeat task."""
+    # The whole id first, so the question names the task that would go.
+    known, _ = mutate(home, None, online=_task_ids, offline=_offline_ids)
+    task_id = resolve_prefix(task_id, known, NOUN)
     confirm_deletion(f"remove heartbeat task {task_id!r}", yes)
 
     def online(client: EngineClient) -> None:
@@ -161,11 +177,24 @@ def remove(
 @app.command("run")
 def run(
     task_id: Annotated[
-        list[str] | None, typer.Argument(help="Only these tasks (default: all).")
+        list[str] | None,
+        typer.Argument(help="Only these tasks, by id or its first characters (default: all)."),
     ] = None,
     home: HomeOption = None,
 ) -> None:
     """Run the heartbeat now."""
+    from claybot.client.errors import EngineApiError
+
     with running_engine(home) as client:
-        client.post("/v1/engine/heartbeat/run", {"ids": task_id} if task_id else {})
+        try:
+            client.post("/v1/engine/heartbeat/run", {"ids": task_id} if task_id else {})
+        except EngineApiError as exc:
+            # Some id is not whole: resolve them all against one listing, and try again.
+            if exc.status != 404 or not task_id:
+                raise
+            known = _task_ids(client)
+            whole = [resolve_prefix(given, known, NOUN) for given in task_id]
+            if whole == task_id:
+                raise
+            client.post("/v1/engine/heartbeat/run", {"ids": whole})
     console.print("the heartbeat is running; its tasks report on `claybot events`")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.markdown import Markdown
@@ -27,14 +27,42 @@ from claybot.cli.common import (
     print_table,
     running_engine,
 )
+from claybot.cli.ids import through_prefix
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+    from claybot.client.engine_client import EngineClient
 
 app = typer.Typer(
     help="Jobs (seed 002): tasks the engine's workers run, with plan approval.",
     no_args_is_help=True,
 )
+T = TypeVar("T")
 API = "/api/v1"
 TERMINAL = {"completed", "failed", "cancelled"}
 FOLLOW_POLL_S = 0.5
+PAGE = 100  # the most jobs the API lists at once
+
+JobIdArgument = Annotated[
+    str, typer.Argument(help="The job's id, or its first characters (see `jobs list`).")
+]
+
+
+def _job_ids(client: EngineClient) -> Iterator[str]:
+    """Every job's id, page after page (only when a prefix is to be resolved)."""
+    offset = 0
+    while True:
+        page = client.get(f"{API}/jobs", limit=PAGE, offset=offset)
+        yield from (job["id"] for job in page["jobs"])
+        offset += len(page["jobs"])
+        if not page["jobs"] or offset >= page["count"]:
+            return
+
+
+def _on_job(client: EngineClient, job_id: str, act: Callable[[str], T]) -> tuple[str, T]:
+    """``act`` on the job ``job_id`` names (its whole id, or a unique prefix)."""
+    return through_prefix(job_id, act, lambda: _job_ids(client), "job")
 
 
 @app.command("create")
@@ -102,14 +130,10 @@ def list_jobs(
 
 
 @app.command("show")
-def show(
-    job_id: Annotated[str, typer.Argument(help="The job's id.")],
-    home: HomeOption = None,
-    as_json: JsonOption = False,
-) -> None:
+def show(job_id: JobIdArgument, home: HomeOption = None, as_json: JsonOption = False) -> None:
     """A job: its status, its question or plan, its result and its artifacts."""
     with running_engine(home) as client:
-        job = client.get(f"{API}/jobs/{job_id}")
+        _, job = _on_job(client, job_id, lambda whole: client.get(f"{API}/jobs/{whole}"))
     if as_json:
         print_json(job)
         return
@@ -147,7 +171,7 @@ def _plan(question: str) -> dict[str, str] | None:
 
 @app.command("respond")
 def respond(
-    job_id: Annotated[str, typer.Argument(help="The job's id.")],
+    job_id: JobIdArgument,
     answer: Annotated[str, typer.Argument(help="Your answer or feedback.")] = "",
     approve: Annotated[bool, typer.Option("--approve", help="Approve the plan.")] = False,
     reject: Annotated[bool, typer.Option("--reject", help="Reject the plan.")] = False,
@@ -166,23 +190,23 @@ def respond(
     if edit is not None:
         body["editedPlan"] = edit.read_text()
     with running_engine(home) as client:
-        result = client.post(f"{API}/jobs/{job_id}/respond", body)
+        _, result = _on_job(
+            client, job_id, lambda whole: client.post(f"{API}/jobs/{whole}/respond", body)
+        )
     console.print(f"{result['id']}: {result['status']}")
 
 
 @app.command("cancel")
-def cancel(
-    job_id: Annotated[str, typer.Argument(help="The job's id.")], home: HomeOption = None
-) -> None:
+def cancel(job_id: JobIdArgument, home: HomeOption = None) -> None:
     """Cancel a job (a running one stops within seconds)."""
     with running_engine(home) as client:
-        job = client.post(f"{API}/jobs/{job_id}/cancel")
+        _, job = _on_job(client, job_id, lambda whole: client.post(f"{API}/jobs/{whole}/cancel"))
     console.print(f"{job['id']}: {job['status']}")
 
 
 @app.command("logs")
 def logs(
-    job_id: Annotated[str, typer.Argument(help="The job's id.")],
+    job_id: JobIdArgument,
     follow: Annotated[
         bool, typer.Option("--follow", "-f", help="Keep printing until the job ends.")
     ] = False,
@@ -191,8 +215,12 @@ def logs(
     """A job's log lines, oldest first."""
     after = 0
     with running_engine(home) as client:
+
+        def page_after(whole: str) -> dict[str, Any]:
+            return client.get(f"{API}/jobs/{whole}/logs", after=after, limit=1000)
+
+        job_id, page = _on_job(client, job_id, page_after)
         while True:
-            page = client.get(f"{API}/jobs/{job_id}/logs", after=after, limit=1000)
             for line in page["logs"]:
                 after = max(after, int(line["id"]))
                 colour = {"error": "red", "warn": "yellow"}.get(line["level"], "dim")
@@ -204,3 +232,4 @@ def logs(
                 return
             if not page["logs"]:
                 time.sleep(FOLLOW_POLL_S)
+            page = page_after(job_id)

@@ -21,6 +21,7 @@ from claybot.cli.common import (
     reject_remote,
     running_engine,
 )
+from claybot.cli.ids import resolve_prefix
 
 app = typer.Typer(
     help="API keys for the TCP API (the engine must be running).", no_args_is_help=True
@@ -58,10 +59,11 @@ def create(
 def list_keys(home: HomeOption = None, as_json: JsonOption = False) -> None:
     """Keys by prefix (never the keys themselves)."""
     with running_engine(home) as client:
-        keys = client.get("/v1/engine/keys")["keys"]
+        listing = client.get("/v1/engine/keys")
     if as_json:
-        print_json(keys)
+        print_json(listing)
         return
+    keys = listing["keys"]
     table = Table("id", "prefix", "name", "scopes", "rpm", "uses", "last used", "revoked")
     for key in keys:
         table.add_row(
@@ -79,14 +81,26 @@ def list_keys(home: HomeOption = None, as_json: JsonOption = False) -> None:
 
 @app.command("revoke")
 def revoke(
-    key_id: Annotated[str, typer.Argument(help="The key's id or prefix.")],
+    key_id: Annotated[
+        str,
+        typer.Argument(help="The key's id or its shown prefix (cb_…), or their first characters."),
+    ],
     yes: YesOption = False,
     home: HomeOption = None,
     remote: RemoteOption = None,
 ) -> None:
     """Revoke a key: requests with it get 401 from now on."""
     reject_remote(remote)
-    confirm_deletion(f"revoke API key {key_id!r} (requests with it get 401)", yes)
     with running_engine(home) as client:
-        record = client.post(f"/v1/engine/keys/{key_id}/revoke")["record"]
+        # Resolved before asking, so the question names the whole key; listing the keys
+        # is cheap, and a deletion is worth the extra request.
+        keys = client.get("/v1/engine/keys")["keys"]
+        names = {key["prefix"]: key for key in keys} | {key["id"]: key for key in keys}
+        key = names[resolve_prefix(key_id, names, "API key")]
+        confirm_deletion(
+            f"revoke API key {key['id']} ({key['prefix']}…, {key['name']!r}); "
+            "requests with it get 401",
+            yes,
+        )
+        record = client.post(f"/v1/engine/keys/{key['id']}/revoke")["record"]
     console.print(f"revoked {record['prefix']}… ({escape(record['name'])})", highlight=False)

@@ -19,7 +19,7 @@ from typing import IO, Annotated, Any
 import typer
 from rich.markup import escape
 
-from claybot.cli.common import HomeOption, JsonOption, console, fail, paths_for
+from claybot.cli.common import HomeOption, JsonOption, console, fail, paths_for, print_json_line
 
 LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
 STYLES = {"warning": "yellow", "error": "red", "critical": "bold red"}
@@ -44,17 +44,18 @@ def logs(
     """Show the engine's log readably (the last 50 records; -f follows)."""
     threshold = LEVELS.get(level.lower())
     if threshold is None:
-        fail(f"unknown level {level!r}: one of {', '.join(LEVELS)}")
+        fail(f"unknown level {level!r}: one of {', '.join(LEVELS)}", field="level")
     path = paths_for(home).logs / "engine.log"
     if not path.exists() and not follow:
-        fail(f"no log yet at {path}: the engine writes it once it has started")
+        fail(f"no log yet at {path}: the engine writes it once it has started", error="not_found")
     try:
         for raw in _records(path, lines, follow):
             record = _parse(raw)
             if record is not None and LEVELS.get(str(record.get("level")), 20) < threshold:
                 continue
             if as_json:
-                typer.echo(raw)
+                # Every line an object: one that is not a record comes as {"raw": line}.
+                print_json_line(record if record is not None else {"raw": raw})
             else:
                 console.print(_line(record, raw), highlight=False, soft_wrap=True)
     except KeyboardInterrupt:

@@ -17,13 +17,16 @@ from claybot.cli.common import (
     print_table,
     running_engine,
 )
+from claybot.cli.ids import through_prefix
 
 app = typer.Typer(
     help="Permission requests from agents: list them, allow or deny (the engine must run).",
     no_args_is_help=True,
 )
 
-RequestIdArgument = Annotated[str, typer.Argument(help="The request id (see `list`).")]
+RequestIdArgument = Annotated[
+    str, typer.Argument(help="The request id, or its first characters (see `list`).")
+]
 
 
 def _when(ms: int | None) -> str:
@@ -43,10 +46,11 @@ def list_requests(
     """Pending requests (with --all, past decisions too), newest first."""
     params: dict[str, Any] = {} if all_requests else {"status": "pending"}
     with running_engine(home) as client:
-        requests = client.get("/v1/engine/permissions", **params)["requests"]
+        listing = client.get("/v1/engine/permissions", **params)
     if as_json:
-        print_json(requests)
+        print_json(listing)
         return
+    requests = listing["requests"]
     if not requests:
         console.print("no pending permission requests" if not all_requests else "no requests")
         return
@@ -68,9 +72,19 @@ def list_requests(
 
 def _decide(request_id: str, decision: str, home: HomeOption) -> None:
     with running_engine(home) as client:
-        result = client.post(
-            f"/v1/engine/permissions/{request_id}", {"decision": decision, "by": "cli"}
-        )["request"]
+        # Only a pending request can be answered: a prefix is looked for among those.
+        _, answer = through_prefix(
+            request_id,
+            lambda whole: client.post(
+                f"/v1/engine/permissions/{whole}", {"decision": decision, "by": "cli"}
+            ),
+            lambda: (
+                request["requestId"]
+                for request in client.get("/v1/engine/permissions", status="pending")["requests"]
+            ),
+            "pending permission request",
+        )
+    result = answer["request"]
     verdict = "allowed" if result["status"] == "granted" else "denied"
     console.print(
         f"{verdict} {escape(result['permission'])} for {escape(result['agentLabel'])}",

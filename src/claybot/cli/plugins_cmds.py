@@ -21,6 +21,7 @@ from claybot.cli.common import (
     print_json,
     print_table,
 )
+from claybot.cli.ids import resolve_prefix, through_prefix
 from claybot.cli.options import parse_assignments
 from claybot.config.settings import PluginInstanceSettings
 from claybot.config.store import describe_validation_error
@@ -108,7 +109,10 @@ def _settings_from(pairs: list[str] | None, raw_json: str | None) -> dict[str, A
 
 @app.command("load")
 def load(
-    plugin_id: Annotated[str, typer.Argument(help="The plugin to load (see `plugins list`).")],
+    plugin_id: Annotated[
+        str,
+        typer.Argument(help="The plugin to load, or its first characters (see `plugins list`)."),
+    ],
     instance: Annotated[
         str | None, typer.Option("--instance", help="Instance id (default: the plugin id).")
     ] = None,
@@ -137,10 +141,19 @@ def load_instance(
     settings.json for the next start; returns what was done."""
 
     def online(client: EngineClient) -> str:
-        body: dict[str, Any] = {"pluginId": plugin_id, "instanceId": instance}
-        if settings is not None:
-            body["settings"] = settings
-        loaded = client.post("/v1/engine/plugins/load", body)["plugin"]
+        def load_plugin(whole: str) -> dict[str, Any]:
+            body: dict[str, Any] = {"pluginId": whole, "instanceId": instance}
+            if settings is not None:
+                body["settings"] = settings
+            return client.post("/v1/engine/plugins/load", body)
+
+        _, answer = through_prefix(
+            plugin_id,
+            load_plugin,
+            lambda: [entry["id"] for entry in client.get("/v1/engine/plugins")["catalog"]],
+            "plugin",
+        )
+        loaded = answer["plugin"]
         return f"loaded {loaded['id']} ({loaded['name']})"
 
     def offline(store: ConfigStore) -> str:
@@ -167,9 +180,14 @@ def _save_offline(
     from claybot.plugins.settings_file import PluginSettingsFile
 
     catalog = PluginCatalog.discover()
+    if not any(known.startswith(plugin_id) for known in catalog.ids()):
+        fail(
+            f"unknown plugin {plugin_id!r} (installed: {', '.join(catalog.ids())})",
+            error="unknown_plugin",
+        )
+    plugin_id = resolve_prefix(plugin_id, catalog.ids(), "plugin")
     definition = catalog.get(plugin_id)
-    if definition is None:
-        fail(f"unknown plugin {plugin_id!r} (installed: {', '.join(catalog.ids())})")
+    assert definition is not None
     plugins_file = PluginSettingsFile(store)
     try:
         configured = {entry.instance_id: entry for entry in plugins_file.entries()}
@@ -204,35 +222,42 @@ def _save_offline(
             fail(f"invalid settings: {describe_validation_error(exc)}")
         plugins_file.upsert(entry)
     except PluginError as exc:
-        fail(exc.message)
+        fail(exc.message, error=exc.code, field=exc.field)
     return f"saved {instance_id} in settings.json; it loads when the engine starts"
 
 
 @app.command("unload")
 def unload(
-    instance_id: Annotated[str, typer.Argument(help="The instance id.")],
+    instance_id: Annotated[
+        str, typer.Argument(help="The instance id, or its first characters (see `plugins list`).")
+    ],
     home: HomeOption = None,
     remote: RemoteOption = None,
 ) -> None:
     """Unload an instance; settings.json keeps it, disabled."""
+    noun = "plugin instance"
 
     def online(client: EngineClient) -> str:
-        client.post("/v1/engine/plugins/unload", {"instanceId": instance_id})
-        return f"unloaded {instance_id}"
+        whole, _ = through_prefix(
+            instance_id,
+            lambda whole: client.post("/v1/engine/plugins/unload", {"instanceId": whole}),
+            lambda: [e["instanceId"] for e in client.get("/v1/engine/plugins")["configured"]],
+            noun,
+        )
+        return f"unloaded {whole}"
 
     def offline(store: ConfigStore) -> str:
         current = store.read_settings()
-        entry = next((p for p in current.plugins if p.instance_id == instance_id), None)
-        if entry is None:
-            fail(f"no plugin instance {instance_id!r} in settings.json")
-        if not entry.enabled:
-            return f"{instance_id} is already disabled in settings.json"
+        configured = {entry.instance_id: entry for entry in current.plugins}
+        whole = resolve_prefix(instance_id, configured, noun)
+        if not configured[whole].enabled:
+            return f"{whole} is already disabled in settings.json"
         plugins = [
-            p.model_copy(update={"enabled": False}) if p.instance_id == instance_id else p
+            p.model_copy(update={"enabled": False}) if p.instance_id == whole else p
             for p in current.plugins
         ]
         store.write_settings(current.model_copy(update={"plugins": plugins}))
-        return f"disabled {instance_id} in settings.json; it stays stopped at the next start"
+        return f"disabled {whole} in settings.json; it stays stopped at the next start"
 
     message, _ = mutate(home, remote, online=online, offline=offline)
     console.print(message)
@@ -240,19 +265,23 @@ def unload(
 
 @app.command("info")
 def info(
-    plugin_id: Annotated[str, typer.Argument(help="The plugin's id (see `plugins list`).")],
+    plugin_id: Annotated[
+        str, typer.Argument(help="The plugin's id, or its first characters (see `plugins list`).")
+    ],
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """What a plugin is, and the settings it takes (from its settings schema)."""
     listing, _ = _listing(home)
-    found = [entry for entry in listing["catalog"] if entry["id"] == plugin_id]
-    if not found:
-        known = ", ".join(sorted(entry["id"] for entry in listing["catalog"]))
-        fail(f"no plugin {plugin_id!r} is installed (installed: {known})")
-    entry = found[0]
+    catalog = {entry["id"]: entry for entry in listing["catalog"]}
+    if not any(known.startswith(plugin_id) for known in catalog):
+        installed = ", ".join(sorted(catalog))
+        fail(f"no plugin {plugin_id!r} is installed (installed: {installed})", error="not_found")
+    plugin_id = resolve_prefix(plugin_id, catalog, "plugin")
+    entry = catalog[plugin_id]
     if as_json:
-        print_json(entry)
+        # No route answers for one plugin: shaped as the API's answers for one thing are.
+        print_json({"plugin": entry})
         return
     kind = "built in" if entry.get("builtin") else "installed"
     once = "; one instance at most" if entry.get("exclusive") else ""
@@ -273,7 +302,7 @@ def info(
                 escape(default),
                 escape(str(field.get("description", ""))),
             )
-        console.print(table)
+        print_table(table, whole=("setting",))  # a name to type in --setting KEY=VALUE
     instances = [c["instanceId"] for c in listing["configured"] if c["pluginId"] == plugin_id]
     if instances:
         console.print(f"configured instances: {escape(', '.join(instances))}", highlight=False)

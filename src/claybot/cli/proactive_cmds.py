@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.markup import escape
@@ -20,16 +19,17 @@ from claybot.cli.common import (
     YesOption,
     confirm_deletion,
     console,
-    engine_errors,
     err_console,
     fail,
-    paths_for,
     print_json,
     print_table,
     running_engine,
 )
+from claybot.cli.ids import resolve_prefix, through_prefix
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from claybot.client.engine_client import EngineClient
 
 app = typer.Typer(
@@ -37,7 +37,9 @@ app = typer.Typer(
     no_args_is_help=True,
 )
 
-AgentIdArgument = Annotated[str, typer.Argument(help="The agent id (see `list`).")]
+AgentIdArgument = Annotated[
+    str, typer.Argument(help="The agent id, or its first characters (see `list`).")
+]
 NameOption = Annotated[str | None, typer.Option("--name", help="Up to 50 characters.")]
 ObjectiveOption = Annotated[
     str | None, typer.Option("--objective", help="What the agent does on each run.")
@@ -67,6 +69,8 @@ RunnerOption = Annotated[
     typer.Option("--runner", help="'claude' (the Claude CLI) or 'engine' (an engine agent)."),
 ]
 POLL_S = 0.25
+NOUN = "proactive agent"
+T = TypeVar("T")
 
 
 def _when(ms: int | None) -> str:
@@ -77,6 +81,15 @@ def _when(ms: int | None) -> str:
 
 def _fields(**values: Any) -> dict[str, Any]:
     return {key: value for key, value in values.items() if value is not None}
+
+
+def _agent_ids(client: EngineClient) -> list[str]:
+    return [agent["id"] for agent in client.get("/api/agents")["agents"]]
+
+
+def _on_agent(client: EngineClient, agent_id: str, act: Callable[[str], T]) -> tuple[str, T]:
+    """``act`` on the agent ``agent_id`` names (its whole id, or a unique prefix)."""
+    return through_prefix(agent_id, act, lambda: _agent_ids(client), NOUN)
 
 
 def _show(agent: dict[str, Any], verb: str) -> None:
@@ -91,10 +104,11 @@ def _show(agent: dict[str, Any], verb: str) -> None:
 def list_agents(home: HomeOption = None, as_json: JsonOption = False) -> None:
     """Every proactive agent with its status, schedule and last result."""
     with running_engine(home) as client:
-        agents = client.get("/api/agents")["agents"]
+        listing = client.get("/api/agents")
     if as_json:
-        print_json(agents)
+        print_json(listing)
         return
+    agents = listing["agents"]
     if not agents:
         console.print("no proactive agents; add one with `claybot proactive create`")
         return
@@ -138,11 +152,11 @@ def create(
         timeoutMs=timeout_ms, maxRetries=max_retries, timezone=timezone, runner=runner,
     )  # fmt: skip
     with running_engine(home) as client:
-        agent = client.post("/api/agents", body)["agent"]
+        answer = client.post("/api/agents", body)
     if as_json:
-        print_json(agent)
+        print_json(answer)
         return
-    _show(agent, "created")
+    _show(answer["agent"], "created")
 
 
 @app.command("edit")
@@ -168,25 +182,29 @@ def edit(
     if not body:
         fail("nothing to change: give at least one option, e.g. --schedule")
     with running_engine(home) as client:
-        agent = client.request("PUT", f"/api/agents/{agent_id}", json=body)["agent"]
+        _, answer = _on_agent(
+            client, agent_id, lambda whole: client.request("PUT", f"/api/agents/{whole}", json=body)
+        )
     if as_json:
-        print_json(agent)
+        print_json(answer)
         return
-    _show(agent, "updated")
+    _show(answer["agent"], "updated")
 
 
 @app.command("pause")
 def pause(agent_id: AgentIdArgument, home: HomeOption = None) -> None:
     """Stop the schedule (`run` still works; the agent stays paused)."""
     with running_engine(home) as client:
-        _show(client.post(f"/api/agents/{agent_id}/pause")["agent"], "paused")
+        _, answer = _on_agent(client, agent_id, lambda w: client.post(f"/api/agents/{w}/pause"))
+    _show(answer["agent"], "paused")
 
 
 @app.command("resume")
 def resume(agent_id: AgentIdArgument, home: HomeOption = None) -> None:
     """Restart the schedule and reset the failure count."""
     with running_engine(home) as client:
-        _show(client.post(f"/api/agents/{agent_id}/resume")["agent"], "resumed")
+        _, answer = _on_agent(client, agent_id, lambda w: client.post(f"/api/agents/{w}/resume"))
+    _show(answer["agent"], "resumed")
 
 
 @app.command("run")
@@ -201,9 +219,15 @@ def run(
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Run the agent now: queued behind running executions, never dropped."""
+    """Run the agent now: queued behind running executions, never dropped.
+
+    With --wait --json, the answer is {"ok", "agentId", "execution"}; a run that failed
+    makes it {"ok": false, "error": {...}, ...} with exit code 1.
+    """
     with running_engine(home) as client:
-        queued = client.post(f"/api/agents/{agent_id}/execute")
+        agent_id, queued = _on_agent(
+            client, agent_id, lambda whole: client.post(f"/api/agents/{whole}/execute")
+        )
         if not wait:
             if as_json:
                 print_json(queued)
@@ -214,17 +238,23 @@ def run(
                 console.print(f"execution {queued['executionId']} {where}", highlight=False)
             return
         execution = _wait_for(client, agent_id, queued["executionId"], wait_timeout)
+        log = "" if as_json else client.get_text(
+            f"/api/agents/{agent_id}/logs", executionId=execution["executionId"]
+        )  # fmt: skip
+    succeeded = execution["result"] == "success"
+    outcome = f"{execution['result']} in {execution['durationMs'] / 1000:.1f} s" + (
+        f": {execution['error']}" if execution.get("error") else ""
+    )
     if as_json:
-        print_json(execution)
+        # No single route answers this: it is shaped as the API's answers are.
+        answer: dict[str, Any] = {"agentId": agent_id, "execution": execution}
+        if not succeeded:
+            answer = {"ok": False, "error": {"code": "run_failed", "message": outcome}, **answer}
+        print_json(answer)
     else:
-        typer.echo(_fetch_text(home, f"/api/agents/{agent_id}/logs",
-                               {"executionId": execution["executionId"]}), nl=False)  # fmt: skip
-        err_console.print(
-            f"{execution['result']} in {execution['durationMs'] / 1000:.1f} s"
-            + (f": {escape(execution['error'])}" if execution.get("error") else ""),
-            highlight=False,
-        )
-    if execution["result"] != "success":
+        typer.echo(log, nl=False)
+        err_console.print(escape(outcome), highlight=False)
+    if not succeeded:
         raise typer.Exit(1)
 
 
@@ -238,14 +268,20 @@ def _wait_for(
             if execution["executionId"] == execution_id:
                 return dict(execution)
         time.sleep(POLL_S)
-    fail(f"execution {execution_id} did not finish within {timeout_s:g} s; it may still run")
+    fail(
+        f"execution {execution_id} did not finish within {timeout_s:g} s; it may still run",
+        error="timeout",
+    )
 
 
 @app.command("logs")
 def logs(
     agent_id: AgentIdArgument,
     execution: Annotated[
-        str | None, typer.Option("--execution", help="An execution id (default: the newest).")
+        str | None,
+        typer.Option(
+            "--execution", help="An execution id, or its first characters (default: the newest)."
+        ),
     ] = None,
     history: Annotated[
         bool, typer.Option("--list", help="List the executions instead of printing a log.")
@@ -256,16 +292,23 @@ def logs(
 ) -> None:
     """Print an execution's clean output, or (--list) the execution history."""
     if not history:
-        params = {"executionId": execution} if execution else {}
-        typer.echo(_fetch_text(home, f"/api/agents/{agent_id}/logs", params), nl=False)
+        if as_json:
+            fail("--json goes with --list: an execution's log is plain text")
+        with running_engine(home) as client:
+            _, text = _on_agent(client, agent_id, lambda whole: _log_text(client, whole, execution))
+        typer.echo(text, nl=False)
         return
     with running_engine(home) as client:
-        executions = client.get(f"/api/agents/{agent_id}/executions", limit=limit)["executions"]
+        _, listing = _on_agent(
+            client,
+            agent_id,
+            lambda whole: client.get(f"/api/agents/{whole}/executions", limit=limit),
+        )
     if as_json:
-        print_json(executions)
+        print_json(listing)
         return
     table = Table("execution", "trigger", "started (UTC)", "seconds", "result", "exit", "error")
-    for item in executions:
+    for item in listing["executions"]:
         table.add_row(
             item["executionId"],
             item.get("trigger", "-"),
@@ -278,36 +321,30 @@ def logs(
     print_table(table, whole=("execution",))
 
 
+def _log_text(client: EngineClient, agent_id: str, execution: str | None) -> str:
+    """The log of ``execution`` (its id, or a unique prefix among the newest thousand),
+    else of the newest one."""
+    path = f"/api/agents/{agent_id}/logs"
+    if execution is None:
+        return client.get_text(path)
+
+    def execution_ids() -> list[str]:
+        listing = client.get(f"/api/agents/{agent_id}/executions", limit=1000)
+        return [item["executionId"] for item in listing["executions"]]
+
+    _, text = through_prefix(
+        execution, lambda whole: client.get_text(path, executionId=whole), execution_ids,
+        "execution",
+    )  # fmt: skip
+    return text
+
+
 @app.command("delete")
 def delete(agent_id: AgentIdArgument, yes: YesOption = False, home: HomeOption = None) -> None:
     """Delete the agent: its schedule stops, a running execution ends, its files go."""
-    confirm_deletion(f"delete proactive agent {agent_id!r} and its files", yes)
     with running_engine(home) as client:
+        # The whole id first, so the question names the agent that would go.
+        agent_id = resolve_prefix(agent_id, _agent_ids(client), NOUN)
+        confirm_deletion(f"delete proactive agent {agent_id!r} and its files", yes)
         client.delete(f"/api/agents/{agent_id}")
     console.print(f"deleted {agent_id}", highlight=False)
-
-
-def _fetch_text(home: Path | None, path: str, params: dict[str, str]) -> str:
-    """A text/plain route (the engine client reads JSON)."""
-    import httpx
-
-    from claybot.client.errors import EngineApiError, EngineNotRunning
-
-    socket = paths_for(home).socket
-    with engine_errors():
-        try:
-            with httpx.Client(
-                transport=httpx.HTTPTransport(uds=str(socket)), base_url="http://claybot"
-            ) as http:
-                response = http.get(path, params=params, timeout=30)
-        except (httpx.ConnectError, FileNotFoundError) as exc:
-            raise EngineNotRunning(f"no engine answers on {socket}") from exc
-        if response.status_code >= 400:
-            error = response.json().get("error", {})
-            raise EngineApiError(
-                response.status_code,
-                str(error.get("code", "error")),
-                str(error.get("message", response.text)),
-                error.get("field"),
-            )
-    return response.text

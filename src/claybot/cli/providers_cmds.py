@@ -29,6 +29,7 @@ from claybot.cli.common import (
     print_table,
     reject_remote,
 )
+from claybot.cli.ids import resolve_prefix, through_prefix
 from claybot.cli.options import parse_assignments
 from claybot.config.settings import ProviderSettings, Settings
 from claybot.config.store import describe_validation_error
@@ -40,6 +41,10 @@ if TYPE_CHECKING:
 REACH_TIMEOUT_S = 3.0  # providers add: how long a base URL may take to accept a connection
 
 app = typer.Typer(help="Inference providers, in priority order.", no_args_is_help=True)
+NOUN = "provider"
+ProviderIdArgument = Annotated[
+    str, typer.Argument(help="The provider id, or its first characters (see `providers list`).")
+]
 
 
 def _known_types() -> set[str]:
@@ -48,10 +53,7 @@ def _known_types() -> set[str]:
     return {provider_type.type for provider_type in builtin_provider_types()}
 
 
-def _show(providers: list[dict[str, Any]], as_json: bool) -> None:
-    if as_json:
-        print_json(providers)
-        return
+def _show(providers: list[dict[str, Any]]) -> None:
     if not providers:
         console.print("no providers configured: the engine uses `local` (SmolLM2 on llama.cpp)")
         return
@@ -71,15 +73,35 @@ def _show(providers: list[dict[str, Any]], as_json: bool) -> None:
 def list_providers(home: HomeOption = None, as_json: JsonOption = False) -> None:
     """Configured providers; the first enabled one answers, failures fall through."""
 
-    def online(client: EngineClient) -> list[dict[str, Any]]:
-        providers: list[dict[str, Any]] = client.get("/v1/engine/providers")["providers"]
-        return providers
+    def online(client: EngineClient) -> dict[str, Any]:
+        return client.get("/v1/engine/providers")
 
-    def offline(store: ConfigStore) -> list[dict[str, Any]]:
-        return [p.to_public_dict() for p in store.read_settings().providers]
+    def offline(store: ConfigStore) -> dict[str, Any]:
+        # What the engine would answer if it started on these files (the types that
+        # plugins add are known only to a running engine).
+        from claybot.providers.registry import builtin_provider_types
 
-    providers, _ = mutate(home, None, online=online, offline=offline)
-    _show(providers, as_json)
+        providers = store.read_settings().providers
+        failures = {}
+        if as_json:  # building each provider to see which fails is for programs only
+            for provider in providers:
+                problem = _build_problem(provider, store) if provider.enabled else None
+                if problem is not None:
+                    failures[provider.id] = problem
+        return {
+            "providers": [p.to_public_dict() for p in providers],
+            "types": [
+                {"type": t.type, "label": t.label, "description": t.description}
+                for t in builtin_provider_types()
+            ],
+            "failures": failures,
+        }
+
+    listing, _ = mutate(home, None, online=online, offline=offline)
+    if as_json:
+        print_json(listing)
+        return
+    _show(listing["providers"])
 
 
 def _offline_edit(store: ConfigStore, edit: Any) -> list[dict[str, Any]]:
@@ -128,7 +150,7 @@ def add(
     console.print(
         f"added {provider_id}" + ("" if applied else " in settings.json (engine not running)")
     )
-    _show(providers, False)
+    _show(providers)
     if problem is not None:
         # Added all the same: the key may come next (`claybot auth set`).
         err_console.print(f"[yellow]warning:[/yellow] {escape(f'{provider_id}: {problem}')}")
@@ -218,13 +240,21 @@ def _build_problem(provider: ProviderSettings, store: ConfigStore) -> str | None
 
 @app.command("remove")
 def remove(
-    provider_id: Annotated[str, typer.Argument(help="The provider id.")],
+    provider_id: ProviderIdArgument,
     yes: YesOption = False,
     home: HomeOption = None,
     remote: RemoteOption = None,
 ) -> None:
     """Remove a provider."""
     reject_remote(remote)  # before asking anything
+    # The whole id first, so the question names the provider that would go.
+    known, _ = mutate(
+        home,
+        remote,
+        online=lambda client: [p["id"] for p in client.get("/v1/engine/providers")["providers"]],
+        offline=lambda store: [p.id for p in store.read_settings().providers],
+    )
+    provider_id = resolve_prefix(provider_id, known, NOUN)
     confirm_deletion(f"remove provider {provider_id!r} from settings.json", yes)
     _change_provider(
         provider_id,
@@ -232,13 +262,13 @@ def remove(
         remote,
         send=lambda client, path: client.delete(path),
         change=lambda providers, chosen: [p for p in providers if p is not chosen],
-        done=f"removed {provider_id}",
+        done="removed {}",
     )
 
 
 @app.command("default")
 def default(
-    provider_id: Annotated[str, typer.Argument(help="The provider id.")],
+    provider_id: ProviderIdArgument,
     home: HomeOption = None,
     remote: RemoteOption = None,
 ) -> None:
@@ -249,7 +279,7 @@ def default(
         remote,
         send=lambda client, path: client.post(f"{path}/default"),
         change=lambda providers, chosen: [chosen, *(p for p in providers if p is not chosen)],
-        done=f"{provider_id} is now the default",
+        done="{} is now the default",
     )
 
 
@@ -268,7 +298,7 @@ def _set_enabled(provider_id: str, enabled: bool, home: Path | None, remote: str
         remote,
         send=lambda client, path: client.post(f"{path}/{action}"),
         change=change,
-        done=f"{provider_id} is {action}d",
+        done=f"{{}} is {action}d",
     )
 
 
@@ -285,30 +315,38 @@ def _change_provider(
     done: str,
 ) -> None:
     """Change one provider: through the engine (``send`` a request to its path), else in
-    settings.json (``change`` the list, given the one named); then show the list."""
+    settings.json (``change`` the list, given the one named); then say ``done`` (with the
+    whole id for ``{}``) and show the list. ``provider_id`` may be a unique prefix."""
+    chosen_id = provider_id
 
     def online(client: EngineClient) -> list[dict[str, Any]]:
-        answer = send(client, f"/v1/engine/providers/{quote(provider_id, safe='')}")
+        nonlocal chosen_id
+        chosen_id, answer = through_prefix(
+            provider_id,
+            lambda whole: send(client, f"/v1/engine/providers/{quote(whole, safe='')}"),
+            lambda: [p["id"] for p in client.get("/v1/engine/providers")["providers"]],
+            NOUN,
+        )
         result: list[dict[str, Any]] = answer["providers"]
         return result
 
     def offline(store: ConfigStore) -> list[dict[str, Any]]:
         def edit(providers: list[ProviderSettings]) -> list[ProviderSettings]:
-            chosen = next((p for p in providers if p.id == provider_id), None)
-            if chosen is None:
-                fail(f"no provider with id {provider_id!r}")
+            nonlocal chosen_id
+            chosen_id = resolve_prefix(provider_id, [p.id for p in providers], NOUN)
+            chosen = next(p for p in providers if p.id == chosen_id)
             return change(providers, chosen)
 
         return _offline_edit(store, edit)
 
     providers, _ = mutate(home, remote, online=online, offline=offline)
-    console.print(done)
-    _show(providers, False)
+    console.print(done.format(chosen_id))
+    _show(providers)
 
 
 @app.command("enable")
 def enable(
-    provider_id: Annotated[str, typer.Argument(help="The provider id.")],
+    provider_id: ProviderIdArgument,
     home: HomeOption = None,
     remote: RemoteOption = None,
 ) -> None:
@@ -318,7 +356,7 @@ def enable(
 
 @app.command("disable")
 def disable(
-    provider_id: Annotated[str, typer.Argument(help="The provider id.")],
+    provider_id: ProviderIdArgument,
     home: HomeOption = None,
     remote: RemoteOption = None,
 ) -> None:
@@ -328,7 +366,7 @@ def disable(
 
 @app.command("test")
 def test(
-    provider_id: Annotated[str, typer.Argument(help="The provider id.")],
+    provider_id: ProviderIdArgument,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -340,8 +378,11 @@ def test(
     """
 
     def online(client: EngineClient) -> dict[str, Any]:
-        answer: dict[str, Any] = client.post(
-            f"/v1/engine/providers/{quote(provider_id, safe='')}/test"
+        _, answer = through_prefix(
+            provider_id,
+            lambda whole: client.post(f"/v1/engine/providers/{quote(whole, safe='')}/test"),
+            lambda: [p["id"] for p in client.get("/v1/engine/providers")["providers"]],
+            NOUN,
         )
         return answer
 
@@ -350,21 +391,17 @@ def test(
 
     with console.status(f"calling {escape(provider_id)}…") if not as_json else nullcontext():
         outcome, _ = mutate(home, None, online=online, offline=offline)
+    whole_id = outcome["providerId"]
+    if not outcome["answered"]:
+        fail(f"{whole_id} did not answer: {outcome['reason']}", error="provider_failed")
     if as_json:
         print_json(outcome)
-    elif outcome["answered"]:
-        console.print(
-            f"[green]{escape(provider_id)} answered[/green] in {outcome['latencyMs']:.0f} ms "
-            f"({escape(outcome['model'])}): {escape(outcome['answer'])}",
-            highlight=False,
-        )
-    else:
-        err_console.print(
-            f"[red]{escape(provider_id)} did not answer:[/red] {escape(outcome['reason'])}",
-            highlight=False,
-        )
-    if not outcome["answered"]:
-        raise typer.Exit(1)
+        return
+    console.print(
+        f"[green]{escape(whole_id)} answered[/green] in {outcome['latencyMs']:.0f} ms "
+        f"({escape(outcome['model'])}): {escape(outcome['answer'])}",
+        highlight=False,
+    )
 
 
 async def _probe_offline(provider_id: str, store: ConfigStore) -> dict[str, Any]:
@@ -376,11 +413,11 @@ async def _probe_offline(provider_id: str, store: ConfigStore) -> dict[str, Any]
     )
 
     providers = store.read_settings().providers
-    chosen = next((p for p in providers if p.id == provider_id), None)
-    if chosen is None and provider_id == DEFAULT_PROVIDER.id and not providers:
-        chosen = DEFAULT_PROVIDER
-    if chosen is None:
-        fail(f"no provider with id {provider_id!r}")
+    if not providers and DEFAULT_PROVIDER.id.startswith(provider_id):
+        chosen = DEFAULT_PROVIDER  # the one the engine uses when none is configured
+    else:
+        whole = resolve_prefix(provider_id, [p.id for p in providers], NOUN)
+        chosen = next(p for p in providers if p.id == whole)
     registry = ProviderRegistry(builtin_provider_types())
     outcome = await probe(chosen, store.read_auth().get(chosen.id), dict(os.environ), registry)
     return {

@@ -229,6 +229,7 @@ def status(
         with contextlib.suppress(EngineNotRunning, EngineApiError):
             engine = client.get("/v1/engine/status")
     report = {
+        "ok": True,
         "manager": chosen.kind.value,
         "file": str(chosen.path),
         "installed": data is not None,

@@ -44,15 +44,17 @@ class EngineClient:
         return True
 
     def request(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        body = _json_of(self._send(method, path, **kwargs))
+        return body if isinstance(body, dict) else {"value": body}
+
+    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """The engine's answer, or (an error status) its error raised as EngineApiError."""
         try:
             response = self._client.request(method, path, **kwargs)
         except (httpx.ConnectError, FileNotFoundError, ConnectionRefusedError) as exc:
             raise EngineNotRunning(f"no engine answers on {self.socket_path}") from exc
-        try:
-            body = response.json()
-        except ValueError:
-            body = {}
         if response.status_code >= 400:
+            body = _json_of(response)
             error = body.get("error", {}) if isinstance(body, dict) else {}
             if isinstance(error, str):  # seed 002's shape on /api/v1: {error, code}
                 error = {"code": body.get("code", "error"), "message": error}
@@ -62,10 +64,14 @@ class EngineClient:
                 str(error.get("message", response.text)),
                 error.get("field"),
             )
-        return body if isinstance(body, dict) else {"value": body}
+        return response
 
     def get(self, path: str, **params: Any) -> dict[str, Any]:
-        return self.request("GET", path, params={k: v for k, v in params.items() if v is not None})
+        return self.request("GET", path, params=_given(params))
+
+    def get_text(self, path: str, **params: Any) -> str:
+        """A text/plain route (a proactive agent's log); its errors are JSON all the same."""
+        return self._send("GET", path, params=_given(params)).text
 
     def post(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         return self.request("POST", path, json=body or {})
@@ -89,3 +95,15 @@ class EngineClient:
                         data = []
         except (httpx.ConnectError, FileNotFoundError) as exc:
             raise EngineNotRunning(f"no engine answers on {self.socket_path}") from exc
+
+
+def _given(params: dict[str, Any]) -> dict[str, Any]:
+    """Query parameters without the ones left out (None)."""
+    return {key: value for key, value in params.items() if value is not None}
+
+
+def _json_of(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        return {}

@@ -1,6 +1,6 @@
 """The run ledger: which (task, scheduled time) runs started, finished or were skipped.
 
-``cron/runs.jsonl`` is append-only and group-committed: a run is durably
+``cron/.runs.jsonl`` is append-only and group-committed: a run is durably
 recorded as started *before* its prompt is posted, so a restart can tell a run
 that happened from one that did not, and re-posting a started run reuses its
 message id (the agent's inbox drops a repeat). When many tasks fire in the same
@@ -19,6 +19,7 @@ from claybot.durable.atomic import atomic_write_bytes
 from claybot.durable.group_commit import GroupCommitWriter
 from claybot.durable.jsonl import encode_record, read_jsonl
 
+LEDGER_FILE = ".runs.jsonl"  # in <home>/cron, beside the task folders
 COMPACT_AFTER = 50_000  # records appended since the last compaction
 Status = Literal["ran", "failed", "skipped"]
 
@@ -46,6 +47,12 @@ class RunLedger:
             self._fold(record)
         self._appended = len(records)
         await self._writer.start()
+
+    def read(self) -> None:
+        """Fold what the file holds without opening it for writing: for a reader while
+        no engine runs (the CLI's listing), which must not repair the engine's file."""
+        for record in read_jsonl(self.path, repair=False).records:
+            self._fold(record)
 
     async def close(self) -> None:
         await self._writer.close()

@@ -22,7 +22,7 @@ from claybot.config.home import HomePaths
 from claybot.config.settings import Settings
 from claybot.connectors.outbox import ConnectorOutbox, Connectors
 from claybot.cron.host import AgentCronHost
-from claybot.cron.ledger import RunLedger
+from claybot.cron.ledger import LEDGER_FILE, RunLedger
 from claybot.cron.scheduler import CronScheduler
 from claybot.cron.store import CronStore
 from claybot.cron.tools import CronTools
@@ -139,7 +139,7 @@ def build_schedulers(
     """Cron and the heartbeat, over the agents, with the tools agents manage them by."""
     cron = CronScheduler(
         CronStore(paths.home / "cron", settings.engine.timezone),
-        RunLedger(paths.home / "cron" / ".runs.jsonl", durable=durable),
+        RunLedger(paths.home / "cron" / LEDGER_FILE, durable=durable),
         AgentCronHost(agents),
         events,
         clock,
