@@ -98,6 +98,8 @@ def test_a_reader_a_whole_buffer_behind_is_ended_and_held_nowhere() -> None:
     assert slow.take(10) == [] and slow.overflowed and slow.closed
     assert [frame_id(e) for e in fast.take(10)] == [4, 5, 6, 7] and not fast.closed
     assert bus.subscriber_count == 1
+    assert slow.take(10) == []  # ended once, counted once
+    assert bus.readers_dropped == {"overflowed": 1, "stalled": 0}
 
 
 async def test_waiting_readers_wake_once_per_emit_and_close_ends_them() -> None:

@@ -8,9 +8,10 @@ that their number does not grow with the readers (``WRITES_PER_S``).
 
 A reader that stops reading fills its socket buffers; the next write then waits,
 and after ``SEND_TIMEOUT_S`` the stream is dropped (logged as
-``events.reader_dropped``) and the connection closed. Nothing is queued for it
-in the meantime: a subscription is a position in the bus's ring, so a stalled
-reader costs the engine its socket buffers and no more.
+``events.reader_dropped``, counted in the bus's ``readers_dropped``) and the
+connection closed. Nothing is queued for it in the meantime: a subscription is a
+position in the bus's ring, so a stalled reader costs the engine its socket
+buffers and no more.
 
 The response is plain ASGI rather than sse-starlette's: a stream is its request's
 own task plus one that waits for the client to leave (which closes the
@@ -107,6 +108,7 @@ class EventStream(Response):
         except _ReaderStalled:
             # The response cannot be finished (that write would wait as well): the
             # server closes the connection, and the reader sees the stream end.
+            subscription.drop("stalled")
             log.warning(
                 "an event stream stopped reading and was dropped; it may reconnect",
                 extra={

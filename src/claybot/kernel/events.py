@@ -26,11 +26,16 @@ from array import array
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal, get_args
 
 import orjson
 
 DEFAULT_BUFFER_SIZE = 10_000
+
+# Why a reader was ended for being slow: it fell a whole ring behind, or its stream
+# stopped taking what was written to it (``claybot.api.sse``).
+DropReason = Literal["overflowed", "stalled"]
+DROP_REASONS: tuple[DropReason, ...] = get_args(DropReason)
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,8 +223,7 @@ class Subscription:
             return []
         ring = self._bus._ring
         if self.position < ring.first_id - 1:
-            self.overflowed = True
-            self.close()
+            self.drop("overflowed")
             return []
         frames = ring.after(self.position, limit)
         self.position += len(frames)  # ids are consecutive, and none was skipped
@@ -232,8 +236,7 @@ class Subscription:
             return b""
         ring = self._bus._ring
         if self.position < ring.first_id - 1:
-            self.overflowed = True
-            self.close()
+            self.drop("overflowed")
             return b""
         count, data = ring.span(self.position, max_bytes)
         self.position += count
@@ -267,6 +270,15 @@ class Subscription:
             self._bus._subscribers.discard(self)
             self._wake()
 
+    def drop(self, reason: DropReason) -> None:
+        """End a reader that is too slow (counted in ``EventBus.readers_dropped``)."""
+        if self.closed:
+            return
+        if reason == "overflowed":
+            self.overflowed = True
+        self._bus.readers_dropped[reason] += 1
+        self.close()
+
     async def batches(self, limit: int) -> AsyncIterator[list[bytes]]:
         """The frames of everything after ``position`` as it comes, ``limit`` at a time."""
         while True:
@@ -294,6 +306,8 @@ class EventBus:
         self._now = now
         self._listeners: list[Callable[[Event], None]] = []
         self._closed = False  # close_subscriptions was called: no new readers
+        # Readers ended for being too slow, since the bus began (the engine's metrics).
+        self.readers_dropped: dict[DropReason, int] = dict.fromkeys(DROP_REASONS, 0)
 
     @property
     def last_id(self) -> int:
