@@ -161,3 +161,12 @@ async def test_a_schedule_error_names_the_body_field_it_came_from(api: httpx.Asy
     assert error_of(zone, 422, "invalid_request")["field"] == "body.timezone"
     day = await api.post("/v1/engine/cron/tasks", json={**body, "schedule": "0 9 31 2 *"})
     assert error_of(day, 422, "invalid_request")["field"] == "body.schedule"
+
+
+async def test_an_auth_entry_of_an_unknown_type_is_refused_without_echoing_it(
+    api: httpx.AsyncClient,
+) -> None:
+    body = {"id": "openai", "key": "type", "value": "sk-not-a-type"}
+    error = error_of(await api.post("/v1/engine/auth", json=body), 422, "invalid_request")
+    assert error["field"] == "body.value" and "sk-not-a-type" not in error["message"]
+    assert (await api.get("/v1/engine/auth")).json()["entries"] == {}  # nothing was written

@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Header, Query, Request
 
 from claybot.agents.system import AgentNotFound
+from claybot.api.errors import fields_in_body
 from claybot.api.models.agents import (
     AgentList,
     AgentReset,
@@ -239,7 +240,8 @@ async def remove_auth(
     "/auth", summary="Set one credential field in auth.json", responses=errors(*BODY_ERRORS)
 )
 async def set_auth(request: Request, body: SetAuth) -> AuthFieldSet:
-    await engine_of(request).set_auth_field(body.id, body.key, body.value)
+    with fields_in_body():  # an entry's type must be one auth.json knows
+        await engine_of(request).set_auth_field(body.id, body.key, body.value)
     return AuthFieldSet(ok=True, id=body.id, key=body.key)
 
 

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, RootModel
 
+from claybot.kernel.errors import InvalidInput
+
 REDACTED = "***"
+
+
+AuthType = Literal["apiKey", "token", "oauth"]
+AUTH_TYPES: tuple[str, ...] = get_args(AuthType)
 
 
 class AuthEntry(BaseModel):
     # Entries carry free-form fields (apiKey, token, baseUrl...) next to the type.
     model_config = ConfigDict(extra="allow")
-    type: Literal["apiKey", "token", "oauth"] = "apiKey"
+    type: AuthType = "apiKey"
 
     def secret(self, key: str) -> str | None:
         value = (self.model_extra or {}).get(key)
@@ -34,6 +40,11 @@ class AuthFile(RootModel[dict[str, AuthEntry]]):
         current = entries.get(entry_id)
         data: dict[str, Any] = current.model_dump() if current is not None else {}
         if key == "type":
+            if value not in AUTH_TYPES:
+                # The value is not echoed: what is posted to auth.json is usually a secret.
+                raise InvalidInput(
+                    f"an entry's type is one of {', '.join(AUTH_TYPES)}", field="value"
+                )
             data["type"] = value
         else:
             data[key] = value
