@@ -56,10 +56,12 @@ async def engine(paths: HomePaths) -> AsyncIterator[Engine]:
 
 @asynccontextmanager
 async def running_engine(
-    paths: HomePaths,
+    paths: HomePaths, env: dict[str, str] | None = None
 ) -> AsyncIterator[tuple[Engine, httpx.AsyncClient, list[Event]]]:
-    """An engine on ``paths`` (settings already written), its API in-process, its events."""
-    engine = Engine(paths, EngineOptions(port=0))
+    """An engine on ``paths`` (settings already written), its API in-process, its events;
+    ``env``: the environment it is given instead of the process's."""
+    options = EngineOptions(port=0) if env is None else EngineOptions(port=0, env=env)
+    engine = Engine(paths, options)
     events: list[Event] = []
     engine.events.add_listener(events.append)
     await engine.start()

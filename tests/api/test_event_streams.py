@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from claybot.api.sse import SEND_TIMEOUT_S
 from tests.conftest import EngineProcess
@@ -118,6 +119,7 @@ async def test_a_reader_that_stops_reading_is_dropped_and_the_others_keep_up(
         await post(poster, "filler", "final")
         results = await asyncio.wait_for(asyncio.gather(*readers), 60)
         assert (await poster.get("/v1/engine/status")).status_code == 200
+        metrics = (await poster.get("/metrics")).text
 
         # The stalled reader, reading again, finds what its buffers held, then the end.
         stalled_ids: list[int] = []
@@ -136,3 +138,10 @@ async def test_a_reader_that_stops_reading_is_dropped_and_the_others_keep_up(
     assert len(stalled_ids) < len(all_ids)
     # Its buffers hold a few dozen of these events; the wait for them to fill is short.
     assert took_s < SEND_TIMEOUT_S + 30
+    dropped_readers = {
+        sample.labels["reason"]: sample.value
+        for family in text_string_to_metric_families(metrics)
+        if family.name == "claybot_event_readers_dropped"
+        for sample in family.samples
+    }
+    assert dropped_readers == {"stalled": 1, "overflowed": 0}

@@ -73,6 +73,11 @@ def test_a_text_route_answers_its_errors_in_json(document: Document) -> None:
     assert answers["404"]["content"] == {"application/json": {"schema": ERROR_REF}}
 
 
+def test_the_metrics_are_text_in_prometheus_format(document: Document) -> None:
+    answers = responses(document, "get", "/metrics")
+    assert answers["200"]["content"] == {"text/plain": {"schema": {"type": "string"}}}
+
+
 def test_unavailable_answers_say_when_to_retry(document: Document) -> None:
     answer = responses(document, "post", "/v1/engine/messages")["503"]
     assert answer["headers"]["Retry-After"]["schema"]["type"] == "integer"

@@ -462,6 +462,8 @@ async def test_the_scope_table_can_be_replaced(setup: Setup) -> None:
         ("POST", "/api/v1/jobs/1/respond", "jobs:write"),
         ("GET", "/openapi.json", None),
         ("GET", "/docs", None),
+        ("GET", "/metrics", "metrics"),
+        ("GET", "/metrics/x", "admin"),
         # Look-alikes and anything unlisted need admin: new routes start closed.
         ("GET", "/api/agentsx", "admin"),
         ("GET", "/api/v1/jobsearch", "admin"),

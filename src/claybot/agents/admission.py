@@ -156,6 +156,7 @@ class Admissions:
             {"agentId": agent_id, "descriptor": descriptor_to_dict(descriptor), "source": "agent"},
         )
         if first is not None:
+            self._runtime.meter.messages_accepted(1)
             agent.remember(first.id)
             agent.inbox.push(first)
             self._schedule(agent)
@@ -219,6 +220,7 @@ class Admissions:
             with contextlib.suppress(Exception):  # looked at below, for every item
                 await asyncio.shield(item.durable)
         failure: BaseException | None = None
+        messages = 0
         for item in queued:
             assert item.durable is not None
             error = item.durable.exception()
@@ -226,6 +228,10 @@ class Admissions:
                 agents[item.agent_id].forget(item.id)
                 self._inbox.forget(item)
                 failure = failure or error
+            elif item.kind == "message":
+                messages += 1
+        if messages:
+            self._runtime.meter.messages_accepted(messages)
         if failure is not None:
             raise failure
         return turns

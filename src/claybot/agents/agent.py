@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from claybot.agents.descriptors import AgentDescriptor, UserDescriptor, agent_kind
 from claybot.agents.history import (
@@ -23,7 +23,7 @@ from claybot.agents.history import (
     since_last_marker,
 )
 from claybot.agents.inbox import AgentInbox, InboxItem, InboxLog
-from claybot.agents.ports import Outbox
+from claybot.agents.ports import UNMETERED, Outbox, TurnMeter
 from claybot.agents.recent_ids import RecentIds
 from claybot.agents.state import AgentState, ProviderSelection, TokenTotals
 from claybot.agents.store import FileAgentStore
@@ -55,6 +55,7 @@ class AgentRuntime:
     loop: TurnLoop
     now_ms: Callable[[], int]
     default_permissions: Permissions = field(default_factory=Permissions)
+    meter: TurnMeter = UNMETERED  # the engine's metrics
 
 
 class Agent:
@@ -150,7 +151,8 @@ class Agent:
         except asyncio.CancelledError:
             if not self._stop_requested:
                 raise  # the engine is shutting down: the item stays pending
-            return await loop.close(self, work, STOPPED_TEXT, failed=False)
+            closed = await loop.close(self, work, STOPPED_TEXT, failed=False)
+            return replace(closed, stopped=True)
         except OSError:
             # The disk refused a write (full, failing): nothing more can be recorded now.
             # The item stays pending; the agent system resumes it from history later.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from claybot.agents.turn import TurnOutcome
 from claybot.connectors.base import OutgoingMessage
 from claybot.providers.base import InferenceRequest, InferenceResult
 from claybot.providers.router import CallObserver
@@ -27,3 +28,27 @@ class ProviderRouter(Protocol):
     async def complete(
         self, request: InferenceRequest, observer: CallObserver | None = None
     ) -> InferenceResult: ...
+
+
+class TurnMeter(Protocol):
+    """What the runtime counts as it goes (the engine's metrics): kept to a counter's
+    cost, since every message passes here."""
+
+    def messages_accepted(self, count: int) -> None:
+        """``count`` messages became durable in their inboxes (resets are not counted)."""
+        ...
+
+    def turn_ended(self, outcome: TurnOutcome, seconds: float) -> None:
+        """A message's turn ended, ``seconds`` after its agent started on it."""
+        ...
+
+
+class _Unmetered:
+    def messages_accepted(self, count: int) -> None:
+        pass
+
+    def turn_ended(self, outcome: TurnOutcome, seconds: float) -> None:
+        pass
+
+
+UNMETERED: TurnMeter = _Unmetered()

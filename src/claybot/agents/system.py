@@ -402,6 +402,7 @@ class AgentSystem:
             # this batch hears so before any agent starts on the work (posters wait
             # through a shield, one callback further down the queue).
             await asyncio.sleep(0)
+        started = self._monotonic()
         try:
             outcome = await agent.process(item)
             if item.kind == "message" and isinstance(agent.descriptor, SubagentDescriptor):
@@ -422,6 +423,8 @@ class AgentSystem:
             outcome = TurnOutcome(UNEXPECTED_ERROR, failed=True)
         self.inbox_log.mark_done(item)
         item.turn.ended(outcome)
+        if item.kind == "message":
+            self.runtime.meter.turn_ended(outcome, self._monotonic() - started)
 
     async def unload_idle(self, *, older_than_s: float | None = None) -> int:
         return await self.residency.unload_idle(older_than_s=older_than_s)

@@ -36,6 +36,8 @@ class TurnOutcome:
     # A tool ended the turn (a job's final answer or question). After "finish" the
     # turn's last records wait for the owner's own checkpoint, made with its ending.
     ended_by: TurnEnd | None = None
+    # ``/stop`` cancelled the turn while it ran (known live only: history does not say).
+    stopped: bool = False
 
 
 # Reads what history says about a finished turn: its replies and its outcome.

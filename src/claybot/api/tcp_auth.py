@@ -46,6 +46,8 @@ def required_scope(method: str, path: str) -> str | None:
         return None
     if path.startswith("/v1/engine/"):
         return "admin"
+    if path == "/metrics":
+        return "metrics"  # what a Prometheus server scrapes with, and nothing else
     if _under(path, "/api/agents"):
         return "agents:read" if method in READ_METHODS else "agents:write"
     if _under(path, "/api/v1/jobs"):

@@ -15,6 +15,7 @@ from claybot.agents.agent_tools import AgentTools
 from claybot.agents.inbox import InboxLog
 from claybot.agents.permission_desk import PermissionDesk
 from claybot.agents.permission_tools import PermissionTools
+from claybot.agents.ports import TurnMeter
 from claybot.agents.store import FileAgentStore
 from claybot.agents.system import AgentSystem, SubagentLimits
 from claybot.agents.turn_loop import DEFAULT_SYSTEM_PROMPT, LoopLimits, TurnLoop
@@ -78,6 +79,7 @@ def build_agents(
     router: InferenceRouter,
     tools: ToolRegistry,
     connectors: Connectors,
+    meter: TurnMeter,
 ) -> AgentParts:
     """The agent runtime, the permission desk in front of it, and the agents' own tools."""
     agent_settings = settings.agents
@@ -100,6 +102,7 @@ def build_agents(
         ),
         now_ms=now_ms,
         default_permissions=default_permissions(paths),
+        meter=meter,
     )
     agents = AgentSystem(
         runtime,

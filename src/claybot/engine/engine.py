@@ -24,6 +24,7 @@ from claybot.durable.group_commit import GroupCommitWriter
 from claybot.engine.assembly import Running, build_agents, build_schedulers
 from claybot.engine.jobs_host import JobsHost
 from claybot.engine.keystore import BackgroundDatabase, DeferredApiKeyStore
+from claybot.engine.metrics import EngineMetrics
 from claybot.engine.options import EngineOptions
 from claybot.engine.status import StatusSources, engine_status
 from claybot.heartbeat.scheduler import HeartbeatScheduler
@@ -51,6 +52,7 @@ class Engine:
         self.config = ConfigStore(paths)
         self.settings: Settings = Settings()
         self.events = EventBus()
+        self.metrics = EngineMetrics(self.events, pending=self._pending, jobs=self._job_counts)
         self.writer = GroupCommitWriter(
             durable=self.options.durable, journal=paths.agents / "inbox.wal", root=paths.home
         )
@@ -71,7 +73,9 @@ class Engine:
             control=self.conversations,
             sandbox=self.sandbox,
         )
-        self.providers = ConfiguredProviders(self.provider_registry, self.options.env, self.events)
+        self.providers = ConfiguredProviders(
+            self.provider_registry, self.options.env, self.events, self.metrics
+        )
         self.started_at = datetime.now(UTC)
         self.tcp_port: int | None = None
         self._running: Running | None = None
@@ -129,6 +133,7 @@ class Engine:
             router=self.providers.router,
             tools=self.tools,
             connectors=self.registries.connectors,
+            meter=self.metrics,
         )
         agents = parts.agents
         self.conversations.bind(agents, parts.permissions)
@@ -243,6 +248,15 @@ class Engine:
         """What connectors post through (``PostInbound``): durable when this returns."""
         turn = await self.agents.submit_inbound(message)
         return PostedMessage(turn.agent_id, turn.id, duplicate=turn.duplicate)
+
+    # -- metrics ----------------------------------------------------------------
+
+    def _pending(self) -> int:
+        running = self._running
+        return running.agents.pending_count() if running is not None else 0
+
+    async def _job_counts(self) -> dict[str, int]:
+        return await self.jobs.counts()
 
     # -- status -----------------------------------------------------------------
 

@@ -61,6 +61,10 @@ class JobsHost:
             self._jobs = asyncio.create_task(self._open())
         return await asyncio.shield(self._jobs)
 
+    async def counts(self) -> dict[str, int]:
+        """Jobs by status, in one GROUP BY (StoreError if the database cannot be reached)."""
+        return await (await self.database()).jobs.counts()
+
     def start(self, settings: JobSettings, providers: InferenceRouter) -> None:
         """Start the in-engine worker once the database is open (in the background)."""
         self.settings = settings

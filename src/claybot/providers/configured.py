@@ -14,6 +14,7 @@ from claybot.config.auth import AuthFile
 from claybot.config.settings import Settings
 from claybot.kernel.events import EventBus
 from claybot.providers.base import InferenceProvider, failure_reason
+from claybot.providers.metering import UNMETERED, CallMeter
 from claybot.providers.registry import DEFAULT_PROVIDER, ProviderRegistry
 from claybot.providers.router import InferenceRouter
 
@@ -22,12 +23,16 @@ log = logging.getLogger(__name__)
 
 class ConfiguredProviders:
     def __init__(
-        self, registry: ProviderRegistry, env: Mapping[str, str], events: EventBus | None = None
+        self,
+        registry: ProviderRegistry,
+        env: Mapping[str, str],
+        events: EventBus | None = None,
+        meter: CallMeter = UNMETERED,
     ) -> None:
         self.registry = registry
         self._env = env
         # One router for the engine's life: agents hold it, rebuilds swap what is inside.
-        self.router = InferenceRouter([], events)
+        self.router = InferenceRouter([], events, meter)
         self.failures: dict[str, str] = {}
 
     async def rebuild(self, settings: Settings, auth: AuthFile) -> None:

@@ -16,6 +16,7 @@ from claybot.providers.base import (
     InferenceResult,
     failure_reason,
 )
+from claybot.providers.metering import UNMETERED, CallMeter, metered
 
 log = logging.getLogger(__name__)
 
@@ -63,9 +64,13 @@ class CallObserver(Protocol):
 
 class InferenceRouter:
     def __init__(
-        self, providers: Sequence[InferenceProvider], events: EventBus | None = None
+        self,
+        providers: Sequence[InferenceProvider],
+        events: EventBus | None = None,
+        meter: CallMeter = UNMETERED,
     ) -> None:
         self.providers = list(providers)
+        self.meter = meter  # told of each provider call: how long, whether it failed
         # Providers that could not be built, with why (set with ``replace``).
         self.unavailable: dict[str, str] = {}
         self._events = events  # where a fall-through no observer watches is told
@@ -90,8 +95,8 @@ class InferenceRouter:
         for position, provider in enumerate(providers):
             try:
                 if on_delta is None or not streams(provider):
-                    return await provider.complete(request)
-                return await provider.complete(request, on_delta)
+                    return await metered(self.meter, provider.id, provider.complete(request))
+                return await metered(self.meter, provider.id, provider.complete(request, on_delta))
             except Exception as exc:  # any provider failure means: try the next one
                 reason = failure_reason(exc)
                 failures.append((provider.id, reason))
