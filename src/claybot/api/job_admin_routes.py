@@ -28,7 +28,7 @@ WARNING_S = 120
 
 
 ScopeName = Literal[
-    "jobs:read", "jobs:write", "jobs:delete", "agents:read", "agents:write", "admin"
+    "jobs:read", "jobs:write", "jobs:delete", "agents:read", "agents:write", "chat", "admin"
 ]
 DEFAULT_SCOPES: list[ScopeName] = ["jobs:write", "jobs:read"]  # seed 002's default
 
