@@ -69,6 +69,20 @@ STREAM_DESCRIPTION = (
     'as `data: {"error": {...}}`.'
 )
 
+# One server-sent event of the stream (OpenAPI before 3.2 describes an event stream by
+# its events): its data is a chunk as JSON, an error, or ``[DONE]``.
+CHUNK_EVENT: dict[str, Any] = {
+    "type": "object",
+    "required": ["data"],
+    "properties": {
+        "data": {
+            "type": "string",
+            "description": 'A `chat.completion.chunk` as JSON, `{"error": {...}}`, or `[DONE]`',
+        }
+    },
+    "description": STREAM_DESCRIPTION,
+}
+
 
 class Caller:
     """Who is asking: an API key (TCP), or the owner on the Unix socket."""
@@ -106,11 +120,7 @@ def _agent_of(engine: Engine, caller: Caller, model: str) -> IndexEntry:
     responses={
         200: {
             "description": "The agent's reply to the new messages; or, with `stream`, its chunks",
-            "content": {
-                "text/event-stream": {
-                    "schema": {"type": "string", "description": STREAM_DESCRIPTION}
-                }
-            },
+            "content": {"text/event-stream": {"schema": CHUNK_EVENT}},
         },
         **openai_errors(404, 504),
     },

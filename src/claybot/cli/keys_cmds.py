@@ -35,7 +35,8 @@ def create(
         list[str],
         typer.Option(
             "--scope",
-            help="jobs:read|write|delete, agents:read|write or admin; repeatable.",
+            help="jobs:read|write|delete, agents:read|write, chat (the OpenAI-compatible "
+            "door) or admin; repeatable.",
         ),
     ],
     rate_limit: Annotated[
