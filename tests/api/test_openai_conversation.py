@@ -1,8 +1,9 @@
-"""The OpenAI door's pure rules: what a request says, what the agent holds already, and
-how a stream completes a reply's text (no engine needed)."""
+"""The OpenAI door's parts that need no engine: what a request says, what the agent holds
+already, how a stream completes a reply's text, and the watch on a turn's events."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -19,7 +20,9 @@ from claybot.api.openai_conversation import (
     named_agent,
     read_conversation,
 )
-from claybot.api.openai_turn import FALLBACK_MARK, StreamedText, turn_facts
+from claybot.api.openai_turn import FALLBACK_MARK, StreamedText, TurnWatch, turn_facts
+from claybot.kernel.event_types import EventType
+from claybot.kernel.events import EventBus
 
 
 def conversation(*pairs: tuple[str, Any]) -> list[ChatMessage]:
@@ -224,3 +227,31 @@ def test_turn_facts_read_tool_calls_results_and_usage_of_one_turn() -> None:
     assert facts.usage.to_openai() == {
         "prompt_tokens": 16, "completion_tokens": 4, "total_tokens": 20,
     }  # fmt: skip
+
+
+def outgoing(message_id: str, n: int, *, final: bool) -> dict[str, Any]:
+    message = {
+        "id": f"{message_id}#{n}", "agentId": "a", "connector": "openai", "userId": "u",
+        "channelId": "c", "text": "t", "inReplyTo": message_id, "final": final,
+    }  # fmt: skip
+    return {"agentId": "a", "message": message}
+
+
+async def test_a_watch_keeps_its_turns_events_and_leaves_with_its_last_reply() -> None:
+    bus = EventBus()
+    watch = TurnWatch(bus, "m1")
+    bus.emit(EventType.AGENT_OUTGOING, outgoing("m0", 0, final=True))  # another turn's
+    delta = {"agentId": "a", "messageId": "m1", "outgoingId": "m1#0", "text": "t"}
+    bus.emit(EventType.AGENT_DELTA, delta)
+    bus.emit(EventType.AGENT_OUTGOING, outgoing("m1", 0, final=False))
+    assert bus._listeners  # still there after a reply that is not the last
+    await asyncio.sleep(0)
+    assert bus._listeners
+    bus.emit(EventType.AGENT_OUTGOING, outgoing("m1", 1, final=True))
+    await asyncio.sleep(0)
+    # Gone by itself, should no stream read it (a client that left before it started).
+    assert bus._listeners == []
+    assert [event.type for event in watch.take()] == [
+        "agent.delta", "agent.outgoing", "agent.outgoing",
+    ]  # fmt: skip
+    watch.close()  # and closing it again is harmless

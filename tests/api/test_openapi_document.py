@@ -181,3 +181,21 @@ def test_every_json_answer_has_a_schema_that_names_its_fields(document: Document
                     assert "ok" in schema["required"], where
                     described.append(where)
     assert len(described) >= 40  # every route of the API, not a few that happened to match
+
+
+def test_the_openai_door_documents_openais_error_shape_and_its_stream(document: Document) -> None:
+    error_ref = {"$ref": "#/components/schemas/OpenAIError"}
+    answers = responses(document, "post", "/v1/chat/completions")
+    for status in ("400", "404", "413", "500", "503", "504", "507"):
+        assert answers[status]["content"]["application/json"]["schema"] == error_ref, status
+    detail = document["components"]["schemas"]["OpenAIErrorDetail"]
+    assert set(detail["required"]) == {"message", "type", "param", "code"}
+    ok = answers["200"]["content"]
+    assert ok["application/json"]["schema"] == {"$ref": "#/components/schemas/ChatCompletion"}
+    assert ok["text/event-stream"]["schema"]["properties"]["data"]["type"] == "string"
+    assert (
+        responses(document, "get", "/v1/models/{model}")["404"]["content"]["application/json"][
+            "schema"
+        ]
+        == error_ref
+    )

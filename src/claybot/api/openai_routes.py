@@ -28,6 +28,7 @@ from claybot.api.models.openai import AgentModel, ChatCompletion, ModelInfo, Mod
 from claybot.api.openai_bodies import ChatCompletionRequest
 from claybot.api.openai_conversation import (
     DEFAULT_MODEL,
+    NOTHING_HELD,
     OPENAI_CONNECTOR,
     SOCKET_OWNER,
     TURN_SEPARATOR,
@@ -146,48 +147,25 @@ async def chat_completions(
     engine = engine_of(request)
     caller = Caller(request)
     said = read_conversation(body.messages)  # refuses a request with nothing new to say
-    if named_agent(body.model) is None:
-        descriptor = UserDescriptor(
-            connector=OPENAI_CONNECTOR, userId=caller.owner, channelId=channel_of(body.user)
-        )
-        agent_id = engine.agents.agent_id_for(descriptor)  # None: made by the first message
-    else:
-        entry = _agent_of(engine, caller, body.model)
-        assert isinstance(entry.descriptor, UserDescriptor)
-        agent_id, descriptor = entry.agent_id, entry.descriptor
-    held = already_held([], said)
+    agent_id, descriptor = _conversation(engine, caller, body)
+    held = NOTHING_HELD
     if agent_id is not None and said.last is not None:
         page = await engine.agents.history(agent_id, after=None, before=None, limit=HISTORY_LIMIT)
         held = already_held(page.records, said)
     streaming = bool(body.stream)
     if agent_id is not None and held.message_id is not None and held.count == len(said.new):
+        # Everything new is what the agent heard already: answer with that turn.
         turn = engine.agents.turn(agent_id, held.message_id)
         chat = ChatTurn(engine.agents, turn, model=body.model, new_message=False, watch=None)
     else:
-        message_id = (
-            idempotent_message_id(caller.owner, idempotency_key) if idempotency_key else new_id()
-        )
-        # Watched before it is posted: a fast turn's first events come before submit returns.
-        watch = TurnWatch(engine.events, message_id) if streaming else None
         message = InboundMessage(
             OPENAI_CONNECTOR,
             descriptor.userId,
             descriptor.channelId,
             TURN_SEPARATOR.join(said.new[held.count :]),
-            message_id,
+            idempotent_message_id(caller.owner, idempotency_key) if idempotency_key else new_id(),
         )
-        try:
-            turn = await engine.agents.submit_inbound(message)
-        except BaseException:
-            if watch is not None:
-                watch.close()
-            raise
-        if turn.duplicate and watch is not None:
-            watch.close()  # the Idempotency-Key's message was posted before: follow it
-            watch = None
-        chat = ChatTurn(
-            engine.agents, turn, model=body.model, new_message=not turn.duplicate, watch=watch
-        )
+        chat = await _say(engine, message, model=body.model, live=streaming)
     timeout_s = engine.settings.chat.reply_timeout_s
     if not streaming:
         return JSONResponse(await chat.complete(timeout_s))
@@ -197,6 +175,38 @@ async def chat_completions(
         media_type="text/event-stream",
         headers={"cache-control": "no-store", "x-accel-buffering": "no"},
     )
+
+
+def _conversation(
+    engine: Engine, caller: Caller, body: ChatCompletionRequest
+) -> tuple[str | None, UserDescriptor]:
+    """The agent the model names (None: the caller's own, not made yet) and its descriptor."""
+    if named_agent(body.model) is None:
+        descriptor = UserDescriptor(
+            connector=OPENAI_CONNECTOR, userId=caller.owner, channelId=channel_of(body.user)
+        )
+        return engine.agents.agent_id_for(descriptor), descriptor
+    entry = _agent_of(engine, caller, body.model)
+    assert isinstance(entry.descriptor, UserDescriptor)
+    return entry.agent_id, entry.descriptor
+
+
+async def _say(engine: Engine, message: InboundMessage, *, model: str, live: bool) -> ChatTurn:
+    """Post the message as a connector does (durable when this returns) and follow its turn;
+    ``live``: watch its events too, from before it is posted (a fast turn's first events
+    come before the post returns)."""
+    assert message.message_id is not None
+    watch = TurnWatch(engine.events, message.message_id) if live else None
+    try:
+        turn = await engine.agents.submit_inbound(message)
+    except BaseException:
+        if watch is not None:
+            watch.close()
+        raise
+    if turn.duplicate and watch is not None:
+        watch.close()  # posted before (an Idempotency-Key seen again): follow that turn
+        watch = None
+    return ChatTurn(engine.agents, turn, model=model, new_message=not turn.duplicate, watch=watch)
 
 
 def _model_info(entry: IndexEntry) -> ModelInfo:

@@ -68,7 +68,11 @@ class ReplyTimeout(ClayError):
 
 
 class TurnWatch:
-    """The live events of one turn (its message id), kept as they are emitted."""
+    """The live events of one turn (its message id), kept as they are emitted.
+
+    The stream that reads it closes it; should that stream never run (a client gone
+    before the response started), the watch closes itself with the turn's last reply.
+    """
 
     def __init__(self, events: EventBus, message_id: str) -> None:
         self._message_id = message_id
@@ -89,6 +93,9 @@ class TurnWatch:
         if about == self._message_id:
             self._seen.append(event)
             self._news.set()
+            if event.type == EventType.AGENT_OUTGOING and payload["message"].get("final"):
+                # Not now: the bus is iterating its listeners.
+                asyncio.get_running_loop().call_soon(self.close)
 
     def take(self) -> list[Event]:
         taken, self._seen = self._seen, []
