@@ -186,7 +186,9 @@ ROUTES: list[tuple[str, str, str | None]] = [
     ("POST", "/api/v1/agents/discover", "agents:read"),
     ("POST", "/api/v1/admin/agents/{unknown}/verify", "admin"),
 ]
-SCOPES = ["jobs:read", "jobs:write", "jobs:delete", "agents:read", "agents:write", "admin"]
+SCOPES = [
+    "jobs:read", "jobs:write", "jobs:delete", "agents:read", "agents:write", "chat", "admin",
+]  # fmt: skip
 
 
 @pytest.mark.parametrize("engine", ["sqlite"], indirect=True)
