@@ -511,3 +511,20 @@ async def test_the_turn_runs_on_after_a_streaming_client_leaves(slow_door: Door)
             if any(r["type"] == "assistant_message" for r in page.records):
                 break
             await asyncio.sleep(0.02)
+
+
+async def test_a_provider_falling_through_shows_in_the_stream(paths: HomePaths) -> None:
+    broken = {"id": "broken", "type": "scripted", "model": "fail"}
+    settings = {**SETTINGS, "providers": [broken, *SETTINGS["providers"]]}
+    async with open_door(paths, settings) as door:
+        response = await door.socket.post(
+            "/v1/chat/completions",
+            json={"model": "claybot", "messages": [user("Hello")], "stream": True},
+        )
+    chunks = stream_events(response.text)[:-1]
+    [fallback] = [c["claybot"]["fallback"] for c in chunks if "fallback" in c.get("claybot", {})]
+    assert (fallback["from"], fallback["to"]) == ("broken", "scripted")
+    assert "always fails" in fallback["reason"]
+    # Nothing was streamed before it failed, so there is nothing to take back.
+    content = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
+    assert content == "Noted."

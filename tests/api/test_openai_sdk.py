@@ -33,8 +33,11 @@ RULES: list[dict[str, Any]] = [
     {"match": "openai:", "response": "Only you and me."},  # the list_agents result
     {"match": "Remember", "response": "I will remember 42."},
 ]
+# The model streams its text four characters at a time, 50 ms apart: a reply arrives
+# in pieces, as from a real model.
+STREAMING = {"rules": RULES, "streamChunkChars": 4, "streamDelayS": 0.05}
 SETTINGS: dict[str, Any] = {
-    "providers": [{"id": "scripted", "model": "rules", "options": {"rules": RULES}}],
+    "providers": [{"id": "scripted", "model": "rules", "options": STREAMING}],
     "heartbeat": {"enabled": False},
 }
 
@@ -97,7 +100,7 @@ def test_a_three_turn_conversation_through_the_sdk_streamed_and_not(
     assert first.usage is not None and first.usage.total_tokens == 4
     messages.append({"role": "assistant", "content": reply.content})
 
-    # Turn 2, streamed, the whole history resent.
+    # Turn 2, streamed, the whole history resent: the reply comes as the model writes it.
     messages.append({"role": "user", "content": "Remember the number 42."})
     chunks = list(
         client.chat.completions.create(
@@ -107,24 +110,38 @@ def test_a_three_turn_conversation_through_the_sdk_streamed_and_not(
             stream_options={"include_usage": True},
         )
     )
-    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
-    assert text == "I will remember 42."
+    pieces = [
+        c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content
+    ]
+    assert "".join(pieces) == "I will remember 42."
+    assert len(pieces) > 1, pieces  # deltas, not the reply whole at the end
     assert chunks[0].choices[0].delta.role == "assistant"
     assert chunks[-1].usage is not None and chunks[-1].usage.total_tokens == 2
     [ending] = [c for c in chunks if c.choices and c.choices[0].finish_reason]
     assert ending.choices[0].finish_reason == "stop"
     assert extension(ending)["agentId"] == agent_id and extension(ending)["toolCalls"] == []
+    text = "".join(pieces)
     messages.append({"role": "assistant", "content": text})
 
-    # Turn 3, streamed, with a tool: the stream shows it too.
+    # Turn 3, streamed, with a tool: the stream shows the call and its result as they
+    # happen, between the text written before the call and the answer after it.
     messages.append({"role": "user", "content": "Who else is here now?"})
     chunks = list(client.chat.completions.create(model="claybot", messages=messages, stream=True))
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == "Let me look.\n\nOnly you and me."
     assert all(c.choices[0].delta.tool_calls is None for c in chunks if c.choices)
+    live = [extension(c) if (c.model_extra or {}).get("claybot") else {} for c in chunks]
+    [called] = [n for n, extra in enumerate(live) if "toolCall" in extra]
+    [answered] = [n for n, extra in enumerate(live) if "toolResult" in extra]
+    said = [n for n, c in enumerate(chunks) if c.choices and c.choices[0].delta.content]
+    first_answer = next(n for n in said if "Only" in (chunks[n].choices[0].delta.content or ""))
+    assert said[0] < called < answered < first_answer
+    assert live[called]["toolCall"]["name"] == "list_agents"
+    assert live[answered]["toolResult"]["isError"] is False
     [ending] = [c for c in chunks if c.choices and c.choices[0].finish_reason]
     [call] = extension(ending)["toolCalls"]
     assert call["name"] == "list_agents" and "openai:" in call["result"]["text"]
+    assert call["id"] == live[called]["toolCall"]["id"]
 
     # The engine holds each message once, and each turn's replies once.
     records = history(engine, agent_id)
