@@ -62,8 +62,9 @@ class ReplyTimeout(ClayError):
         super().__init__(
             f"agent {agent_id} has not answered within {timeout_s:g} s (settings: "
             "chat.replyTimeoutS). It goes on working and its reply will be in its history; "
-            "resending this conversation unchanged gets that reply, once it is there, "
-            "without saying the message again"
+            "resending this conversation unchanged gets that reply once it is there, "
+            "without saying the message again (a conversation's first message: only with "
+            "the same Idempotency-Key)"
         )
 
 
