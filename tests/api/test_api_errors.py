@@ -161,3 +161,13 @@ async def test_a_schedule_error_names_the_body_field_it_came_from(api: httpx.Asy
     assert error_of(zone, 422, "invalid_request")["field"] == "body.timezone"
     day = await api.post("/v1/engine/cron/tasks", json={**body, "schedule": "0 9 31 2 *"})
     assert error_of(day, 422, "invalid_request")["field"] == "body.schedule"
+
+
+async def test_an_unknown_auth_type_is_invalid_input_not_a_500(api: httpx.AsyncClient) -> None:
+    response = await api.post("/v1/engine/auth", json={"id": "openai", "key": "type", "value": "0"})
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert (error["code"], error["field"]) == ("invalid_request", "value")
+    assert "apiKey, token, oauth" in error["message"]
+    listed = await api.get("/v1/engine/auth")
+    assert "openai" not in str(listed.json())  # nothing was written

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, RootModel
 
+from claybot.kernel.errors import InvalidInput
+
 REDACTED = "***"
+AuthType = Literal["apiKey", "token", "oauth"]
 
 
 class AuthEntry(BaseModel):
     # Entries carry free-form fields (apiKey, token, baseUrl...) next to the type.
     model_config = ConfigDict(extra="allow")
-    type: Literal["apiKey", "token", "oauth"] = "apiKey"
+    type: AuthType = "apiKey"
 
     def secret(self, key: str) -> str | None:
         value = (self.model_extra or {}).get(key)
@@ -34,6 +37,12 @@ class AuthFile(RootModel[dict[str, AuthEntry]]):
         current = entries.get(entry_id)
         data: dict[str, Any] = current.model_dump() if current is not None else {}
         if key == "type":
+            if value not in get_args(AuthType):
+                raise InvalidInput(
+                    f"an auth entry's type is one of {', '.join(get_args(AuthType))}, "
+                    f"not {value!r}",
+                    field="value",
+                )
             data["type"] = value
         else:
             data[key] = value
