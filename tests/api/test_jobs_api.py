@@ -193,6 +193,7 @@ SCOPES = [
     "agents:read",
     "agents:write",
     "metrics",
+    "chat",
     "admin",
 ]
 

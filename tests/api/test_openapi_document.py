@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from claybot.api.openai_errors import is_openai_path
 from claybot.engine.engine import Engine
 from claybot.providers.base import ProviderType
 from claybot.providers.scripted import create as create_scripted
@@ -165,6 +166,12 @@ def test_every_json_answer_has_a_schema_that_names_its_fields(document: Document
                 if not status.startswith("2"):
                     continue
                 for media_type, content in answer["content"].items():
+                    if media_type == "text/event-stream" and "properties" in content["schema"]:
+                        # One event, as OpenAPI before 3.2 describes a stream: its data.
+                        event = content["schema"]
+                        assert event["properties"]["data"]["type"] == "string", path
+                        assert event["required"] == ["data"], path
+                        continue
                     if media_type != "application/json":  # text, event streams, files
                         assert content["schema"] == {"type": "string"}, (path, media_type)
                         continue
@@ -172,9 +179,28 @@ def test_every_json_answer_has_a_schema_that_names_its_fields(document: Document
                     where = f"{method.upper()} {path} {status}"
                     assert schema.get("type") == "object", where
                     assert schema.get("properties"), f"{where}: a bare object"
-                    if path.startswith("/api/v1/"):
-                        continue  # seed 002's answers carry no `ok` (its clients read none)
+                    if path.startswith("/api/v1/") or is_openai_path(path):
+                        # Seed 002's and OpenAI's answers carry no `ok` (their clients read none).
+                        continue
                     assert schema["properties"]["ok"]["const"] is True, where
                     assert "ok" in schema["required"], where
                     described.append(where)
     assert len(described) >= 40  # every route of the API, not a few that happened to match
+
+
+def test_the_openai_door_documents_openais_error_shape_and_its_stream(document: Document) -> None:
+    error_ref = {"$ref": "#/components/schemas/OpenAIError"}
+    answers = responses(document, "post", "/v1/chat/completions")
+    for status in ("400", "404", "413", "500", "503", "504", "507"):
+        assert answers[status]["content"]["application/json"]["schema"] == error_ref, status
+    detail = document["components"]["schemas"]["OpenAIErrorDetail"]
+    assert set(detail["required"]) == {"message", "type", "param", "code"}
+    ok = answers["200"]["content"]
+    assert ok["application/json"]["schema"] == {"$ref": "#/components/schemas/ChatCompletion"}
+    assert ok["text/event-stream"]["schema"]["properties"]["data"]["type"] == "string"
+    assert (
+        responses(document, "get", "/v1/models/{model}")["404"]["content"]["application/json"][
+            "schema"
+        ]
+        == error_ref
+    )

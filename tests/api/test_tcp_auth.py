@@ -40,6 +40,9 @@ APP = Starlette(
         Route("/api/v1/jobs", whoami, methods=["GET", "POST"]),
         Route("/api/v1/jobs/{id}", whoami, methods=["GET", "DELETE"]),
         Route("/openapi.json", whoami),
+        Route("/v1/chat/completions", whoami, methods=["POST"]),
+        Route("/v1/models", whoami),
+        Route("/v1/models/{model}", whoami),
     ]
 )
 
@@ -186,6 +189,40 @@ async def test_past_its_rate_a_key_gets_429_with_retry_after(setup: Setup) -> No
         assert (await client.get("/api/agents", headers=bearer(slow))).headers["Retry-After"] == "1"
         setup.clock.now += 0.5
         assert (await client.get("/api/agents", headers=bearer(slow))).status_code == 200
+
+
+def assert_openai_error(response: httpx.Response, status: int, code: str, kind: str) -> str:
+    """An error of the OpenAI-compatible door, in OpenAI's shape."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/json"
+    error = response.json()["error"]
+    assert error == {"message": error["message"], "type": kind, "param": None, "code": code}
+    message: str = error["message"]
+    return message
+
+
+async def test_the_chat_scope_opens_the_openai_door_which_answers_in_openais_shape(
+    setup: Setup,
+) -> None:
+    chatter = await setup.key(["chat"], rpm=2)
+    reader = await setup.key(["agents:read", "agents:write", "jobs:write"])
+    admin = await setup.key(["admin"])
+    async with setup.client() as client:
+        assert (await client.post("/v1/chat/completions", headers=bearer(chatter))).is_success
+        assert (await client.get("/v1/models/claybot", headers=bearer(admin))).is_success
+        missing = await client.get("/v1/models")
+        assert_openai_error(missing, 401, "unauthorized", "authentication_error")
+        assert missing.headers["WWW-Authenticate"].startswith("Bearer")
+        forbidden = await client.post("/v1/chat/completions", headers=bearer(reader))
+        message = assert_openai_error(forbidden, 403, "forbidden", "permission_error")
+        assert "'chat'" in message
+        # chat opens nothing else, and the engine's paths keep the engine's shape.
+        engine = await client.get("/v1/engine/status", headers=bearer(chatter))
+        assert assert_error(engine, 403, "forbidden")
+        assert (await client.get("/v1/models", headers=bearer(chatter))).is_success
+        limited = await client.get("/v1/models", headers=bearer(chatter))
+        assert_openai_error(limited, 429, "rate_limited", "rate_limit_error")
+        assert limited.headers["Retry-After"]
 
 
 async def test_allowed_requests_are_counted_on_the_key(setup: Setup) -> None:
@@ -460,6 +497,9 @@ async def test_the_scope_table_can_be_replaced(setup: Setup) -> None:
         ("DELETE", "/api/v1/jobs/1", "jobs:delete"),
         ("POST", "/api/v1/jobs", "jobs:write"),
         ("POST", "/api/v1/jobs/1/respond", "jobs:write"),
+        ("POST", "/v1/chat/completions", "chat"),
+        ("GET", "/v1/models", "chat"),
+        ("GET", "/v1/models/agent:abc", "chat"),
         ("GET", "/openapi.json", None),
         ("GET", "/docs", None),
         ("GET", "/metrics", "metrics"),
@@ -469,6 +509,9 @@ async def test_the_scope_table_can_be_replaced(setup: Setup) -> None:
         ("GET", "/api/v1/jobsearch", "admin"),
         ("GET", "/openapi.json/x", "admin"),
         ("GET", "/v1/engine", "admin"),
+        ("GET", "/v1/modelsx", "admin"),
+        ("POST", "/v1/chat/completions/x", "admin"),
+        ("POST", "/v1/embeddings", "admin"),
         ("GET", "/", "admin"),
         ("GET", "/anything-else", "admin"),
     ],

@@ -30,7 +30,7 @@ from claybot.agents.descriptors import (
 from claybot.agents.directory import AgentDirectory, AgentNotFound
 from claybot.agents.inbox import InboxItem, ItemKind
 from claybot.agents.residency import Residency, StorageFull
-from claybot.agents.store import AgentStoreError
+from claybot.agents.store import AgentStoreError, IndexEntry
 from claybot.agents.subagents import SubagentLimit, SubagentLimits, Subagents
 from claybot.agents.turn import Turn, TurnOutcome
 from claybot.connectors.base import InboundMessage
@@ -197,6 +197,10 @@ class AgentSystem:
 
     def descriptor_of(self, agent_id: str) -> AgentDescriptor:
         return self.directory.entry(agent_id).descriptor
+
+    def entry(self, agent_id: str) -> IndexEntry:
+        """The agent's id, descriptor and creation time (``AgentNotFound`` if none)."""
+        return self.directory.entry(agent_id)
 
     @property
     def agent_count(self) -> int:
@@ -449,6 +453,15 @@ class AgentSystem:
     def background_agents(self) -> list[dict[str, Any]]:
         """Subagents as persisted on disk (no live inbox status, seed 000)."""
         return self.directory.background_agents()
+
+    def conversations(self, connector: str) -> list[IndexEntry]:
+        """The user agents of one connector, oldest first: from memory, no file read."""
+        return [
+            entry
+            for entry in self.directory
+            if isinstance(entry.descriptor, UserDescriptor)
+            and entry.descriptor.connector == connector
+        ]
 
     async def history(
         self, agent_id: str, *, after: int | None, before: int | None, limit: int

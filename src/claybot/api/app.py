@@ -17,6 +17,8 @@ from claybot.api.job_admin_routes import router as job_admin_router
 from claybot.api.job_routes import UPLOAD_PATH
 from claybot.api.job_routes import router as job_router
 from claybot.api.metrics_routes import router as metrics_router
+from claybot.api.openai_routes import CHAT_MAX_BODY_BYTES, CHAT_PATH
+from claybot.api.openai_routes import router as openai_router
 from claybot.api.permission_routes import router as permission_router
 from claybot.api.proactive_routes import router as proactive_router
 from claybot.api.registry_routes import router as registry_router
@@ -49,7 +51,11 @@ def create_app(engine: Engine, request_shutdown: Callable[[], None] = lambda: No
     app.include_router(job_admin_router)
     app.include_router(registry_router)
     app.include_router(metrics_router)
+    app.include_router(openai_router)
     openapi.install(app, lambda: (t.type for t in engine.provider_registry.types()))
     # An upload may be as large as a job's file (plus the multipart framing around it).
-    upload_limit = {UPLOAD_PATH: lambda: engine.settings.jobs.max_file_bytes + 64 * 1024}
-    return BodyLimitMiddleware(app, larger=upload_limit)
+    larger = {
+        UPLOAD_PATH: lambda: engine.settings.jobs.max_file_bytes + 64 * 1024,
+        CHAT_PATH: lambda: CHAT_MAX_BODY_BYTES,
+    }
+    return BodyLimitMiddleware(app, larger=larger)

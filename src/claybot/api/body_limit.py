@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from claybot.api.seed_errors import is_seed_path, seed_error
+from claybot.api.error_shapes import reshaped
 
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 
@@ -91,17 +91,17 @@ class BodyLimitMiddleware:
         message = f"request body is larger than {limit} bytes"
         body = json.dumps({"ok": False, "error": {"code": "too_large", "message": message}})
         encoded = body.encode()
-        if is_seed_path(path):
-            _, encoded = seed_error(413, "FILE_TOO_LARGE", message, None)
-        body_bytes = encoded
+        shaped = reshaped(path, 413, "too_large", message, None)
+        if shaped is not None:
+            _, encoded, _ = shaped
         await send(
             {
                 "type": "http.response.start",
                 "status": 413,
                 "headers": [
                     (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body_bytes)).encode()),
+                    (b"content-length", str(len(encoded)).encode()),
                 ],
             }
         )
-        await send({"type": "http.response.body", "body": body_bytes})
+        await send({"type": "http.response.body", "body": encoded})

@@ -20,7 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse
 from starlette.routing import Match
 
-from claybot.api.seed_errors import is_seed_path, seed_error
+from claybot.api.error_shapes import reshaped
 from claybot.durable.group_commit import is_disk_full
 from claybot.kernel.errors import ClayError
 
@@ -163,26 +163,32 @@ async def _storage_error(request: Request, exc: Exception) -> JSONResponse:
 Handler = Callable[[Request, Exception], Awaitable[JSONResponse]]
 
 
-def _in_seed_shape(handler: Handler) -> Handler:
-    """On ``/api/v1`` the same error, in seed 002's shape (``seed_errors.py``)."""
+def _in_path_shape(handler: Handler) -> Handler:
+    """The same error in the shape the path's clients read (``error_shapes.py``): seed
+    002's on ``/api/v1``, OpenAI's on the OpenAI-compatible door."""
 
     async def answer(request: Request, exc: Exception) -> JSONResponse:
         response = await handler(request, exc)
-        if not is_seed_path(request.url.path):
-            return response
         error = json.loads(bytes(response.body))["error"]
-        status, body = seed_error(
-            response.status_code, error["code"], error["message"], error.get("field")
+        shaped = reshaped(
+            request.url.path,
+            response.status_code,
+            error["code"],
+            error["message"],
+            error.get("field"),
         )
+        if shaped is None:
+            return response
+        status, body, extra = shaped
         headers = {k: v for k, v in response.headers.items() if k.lower() != "content-length"}
-        return JSONResponse(json.loads(body), status_code=status, headers=headers)
+        return JSONResponse(json.loads(body), status_code=status, headers={**headers, **extra})
 
     return answer
 
 
 def install_error_handlers(app: FastAPI) -> None:
-    app.add_exception_handler(Exception, _in_seed_shape(_unexpected))
-    app.add_exception_handler(OSError, _in_seed_shape(_storage_error))
-    app.add_exception_handler(ClayError, _in_seed_shape(_clay_error))
-    app.add_exception_handler(RequestValidationError, _in_seed_shape(_validation_error))
-    app.add_exception_handler(StarletteHTTPException, _in_seed_shape(_http_error))
+    app.add_exception_handler(Exception, _in_path_shape(_unexpected))
+    app.add_exception_handler(OSError, _in_path_shape(_storage_error))
+    app.add_exception_handler(ClayError, _in_path_shape(_clay_error))
+    app.add_exception_handler(RequestValidationError, _in_path_shape(_validation_error))
+    app.add_exception_handler(StarletteHTTPException, _in_path_shape(_http_error))

@@ -28,7 +28,14 @@ WARNING_S = 120
 
 
 ScopeName = Literal[
-    "jobs:read", "jobs:write", "jobs:delete", "agents:read", "agents:write", "metrics", "admin"
+    "jobs:read",
+    "jobs:write",
+    "jobs:delete",
+    "agents:read",
+    "agents:write",
+    "metrics",
+    "chat",
+    "admin",
 ]
 DEFAULT_SCOPES: list[ScopeName] = ["jobs:write", "jobs:read"]  # seed 002's default
 

@@ -12,6 +12,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 from pydantic.json_schema import SkipJsonSchema
 
+from claybot.api.models.openai import OpenAIError
+
 
 class ErrorDetail(BaseModel):
     code: str = Field(description="What went wrong, for programs: `agent_not_found`, …")
@@ -108,6 +110,35 @@ def seed_errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     table: dict[int | str, dict[str, Any]] = {}
     for status in sorted(set(statuses)):
         response: dict[str, Any] = {"description": SEED_DESCRIPTIONS[status], "model": SeedError}
+        if status in (503, 507):
+            response["headers"] = RETRY_AFTER
+        table[status] = response
+    return table
+
+
+OPENAI_DESCRIPTIONS: dict[int, str] = {
+    400: "invalid_request_error: the body is not JSON (`malformed_json`), does not "
+    "validate (`invalid_request`; `param` names the field), has no user message to say "
+    "(`no_user_message`) or content other than text (`unsupported_content`)",
+    404: "model_not_found: no such model, or not one of yours",
+    413: "too_large: the body, or the new messages' text, is over its limit",
+    500: "server_error; the engine log has the details (`x-should-retry: false`)",
+    503: "server_error: the engine is stopping, or an I/O operation failed; nothing was "
+    "accepted; retry after `Retry-After` seconds",
+    504: "reply_timeout: the agent did not answer within `chat.replyTimeoutS`; it goes on, "
+    "and resending the conversation unchanged gets its reply (`x-should-retry: false`)",
+    507: "server_error (`disk_full`): nothing was accepted; retry after `Retry-After` seconds",
+}
+
+
+def openai_errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """``responses=`` for the OpenAI-compatible door: its errors in OpenAI's shape."""
+    table: dict[int | str, dict[str, Any]] = {}
+    for status in sorted(set(statuses)):
+        response: dict[str, Any] = {
+            "description": OPENAI_DESCRIPTIONS[status],
+            "model": OpenAIError,
+        }
         if status in (503, 507):
             response["headers"] = RETRY_AFTER
         table[status] = response

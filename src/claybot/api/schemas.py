@@ -7,7 +7,7 @@ not ``false`` and ``"5"`` is not ``5``, which is what the OpenAPI document promi
 from __future__ import annotations
 
 from functools import cache
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 from zoneinfo import available_timezones
 
 from pydantic import (
@@ -23,6 +23,7 @@ from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 from typing_extensions import TypeAliasType
 
 from claybot.api.cron_pattern import CRON_DESCRIPTION, cron_pattern, impossible_day_pattern
+from claybot.config.auth import AuthType
 from claybot.config.settings import ProviderSettings
 from claybot.cron import task
 from claybot.db.keys import SCOPES
@@ -152,6 +153,15 @@ class UnloadPlugin(Body):
 
 
 class SetAuth(Body):
+    # The field `type` says what the entry holds: its value is one of the auth types.
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={
+            "if": {"properties": {"key": {"const": "type"}}, "required": ["key"]},
+            "then": {"properties": {"value": {"enum": list(get_args(AuthType))}}},
+        },
+    )
     id: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     key: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z][A-Za-z0-9_]*$")
     value: str = Field(min_length=1, max_length=8192)

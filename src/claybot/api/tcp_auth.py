@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from claybot.api.error_shapes import reshaped
 from claybot.api.ratelimit import FailureLimiter, RateLimiter, SlidingWindowLimiter
-from claybot.api.seed_errors import is_seed_path, seed_error
 from claybot.db.errors import StoreError
 
 if TYPE_CHECKING:
@@ -48,6 +48,8 @@ def required_scope(method: str, path: str) -> str | None:
         return "admin"
     if path == "/metrics":
         return "metrics"  # what a Prometheus server scrapes with, and nothing else
+    if path == "/v1/chat/completions" or _under(path, "/v1/models"):
+        return "chat"  # the OpenAI-compatible door
     if _under(path, "/api/agents"):
         return "agents:read" if method in READ_METHODS else "agents:write"
     if _under(path, "/api/v1/jobs"):
@@ -195,9 +197,12 @@ async def _deny(
     extra_headers: list[tuple[bytes, bytes]] | None = None,
 ) -> None:
     body = json.dumps({"ok": False, "error": {"code": code, "message": message}}).encode()
-    if is_seed_path(str(scope.get("path", ""))):
-        status, body = seed_error(status, code, message, None)
+    shaped = reshaped(str(scope.get("path", "")), status, code, message, None)
+    extra: dict[str, str] = {}
+    if shaped is not None:
+        status, body, extra = shaped
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    headers.extend((name.encode(), value.encode()) for name, value in extra.items())
     if status == 401:
         headers.append((b"www-authenticate", b'Bearer realm="claybot"'))
     if retry_after is not None:

@@ -35,8 +35,8 @@ def create(
         list[str],
         typer.Option(
             "--scope",
-            help="jobs:read|write|delete, agents:read|write, metrics (GET /metrics) or "
-            "admin; repeatable.",
+            help="jobs:read|write|delete, agents:read|write, metrics (GET /metrics), chat (the "
+            "OpenAI-compatible door) or admin; repeatable.",
         ),
     ],
     rate_limit: Annotated[

@@ -9,8 +9,6 @@ from pydantic import BaseModel, ConfigDict, RootModel
 from claybot.kernel.errors import InvalidInput
 
 REDACTED = "***"
-
-
 AuthType = Literal["apiKey", "token", "oauth"]
 AUTH_TYPES: tuple[str, ...] = get_args(AuthType)
 

@@ -117,6 +117,13 @@ class JobSettings(CamelModel):
     python_memory_mb: int = Field(default=512, ge=32, le=65536)  # run_python's address space
 
 
+class ChatSettings(CamelModel):
+    """The OpenAI-compatible door (``/v1/chat/completions``)."""
+
+    # How long a request waits for the agent's reply; the turn itself goes on after.
+    reply_timeout_s: float = Field(default=600.0, gt=0, le=24 * 3600)
+
+
 class Settings(CamelModel):
     # Later features add their own sections; a file written by a newer engine must
     # still load, so unknown sections are preserved instead of rejected.
@@ -130,6 +137,7 @@ class Settings(CamelModel):
     heartbeat: HeartbeatSettings = Field(default_factory=HeartbeatSettings)
     proactive: ProactiveSettings = Field(default_factory=ProactiveSettings)
     jobs: JobSettings = Field(default_factory=JobSettings)
+    chat: ChatSettings = Field(default_factory=ChatSettings)
 
     def enabled_providers(self) -> list[ProviderSettings]:
         return [provider for provider in self.providers if provider.enabled]

@@ -18,7 +18,16 @@ from claybot.kernel.errors import InvalidInput
 from claybot.kernel.ids import new_id
 
 SCOPES = frozenset(
-    {"jobs:read", "jobs:write", "jobs:delete", "agents:read", "agents:write", "metrics", "admin"}
+    {
+        "jobs:read",
+        "jobs:write",
+        "jobs:delete",
+        "agents:read",
+        "agents:write",
+        "metrics",
+        "chat",
+        "admin",
+    }
 )
 KEY_PREFIX = "cb_"
 DISPLAY_PREFIX_CHARS = 12
