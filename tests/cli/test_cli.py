@@ -178,6 +178,12 @@ def test_auth_set_online_and_offline(engine_process: EngineProcess) -> None:
     )
     assert stat.S_IMODE(paths.auth.stat().st_mode) == 0o600
     assert cli(paths, "auth", "set", "../x", "apiKey", "v").returncode == 1
+    # A type auth.json does not know is refused with the types, not a traceback, and
+    # without echoing the value (a secret typed in the wrong place).
+    wrong = cli(paths, "auth", "set", "openai", "type", "sk-typed-here")
+    assert wrong.returncode == 1 and "apiKey, token, oauth" in wrong.stderr
+    assert "Traceback" not in wrong.stderr and "sk-typed-here" not in wrong.stderr
+    assert json.loads(paths.auth.read_text()) == auth
 
 
 def test_providers_online_and_offline(engine_process: EngineProcess) -> None:

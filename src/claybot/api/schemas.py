@@ -7,7 +7,7 @@ not ``false`` and ``"5"`` is not ``5``, which is what the OpenAPI document promi
 from __future__ import annotations
 
 from functools import cache
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal
 from zoneinfo import available_timezones
 
 from pydantic import (
@@ -17,13 +17,15 @@ from pydantic import (
     GetCoreSchemaHandler,
     GetJsonSchemaHandler,
     JsonValue,
+    ValidationInfo,
+    field_validator,
 )
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 from typing_extensions import TypeAliasType
 
 from claybot.api.cron_pattern import CRON_DESCRIPTION, cron_pattern, impossible_day_pattern
-from claybot.config.auth import AuthType
+from claybot.config.auth import AUTH_TYPES
 from claybot.config.settings import ProviderSettings
 from claybot.cron import task
 from claybot.db.keys import SCOPES
@@ -159,12 +161,21 @@ class SetAuth(Body):
         strict=True,
         json_schema_extra={
             "if": {"properties": {"key": {"const": "type"}}, "required": ["key"]},
-            "then": {"properties": {"value": {"enum": list(get_args(AuthType))}}},
+            "then": {"properties": {"value": {"enum": list(AUTH_TYPES)}}},
         },
     )
     id: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     key: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z][A-Za-z0-9_]*$")
     value: str = Field(min_length=1, max_length=8192)
+
+    @field_validator("value")
+    @classmethod
+    def _auth_type(cls, value: str, info: ValidationInfo) -> str:
+        # Checked here too, so the CLI's own check refuses it before anything is
+        # written. The value is not echoed: what goes to auth.json is usually a secret.
+        if info.data.get("key") == "type" and value not in AUTH_TYPES:
+            raise ValueError(f"an entry's type is one of {', '.join(AUTH_TYPES)}")
+        return value
 
 
 class CreateKey(Body):
