@@ -228,7 +228,7 @@ def test_a_missing_claude_fails_when_a_proactive_agent_runs_it(
         "--schedule", "0 9 * * *", "--json",
     )  # fmt: skip
     assert created.returncode == 0, created.stderr
-    agent_id = json.loads(created.stdout)["id"]
+    agent_id = json.loads(created.stdout)["agent"]["id"]
     report = doctor(paths, "--only", "claude", env={"PATH": empty_path(tmp_path)})
     assert report.code == 1
     assert f"proactive agent(s) {agent_id} run it" in report["claude"]["detail"]
