@@ -92,7 +92,7 @@ class Conversation:
     def on_event(self, event: dict[str, Any]) -> None:
         self.approvals.on_event(event)
         kind = event.get("type")
-        payload = event["payload"]
+        payload = event.get("payload") or {}
         if kind == "agent.outgoing":
             message = payload["message"]
             if (
