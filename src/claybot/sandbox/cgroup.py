@@ -100,18 +100,30 @@ class PidsCgroups:
     parent: Path
     version: Literal[1, 2]
 
-    def __post_init__(self) -> None:
-        self._numbers = count(1)
-
     def create(self, max_pids: int) -> CommandCgroup:
-        path = self.parent / f"cmd-{next(self._numbers)}"
-        path.mkdir()
+        path = self._new_folder()
         try:
             (path / "pids.max").write_text(str(max_pids))
         except OSError:
             path.rmdir()
             raise
         return CommandCgroup(path, self.version)
+
+    def _new_folder(self) -> Path:
+        # Numbers are the process's, not this object's: several sandboxes in one process
+        # share the parent folder. A folder may still be there all the same (a killed
+        # command's, whose rmdir waits for the kernel to let its processes go): skip it.
+        while True:
+            path = self.parent / f"cmd-{next(_COMMAND_NUMBERS)}"
+            try:
+                path.mkdir()
+            except FileExistsError:
+                continue
+            return path
+
+
+# The number of the next command cgroup made in this process.
+_COMMAND_NUMBERS = count(1)
 
 
 def discover_pids_cgroups(pid: int | None = None) -> tuple[PidsCgroups | None, str]:
