@@ -16,6 +16,7 @@ from claybot.api.models.keys import ApiKey
 from claybot.api.responses import seed_errors
 from claybot.api.routes import engine_of
 from claybot.api.schemas import JSON_INTEGER
+from claybot.db.keys import ScopeName
 from claybot.kernel.errors import NotFound
 
 router = APIRouter(
@@ -27,16 +28,6 @@ HEALTHY_S = 60  # a worker heard from this recently is healthy; twice as long, a
 WARNING_S = 120
 
 
-ScopeName = Literal[
-    "jobs:read",
-    "jobs:write",
-    "jobs:delete",
-    "agents:read",
-    "agents:write",
-    "metrics",
-    "chat",
-    "admin",
-]
 DEFAULT_SCOPES: list[ScopeName] = ["jobs:write", "jobs:read"]  # seed 002's default
 
 

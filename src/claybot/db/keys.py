@@ -12,23 +12,23 @@ import secrets
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Literal, Protocol, get_args
 
 from claybot.kernel.errors import InvalidInput
 from claybot.kernel.ids import new_id
 
-SCOPES = frozenset(
-    {
-        "jobs:read",
-        "jobs:write",
-        "jobs:delete",
-        "agents:read",
-        "agents:write",
-        "metrics",
-        "chat",
-        "admin",
-    }
-)
+# Every scope a key may carry: the one list (the API's documents type theirs with it).
+ScopeName = Literal[
+    "jobs:read",
+    "jobs:write",
+    "jobs:delete",
+    "agents:read",
+    "agents:write",
+    "metrics",
+    "chat",
+    "admin",
+]
+SCOPES: frozenset[str] = frozenset(get_args(ScopeName))
 KEY_PREFIX = "cb_"
 DISPLAY_PREFIX_CHARS = 12
 Clock = Callable[[], datetime]
