@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import weakref
 from pathlib import Path
 
 import pytest
@@ -61,3 +62,24 @@ async def test_exclusive_rewrite_sees_no_batch_in_flight(tmp_path: Path) -> None
     await writer.append(path, b"new\n")  # goes to the new file, not the replaced one
     await writer.close()
     assert path.read_text() == "compacted\nnew\n"
+
+
+class _TracedPath(type(Path())):  # type: ignore[misc]
+    """A path a weak reference can follow (``PosixPath`` itself takes none)."""
+
+
+async def test_nothing_of_a_written_batch_outlives_it(tmp_path: Path) -> None:
+    """The writer idles between batches holding none of the last one (its paths, bytes,
+    futures): what a load made must be free once the load ends, or it pins the memory
+    allocator's arenas."""
+    writer = GroupCommitWriter(journal=tmp_path / "journal.wal")
+    await writer.start()
+    path = _TracedPath(tmp_path / "history.jsonl")
+    await writer.append(path, b"a record\n")
+    writer.release(path)
+    await writer.flush()
+    await writer.checkpoint(lambda: None)  # the journal's own hold on the path ends here
+    gone = weakref.ref(path)
+    del path
+    assert gone() is None
+    await writer.close()

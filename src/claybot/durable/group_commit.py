@@ -208,27 +208,7 @@ class GroupCommitWriter:
             else:
                 await self._wakeup.wait()
             self._wakeup.clear()
-            batch, self._retry, self._pending = [*self._retry, *self._pending], [], []
-            barriers, self._barriers = self._barriers, []
-            releasing, self._releasing = self._releasing, []
-            if releasing and not batch:
-                async with self._lock:
-                    await self._in_thread(self._close_released, releasing, {})
-            if batch:
-                async with self._lock:
-                    try:
-                        failures = await self._in_thread(self._write_batch, batch, releasing)
-                    except Exception as exc:  # the writer must outlive any one batch
-                        log.exception(
-                            "writing a batch failed", extra={"action": "writer.batch_failed"}
-                        )
-                        failures = {item.path: exc for item in batch}
-                self.batches += 1
-                self.appends += len(batch)
-                self._settle(batch, failures)
-            for barrier in barriers:
-                if not barrier.done():
-                    barrier.set_result(None)
+            await self._round()
             if self._closing and not self._pending:
                 if self._retry:
                     log.error(
@@ -238,6 +218,31 @@ class GroupCommitWriter:
                         extra={"action": "writer.records_lost", "records": len(self._retry)},
                     )
                 return
+
+    async def _round(self) -> None:
+        """Write everything queued. A method of its own so that nothing of the batch (its
+        appends, their bytes, the paths released) outlives it: locals of ``_run`` would
+        stay alive across the wait for the next round, and a load's last batch would pin
+        the allocator's arenas it was made in long after the load ended."""
+        batch, self._retry, self._pending = [*self._retry, *self._pending], [], []
+        barriers, self._barriers = self._barriers, []
+        releasing, self._releasing = self._releasing, []
+        if releasing and not batch:
+            async with self._lock:
+                await self._in_thread(self._close_released, releasing, {})
+        if batch:
+            async with self._lock:
+                try:
+                    failures = await self._in_thread(self._write_batch, batch, releasing)
+                except Exception as exc:  # the writer must outlive any one batch
+                    log.exception("writing a batch failed", extra={"action": "writer.batch_failed"})
+                    failures = {item.path: exc for item in batch}
+            self.batches += 1
+            self.appends += len(batch)
+            self._settle(batch, failures)
+        for barrier in barriers:
+            if not barrier.done():
+                barrier.set_result(None)
 
     def _settle(self, batch: list[_Append], failures: dict[Path, Exception]) -> None:
         """Tell the waiters; keep the unwaited appends that may yet be written, in order."""
