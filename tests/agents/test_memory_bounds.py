@@ -7,11 +7,13 @@ import contextlib
 import os
 from pathlib import Path
 
+from claybot.config.home import HomePaths
 from claybot.config.settings import ProviderSettings
 from claybot.connectors.base import InboundMessage
-from claybot.engine.engine import Engine
+from claybot.engine.engine import Engine, EngineOptions
 from claybot.providers.base import ChatMessage, InferenceRequest
 from claybot.providers.scripted import REQUESTS_KEPT, ScriptedProvider
+from tests.conftest import ECHO_SETTINGS, write_settings
 
 
 async def test_a_finished_turn_is_answered_from_history_not_kept_in_memory(
@@ -68,3 +70,24 @@ async def test_an_agent_that_leaves_memory_lets_its_history_file_close(engine: E
     await agents.store.writer.flush()
     assert b'"again"' in await asyncio.to_thread(Path(history).read_bytes)
     assert history in open_files(agents.store.root)
+
+
+async def test_when_every_agent_went_idle_the_journal_is_checkpointed(paths: HomePaths) -> None:
+    """The last idle unload checkpoints at once (not a minute later): the files the load
+    wrote are synced, the write-ahead log holds no redo record for a boot to replay, and
+    the writer lets go of the paths it kept for that sync."""
+    write_settings(paths, {**ECHO_SETTINGS, "agents": {"idleUnloadS": 0.2}})
+    engine = Engine(paths, EngineOptions(port=0))
+    await engine.start()
+    try:
+        agents = engine.agents
+        for user in ("u1", "u2"):
+            turn = await agents.submit_inbound(InboundMessage("local", user, "c", "hi", user))
+            await turn.outcome(10)
+        assert b'"op":"redo"' in agents.inbox_log.path.read_bytes()
+        async with asyncio.timeout(10):
+            while agents.loaded_count or agents.inbox_log.appended_since_checkpoint:
+                await asyncio.sleep(0.05)
+        assert agents.inbox_log.path.read_bytes() == b""  # nothing pending, nothing to redo
+    finally:
+        await engine.stop()

@@ -233,7 +233,7 @@ class Residency:
                 log.error(
                     "idle agents not unloaded: %s", exc, extra={"action": "agents.unload_failed"}
                 )
-            self.release_memory()
+            await self.release_memory()
 
     async def unload_idle(self, *, older_than_s: float | None = None) -> int:
         threshold = self.idle_unload_s if older_than_s is None else older_than_s
@@ -265,7 +265,7 @@ class Residency:
         self._unloads_unreleased += count
         return count
 
-    def release_memory(self) -> None:
+    async def release_memory(self) -> None:
         """Give what unloaded agents held back to the system, after many unloads and
         when the last loaded agent went (a load that ends would leave its memory behind
         otherwise, however few its final unloads were). Called with no unloaded agent
@@ -273,8 +273,22 @@ class Residency:
         if self._unloads_unreleased >= RELEASE_MEMORY_EVERY or (
             self._unloads_unreleased and not self.loaded
         ):
+            at_rest = not self.loaded
             self._unloads_unreleased = 0
             release_freed_memory()
+            if at_rest:
+                await self._checkpoint_at_rest()
+
+    async def _checkpoint_at_rest(self) -> None:
+        """Every agent went idle: checkpoint now rather than at the next interval. The
+        writer keeps the path of each file the load appended to until a checkpoint
+        syncs it; made while the load ran, those few thousand small objects would keep
+        the allocator's arenas of the whole load from being returned. It also leaves a
+        boot nothing to replay."""
+        try:
+            await self.runtime.inbox_log.checkpoint()
+        except OSError as exc:  # a full disk: the periodic checkpoint tries again
+            log.error("checkpoint failed: %s", exc, extra={"action": "agents.checkpoint_failed"})
 
     async def flush_states(self) -> None:
         """Every loaded agent's changed state, in one batch (two syncs, not two per agent)."""
