@@ -8,8 +8,10 @@ comes three ways, the cheapest that can see it:
   looks up each event's type in a dict and leaves every other event alone;
 - a hook where nothing is emitted: the agent runtime's ``TurnMeter`` (messages
   accepted, turns ended) and the router's ``CallMeter`` (each provider call). Every
-  message passes these, so each is a counter increment and a histogram observation
-  on a label child made once, never a lookup by label values;
+  message passes these, so they count in plain ints and bucket lists (``Tally``,
+  ``Buckets``) that a collector turns into metric families when scraped:
+  prometheus_client's own Counter and Histogram take a lock and run checks on every
+  increment, some thirty calls a message, and the engine counts on one thread;
 - read when scraped: the inbox depth, the readers the bus dropped, and jobs by
   status (one GROUP BY, left out when the database does not answer quickly).
 """
@@ -18,12 +20,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from bisect import bisect_left
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import Any, Literal
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from claybot.agents.turn import TurnOutcome
 from claybot.jobs.model import JobStatus
@@ -59,60 +68,78 @@ def outcome_label(outcome: TurnOutcome) -> TurnOutcomeLabel:
     return "ok"
 
 
-class EngineMetrics:
+Labels = tuple[str, ...]  # label values, in the order of the metric's label names
+PLAIN: tuple[Labels] = ((),)  # the one series of a metric without labels
+
+
+class Tally:
+    """A counter by label values; ``shown`` are listed (at 0) before they are counted."""
+
+    __slots__ = ("counts",)
+
+    def __init__(self, shown: Iterable[Labels] = ()) -> None:
+        self.counts: dict[Labels, float] = dict.fromkeys(shown, 0)
+
+    def inc(self, labels: Labels = (), amount: float = 1) -> None:
+        self.counts[labels] = self.counts.get(labels, 0) + amount
+
+    def family(self, name: str, documentation: str, labels: list[str]) -> CounterMetricFamily:
+        counted = CounterMetricFamily(name, documentation, labels=labels)
+        for values, count in self.counts.items():
+            counted.add_metric(list(values), count)
+        return counted
+
+
+class Buckets:
+    """A histogram's bucket counts, sum and count, by label values: an observation is a
+    bisection and two additions."""
+
+    __slots__ = ("bounds", "series")
+
+    def __init__(self, bounds: tuple[float, ...], shown: Iterable[Labels] = ()) -> None:
+        self.bounds = bounds
+        # label values -> (the count in each bucket, the last one +Inf; [the sum])
+        self.series: dict[Labels, tuple[list[int], list[float]]] = {}
+        for labels in shown:
+            self._new(labels)
+
+    def _new(self, labels: Labels) -> tuple[list[int], list[float]]:
+        series = self.series[labels] = ([0] * (len(self.bounds) + 1), [0.0])
+        return series
+
+    def observe(self, value: float, labels: Labels = ()) -> None:
+        series = self.series.get(labels)
+        if series is None:
+            series = self._new(labels)
+        series[0][bisect_left(self.bounds, value)] += 1  # a bucket counts values <= its bound
+        series[1][0] += value
+
+    def family(self, name: str, documentation: str, labels: list[str]) -> HistogramMetricFamily:
+        histogram = HistogramMetricFamily(name, documentation, labels=labels)
+        bounds = [*map(floatToGoString, self.bounds), "+Inf"]
+        for values, (counts, total) in self.series.items():
+            cumulative, buckets = 0, []
+            for bound, count in zip(bounds, counts, strict=True):
+                cumulative += count
+                buckets.append((bound, float(cumulative)))
+            histogram.add_metric(list(values), buckets, total[0])
+        return histogram
+
+
+class EngineMetrics(Collector):
     """The engine's registry, and what feeds it (a ``TurnMeter`` and a ``CallMeter``)."""
 
     def __init__(self, events: EventBus, *, pending: Callable[[], int], jobs: JobCounts) -> None:
         self.registry = CollectorRegistry()
-        registry = self.registry
-        self._accepted = Counter(
-            "claybot_messages_accepted",
-            "Messages accepted into agents' inboxes (durable, so each will be processed)",
-            registry=registry,
-        )
-        turns = Counter(
-            "claybot_turns",
-            "Agents' turns that ended, by outcome: ok (answered), failed (every provider "
-            "failed, or an error), stopped (/stop), asked (a tool ended it to wait for an "
-            "answer)",
-            ["outcome"],
-            registry=registry,
-        )
-        self._turns = {outcome: turns.labels(outcome) for outcome in TURN_OUTCOMES}
-        self._turn_seconds = Histogram(
-            "claybot_turn_duration_seconds",
-            "How long an agent's turn ran, from the start of its processing to its end "
-            "(the time its message waited in the inbox is not included)",
-            buckets=TURN_BUCKETS_S,
-            registry=registry,
-        )
-        self._call_seconds = Histogram(
-            "claybot_provider_call_duration_seconds",
-            "How long one inference call to one provider took, failed calls included",
-            ["provider"],
-            buckets=PROVIDER_CALL_BUCKETS_S,
-            registry=registry,
-        )
-        self._provider_errors = Counter(
-            "claybot_provider_errors",
-            "Inference calls a provider failed (the router then tries the next one)",
-            ["provider"],
-            registry=registry,
-        )
-        self._calls: dict[str, tuple[Any, Any]] = {}  # provider id -> its label children
-        self._fallbacks = Counter(
-            "claybot_provider_fallbacks",
-            "Calls handed from a failed provider to the next one (provider.fallback events)",
-            ["from", "to"],
-            registry=registry,
-        )
-        self._cron_lateness = Histogram(
-            "claybot_cron_lateness_seconds",
-            "How late a cron run started after its scheduled time (cron.task.started)",
-            buckets=CRON_LATENESS_BUCKETS_S,
-            registry=registry,
-        )
-        registry.register(_ReadWhenScraped(pending, events))
+        self._accepted = Tally(PLAIN)
+        self._turns = Tally((outcome,) for outcome in TURN_OUTCOMES)
+        self._turn_seconds = Buckets(TURN_BUCKETS_S, PLAIN)
+        self._call_seconds = Buckets(PROVIDER_CALL_BUCKETS_S)  # by provider, from its first call
+        self._provider_errors = Tally()
+        self._fallbacks = Tally()
+        self._cron_lateness = Buckets(CRON_LATENESS_BUCKETS_S, PLAIN)
+        self.registry.register(self)
+        self.registry.register(_ReadWhenScraped(pending, events))
         self._jobs = jobs
         self._handlers: dict[str, Callable[[dict[str, Any]], None]] = {
             EventType.PROVIDER_FALLBACK: self._fallback,
@@ -120,28 +147,61 @@ class EngineMetrics:
         }
         events.add_listener(self._on_event)
 
+    def collect(self) -> Iterator[Metric]:
+        yield self._accepted.family(
+            "claybot_messages_accepted",
+            "Messages accepted into agents' inboxes (durable, so each will be processed)",
+            [],
+        )
+        yield self._turns.family(
+            "claybot_turns",
+            "Agents' turns that ended, by outcome: ok (answered), failed (every provider "
+            "failed, or an error), stopped (/stop), asked (a tool ended it to wait for an "
+            "answer)",
+            ["outcome"],
+        )
+        yield self._turn_seconds.family(
+            "claybot_turn_duration_seconds",
+            "How long an agent's turn ran, from the start of its processing to its end "
+            "(the time its message waited in the inbox is not included)",
+            [],
+        )
+        yield self._call_seconds.family(
+            "claybot_provider_call_duration_seconds",
+            "How long one inference call to one provider took, failed calls included",
+            ["provider"],
+        )
+        yield self._provider_errors.family(
+            "claybot_provider_errors",
+            "Inference calls a provider failed (the router then tries the next one)",
+            ["provider"],
+        )
+        yield self._fallbacks.family(
+            "claybot_provider_fallbacks",
+            "Calls handed from a failed provider to the next one (provider.fallback events)",
+            ["from", "to"],
+        )
+        yield self._cron_lateness.family(
+            "claybot_cron_lateness_seconds",
+            "How late a cron run started after its scheduled time (cron.task.started)",
+            [],
+        )
+
     # -- the runtime's TurnMeter -----------------------------------------------------------
 
     def messages_accepted(self, count: int) -> None:
-        self._accepted.inc(count)
+        self._accepted.inc((), count)
 
     def turn_ended(self, outcome: TurnOutcome, seconds: float) -> None:
-        self._turns[outcome_label(outcome)].inc()
+        self._turns.inc((outcome_label(outcome),))
         self._turn_seconds.observe(seconds)
 
     # -- the router's CallMeter ------------------------------------------------------------
 
     def provider_called(self, provider_id: str, seconds: float, *, failed: bool) -> None:
-        children = self._calls.get(provider_id)
-        if children is None:
-            children = (
-                self._call_seconds.labels(provider_id),
-                self._provider_errors.labels(provider_id),  # 0 from its first call on
-            )
-            self._calls[provider_id] = children
-        children[0].observe(seconds)
-        if failed:
-            children[1].inc()
+        labels = (provider_id,)
+        self._call_seconds.observe(seconds, labels)
+        self._provider_errors.inc(labels, 1 if failed else 0)  # 0 from its first call on
 
     # -- events ------------------------------------------------------------------------------
 
@@ -154,7 +214,7 @@ class EngineMetrics:
         # A listener runs inside emit: a malformed payload is skipped, never raised.
         failed, next_one = payload.get("from"), payload.get("to")
         if isinstance(failed, str) and isinstance(next_one, str):
-            self._fallbacks.labels(failed, next_one).inc()
+            self._fallbacks.inc((failed, next_one))
 
     def _cron_started(self, payload: dict[str, Any]) -> None:
         lateness_ms = payload.get("latenessMs")

@@ -5,11 +5,7 @@ failed. The engine plugs in its metrics (``claybot.engine.metrics``); anything e
 
 from __future__ import annotations
 
-import time
-from collections.abc import Awaitable
-from typing import Protocol, TypeVar
-
-T = TypeVar("T")
+from typing import Protocol
 
 
 class CallMeter(Protocol):
@@ -24,16 +20,3 @@ class _Unmetered:
 
 
 UNMETERED: CallMeter = _Unmetered()
-
-
-async def metered(meter: CallMeter, provider_id: str, call: Awaitable[T]) -> T:
-    """Await one provider's call and tell ``meter`` how it went. A cancelled call (a
-    stopped turn, a shutdown) is not a provider's doing: it is not reported."""
-    started = time.perf_counter()
-    try:
-        result = await call
-    except Exception:
-        meter.provider_called(provider_id, time.perf_counter() - started, failed=True)
-        raise
-    meter.provider_called(provider_id, time.perf_counter() - started, failed=False)
-    return result

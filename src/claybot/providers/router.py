@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
@@ -16,7 +17,7 @@ from claybot.providers.base import (
     InferenceResult,
     failure_reason,
 )
-from claybot.providers.metering import UNMETERED, CallMeter, metered
+from claybot.providers.metering import UNMETERED, CallMeter
 
 log = logging.getLogger(__name__)
 
@@ -92,16 +93,26 @@ class InferenceRouter:
             providers = [*named, *(p for p in providers if p not in named)]
         failures: list[tuple[str, str]] = []
         on_delta = observer.delta if observer is not None else None
+        meter = self.meter
         for position, provider in enumerate(providers):
+            # Timed here rather than by a wrapping coroutine: every turn passes this. A
+            # cancelled call (a stopped turn, a shutdown) is not the provider's doing: a
+            # CancelledError is no Exception, and passes uncounted.
+            started = time.perf_counter()
             try:
                 if on_delta is None or not streams(provider):
-                    return await metered(self.meter, provider.id, provider.complete(request))
-                return await metered(self.meter, provider.id, provider.complete(request, on_delta))
+                    result = await provider.complete(request)
+                else:
+                    result = await provider.complete(request, on_delta)
             except Exception as exc:  # any provider failure means: try the next one
+                meter.provider_called(provider.id, time.perf_counter() - started, failed=True)
                 reason = failure_reason(exc)
                 failures.append((provider.id, reason))
                 following = providers[position + 1] if position + 1 < len(providers) else None
                 self._fell_through(provider.id, following, reason, observer)
+                continue
+            meter.provider_called(provider.id, time.perf_counter() - started, failed=False)
+            return result
         raise InferenceFailed(failures, self.unavailable)
 
     def _fell_through(
