@@ -19,9 +19,12 @@ import socket
 import ssl
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import httpx
+# httpx is imported where a fetch needs it, not with this module: it imports its own
+# command line (rich, pygments) when they are installed, 80 ms of every engine start.
+if TYPE_CHECKING:
+    import httpx
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 USER_AGENT = "ClayBot fetch_url (+https://github.com/claybot)"
@@ -175,6 +178,8 @@ def _checked_url(url: httpx.URL) -> httpx.URL:
 
 
 def _parse_url(raw: str) -> httpx.URL:
+    import httpx
+
     try:
         return _checked_url(httpx.URL(raw))
     except httpx.InvalidURL as exc:
@@ -239,6 +244,8 @@ class UrlFetcher:
     ) -> FetchedPage:
         """Fetch ``raw_url``; a redirect is followed with GET and no body unless it is a
         307 or 308 (which keep the method and the body)."""
+        import httpx
+
         settings = self._settings
         request = _Request(method.upper(), dict(headers or {}), body)
         cap = min(max_bytes or settings.max_bytes, settings.max_bytes)
@@ -266,6 +273,8 @@ class UrlFetcher:
         self, url: httpx.URL, cap: int, request: _Request
     ) -> tuple[FetchedPage | None, str | None, int]:
         """One request: a page, or (None, location, status) for a redirect to follow."""
+        import httpx
+
         settings = self._settings
         address = await self.checked_address(url)
         host = url.raw_host.decode("ascii")
