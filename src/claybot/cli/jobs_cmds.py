@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
-from rich.markdown import Markdown
 from rich.markup import escape
 from rich.table import Table
 
@@ -137,6 +136,10 @@ def show(job_id: JobIdArgument, home: HomeOption = None, as_json: JsonOption = F
     if as_json:
         print_json(job)
         return
+    # Here, not with the module: every `claybot` command (`start` too) imports the
+    # command modules, and rich's Markdown brings markdown-it and pygments (30 ms).
+    from rich.markdown import Markdown
+
     console.print(f"[bold]{escape(job['id'])}[/bold]  {job['status']}  ({job['hitl_mode']})")
     console.print(escape(job["task"]))
     question = job.get("agent_question")
