@@ -24,5 +24,8 @@ router = APIRouter(tags=["metrics"])
     response_class=PlainTextResponse,
 )
 async def metrics(request: Request) -> Response:
-    body = await engine_of(request).metrics.exposition()
+    # Here, not with the module: it brings prometheus_client, which boot does without.
+    from claybot.engine.metrics_text import exposition
+
+    body = await exposition(engine_of(request).metrics)
     return Response(body, media_type=CONTENT_TYPE)
