@@ -25,8 +25,7 @@ import time
 from array import array
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any, Literal, get_args
+from typing import Any, Literal, NamedTuple, get_args
 
 import orjson
 
@@ -38,8 +37,10 @@ DropReason = Literal["overflowed", "stalled"]
 DROP_REASONS: tuple[DropReason, ...] = get_args(DropReason)
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
+class Event(NamedTuple):
+    """One event. A named tuple: every emit makes one, listeners or not, and a frozen
+    dataclass took three times as long to build."""
+
     id: int
     type: str
     payload: dict[str, Any]
@@ -67,6 +68,25 @@ def encode_frame(event_id: int, event: dict[str, Any]) -> bytes:
     except TypeError:  # a payload orjson cannot take (a huge int, a foreign type)
         data = json.dumps(event, default=str).encode()
     return b"id: %d\r\nevent: message\r\ndata: %b\r\n\r\n" % (event_id, data)
+
+
+class UtcStamp:
+    """Now, as ``datetime.now(UTC).isoformat()`` writes it with its microseconds and a
+    ``Z``: an event's timestamp. The date and the time of day are formatted once a
+    second, the rest is digits: a tenth of the 2 us datetime takes, on every emit."""
+
+    __slots__ = ("_prefix", "_second")
+
+    def __init__(self) -> None:
+        self._second = -1
+        self._prefix = ""
+
+    def __call__(self) -> str:
+        second, nanoseconds = divmod(time.time_ns(), 1_000_000_000)
+        if second != self._second:
+            self._prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+            self._second = second
+        return f"{self._prefix}.{nanoseconds // 1000:06d}Z"
 
 
 def frame_id(frame: bytes) -> int:
@@ -124,23 +144,26 @@ class EventRing:
         return self.last_id - self.first_id + 1
 
     def append(self, event_id: int, frame: bytes) -> None:
-        if len(self) == 0:
+        # On every emit: written out rather than through len(self) and properties.
+        last = self.last_id
+        if last < self.first_id:  # empty
             self._chunks.clear()
             self._open = bytearray()
             self._open_offsets = array("L", [0])
             self._open_first = self.first_id = event_id
-        elif event_id != self.last_id + 1:
-            raise ValueError(f"event {event_id!r} does not follow {self.last_id!r}")
-        self._open += frame
-        self._open_offsets.append(len(self._open))
+        elif event_id != last + 1:
+            raise ValueError(f"event {event_id!r} does not follow {last!r}")
+        data = self._open
+        data += frame
+        self._open_offsets.append(len(data))
         self.last_id = event_id
-        if len(self._open) >= CHUNK_BYTES:
-            self._chunks.append(_Chunk(self._open_first, bytes(self._open), self._open_offsets))
+        if len(data) >= CHUNK_BYTES:
+            self._chunks.append(_Chunk(self._open_first, bytes(data), self._open_offsets))
             self._open = bytearray()
             self._open_offsets = array("L", [0])
             self._open_first = event_id + 1
-        if len(self) > self._size:
-            self.first_id = self.last_id - self._size + 1
+        if event_id - self.first_id >= self._size:
+            self.first_id = event_id - self._size + 1
             while self._chunks and self._chunks[0].first_id + self._chunks[0].count <= (
                 self.first_id
             ):
@@ -297,13 +320,13 @@ class EventBus:
         *,
         buffer_size: int = DEFAULT_BUFFER_SIZE,
         first_id: int | None = None,
-        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        stamp: Callable[[], str] | None = None,
     ) -> None:
         self._ring = EventRing(buffer_size)
         self._subscribers: set[Subscription] = set()
         self._waiting: list[Subscription] = []
         self._next_id = first_id if first_id is not None else time.time_ns() // 1000
-        self._now = now
+        self._stamp = stamp or UtcStamp()  # each event's timestamp
         self._listeners: list[Callable[[Event], None]] = []
         self._closed = False  # close_subscriptions was called: no new readers
         # Readers ended for being too slow, since the bus began (the engine's metrics).
@@ -318,15 +341,14 @@ class EventBus:
         return len(self._subscribers)
 
     def emit(self, type: str, payload: dict[str, Any] | None = None) -> Event:
-        event = Event(
-            id=self._next_id,
-            type=type,
-            payload=payload or {},
-            timestamp=self._now().isoformat().replace("+00:00", "Z"),
-        )
-        self._next_id += 1
+        event_id = self._next_id
+        self._next_id = event_id + 1
+        payload = payload or {}
+        stamp = self._stamp()
         # Encoded once, here: every stream sends the same bytes, and the ring keeps them.
-        self._ring.append(event.id, event.sse_frame)
+        frame = {"id": event_id, "type": type, "payload": payload, "timestamp": stamp}
+        self._ring.append(event_id, encode_frame(event_id, frame))
+        event = Event(event_id, type, payload, stamp)
         if self._waiting:
             waiting, self._waiting = self._waiting, []
             for subscriber in waiting:
