@@ -61,11 +61,17 @@ def descriptor_to_dict(descriptor: AgentDescriptor) -> dict[str, Any]:
     return descriptor.model_dump()
 
 
+def user_key(connector: str, user_id: str, channel_id: str) -> str:
+    """The routing key of a user agent. Names hold no ``/`` (see ``_NAME``), so the key of
+    one conversation is never that of another."""
+    return f"/connectors/{connector}/{user_id}/{channel_id}"
+
+
 def descriptor_key(descriptor: AgentDescriptor) -> str:
     """The routing key: one key, one agent id, forever."""
     match descriptor:
         case UserDescriptor():
-            return f"/connectors/{descriptor.connector}/{descriptor.userId}/{descriptor.channelId}"
+            return user_key(descriptor.connector, descriptor.userId, descriptor.channelId)
         case CronDescriptor():
             return f"/cron/{descriptor.id}"
         case HeartbeatDescriptor():

@@ -78,6 +78,10 @@ class AgentDirectory:
         """The agent id a descriptor maps to, if it has one yet."""
         return self._by_key.get(descriptor_key(descriptor))
 
+    def id_for_key(self, key: str) -> str | None:
+        """The agent id of a routing key (``descriptor_key``), if it has one yet."""
+        return self._by_key.get(key)
+
     # -- recency ----------------------------------------------------------------------
 
     def touch(self, agent_id: str) -> None:

@@ -26,6 +26,7 @@ from claybot.agents.descriptors import (
     FetchStrategy,
     SubagentDescriptor,
     UserDescriptor,
+    user_key,
 )
 from claybot.agents.directory import AgentDirectory, AgentNotFound
 from claybot.agents.inbox import InboxItem, ItemKind
@@ -258,11 +259,7 @@ class AgentSystem:
             if agent_id not in self.directory:
                 raise AgentNotFound(agent_id)
         else:
-            size = len(text.encode())
-            if size > self._max_message_bytes:
-                raise MessageTooLarge(
-                    f"text is {size} bytes; the limit is {self._max_message_bytes}"
-                )
+            self._check_size(text)
             agent_id = await self.resolve(target)
         item_context = dict(context or {})
         if origin:
@@ -271,15 +268,31 @@ class AgentSystem:
 
     async def submit_inbound(self, message: InboundMessage) -> Turn:
         """A connector's message, to the agent of its conversation."""
-        descriptor = UserDescriptor(
-            connector=message.connector, userId=message.user_id, channelId=message.channel_id
-        )
         context: dict[str, Any] = {"connector": message.connector}
         if message.metadata:
             context["metadata"] = message.metadata
-        return await self.submit(
-            descriptor, message.text, message_id=message.message_id, context=context
+        # The conversation's agent by its key, without making (and validating) its
+        # descriptor on every message: a key the directory holds was validated when its
+        # agent was created, and an invalid conversation has none.
+        agent_id = self.directory.id_for_key(
+            user_key(message.connector, message.user_id, message.channel_id)
         )
+        if agent_id is None:
+            target: str | AgentDescriptor = UserDescriptor(
+                connector=message.connector, userId=message.user_id, channelId=message.channel_id
+            )
+        else:
+            self._check_size(message.text)
+            target = agent_id
+        return await self.submit(
+            target, message.text, message_id=message.message_id, context=context
+        )
+
+    def _check_size(self, text: str) -> None:
+        """What people send (a connector's message) is held to the engine's limit."""
+        size = len(text.encode())
+        if size > self._max_message_bytes:
+            raise MessageTooLarge(f"text is {size} bytes; the limit is {self._max_message_bytes}")
 
     # -- subagents ----------------------------------------------------------------
 
