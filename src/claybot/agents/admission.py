@@ -246,8 +246,8 @@ class Admissions:
     ) -> InboxItem | None:
         """Queue an item for a loaded agent; None if its id was seen before."""
         item_id = item_id or self._new_id()
-        if agent.has_seen(item_id):
-            return None
+        if not agent.remember(item_id):
+            return None  # seen before
         item = InboxItem(
             kind=kind,
             id=item_id,
@@ -256,7 +256,6 @@ class Admissions:
             text=text,
             context=context,
         )
-        agent.remember(item_id)
         # Queue in memory now so the inbox order is the log order; the runner
         # waits for durability before it processes the item.
         self._inbox.accept(item)

@@ -25,7 +25,7 @@ from claybot.agents.history import (
 from claybot.agents.inbox import AgentInbox, InboxItem, InboxLog
 from claybot.agents.ports import UNMETERED, Outbox, TurnMeter
 from claybot.agents.recent_ids import RecentIds
-from claybot.agents.state import AgentState, ProviderSelection, TokenTotals
+from claybot.agents.state import AgentState, ProviderSelection
 from claybot.agents.store import FileAgentStore
 from claybot.agents.transcript import FileTranscript
 from claybot.agents.turn import TurnOutcome
@@ -94,8 +94,9 @@ class Agent:
     def has_seen(self, message_id: str) -> bool:
         return message_id in self._seen
 
-    def remember(self, message_id: str) -> None:
-        self._seen.add(message_id)
+    def remember(self, message_id: str) -> bool:
+        """Note an item id; False if it was seen before (a retried post)."""
+        return self._seen.add(message_id)
 
     def forget(self, message_id: str) -> None:
         self._seen.discard(message_id)
@@ -219,15 +220,18 @@ class Agent:
         await rt.outbox.deliver(message)
 
     def count_usage(self, usage: TokenUsage, provider: str, model: str) -> None:
+        # Added in place (the totals are this agent's own): every turn passes here, and a
+        # new validated model each time cost more than the rest of the bookkeeping.
         totals = self.state.tokens
-        self.state.tokens = TokenTotals(
-            input=totals.input + usage.input,
-            output=totals.output + usage.output,
-            cacheRead=totals.cacheRead + usage.cache_read,
-            cacheWrite=totals.cacheWrite + usage.cache_write,
-            total=totals.total + usage.total,
-        )
-        if provider:
+        totals.input += usage.input
+        totals.output += usage.output
+        totals.cacheRead += usage.cache_read
+        totals.cacheWrite += usage.cache_write
+        totals.total += usage.total
+        selected = self.state.provider
+        if provider and (
+            selected is None or selected.providerId != provider or selected.model != (model or None)
+        ):
             self.state.provider = ProviderSelection(providerId=provider, model=model or None)
 
 

@@ -34,7 +34,12 @@ _USER = b"u"
 
 
 def _encode(message: ChatMessage) -> bytes:
-    calls = [[call.id, call.name, call.arguments] for call in message.tool_calls]
+    # Most messages call no tool: no comprehension (a function call of its own) for them.
+    calls = (
+        [[call.id, call.name, call.arguments] for call in message.tool_calls]
+        if message.tool_calls
+        else []
+    )
     return orjson.dumps(
         [message.role, message.text, calls, message.tool_call_id, message.tool_name,
          message.is_error]

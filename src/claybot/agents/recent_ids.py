@@ -34,16 +34,19 @@ class RecentIds:
     def __contains__(self, message_id: object) -> bool:
         return isinstance(message_id, str) and self._find(_fingerprint(message_id)) != -1
 
-    def add(self, message_id: str) -> None:
+    def add(self, message_id: str) -> bool:
+        """Remember ``message_id``; False if it was remembered already (one look, not
+        two: every accepted message asks this)."""
         fingerprint = _fingerprint(message_id)
         if self._find(fingerprint) != -1:
-            return
+            return False
         if len(self._data) < self._limit * _WIDTH:
             self._data += fingerprint
-            return
+            return True
         at = self._next * _WIDTH
         self._data[at : at + _WIDTH] = fingerprint
         self._next = (self._next + 1) % self._limit
+        return True
 
     def discard(self, message_id: str) -> None:
         at = self._find(_fingerprint(message_id))
