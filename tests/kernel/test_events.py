@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from sse_starlette.event import ServerSentEvent
 
-from claybot.kernel.events import Event, EventBus, EventRing, frame_event, frame_id
+from claybot.kernel.events import Event, EventBus, EventRing, UtcStamp, frame_event, frame_id
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def event(event_id: int) -> Event:
@@ -157,3 +160,15 @@ def test_recent_keeps_its_meaning() -> None:
         bus.emit("test")
     assert [e.id for e in bus.recent()] == [3, 4, 5]
     assert [e.id for e in bus.recent(2)] == [4, 5]
+
+
+@given(st.lists(st.integers(0, 4_102_444_800 * 10**9), min_size=1, max_size=20))
+def test_a_timestamp_reads_as_the_instant_it_stamps(instants_ns: list[int]) -> None:
+    """Each stamp is the instant to the microsecond, in datetime's ISO form with a Z,
+    whatever came before it (the date part is cached from one second to the next)."""
+    clock = iter(instants_ns)
+    stamp = UtcStamp(lambda: next(clock))
+    for instant in instants_ns:
+        text = stamp()
+        expected = EPOCH + timedelta(microseconds=instant // 1000)
+        assert text == expected.isoformat(timespec="microseconds").replace("+00:00", "Z")
