@@ -25,6 +25,7 @@ from claybot.config.home import HomePaths
 from claybot.config.store import ConfigStore
 from claybot.db.errors import StoreError
 from claybot.db.location import database_url, redact_url
+from claybot.kernel.collector import pace_collector
 
 if TYPE_CHECKING:
     from claybot.jobs.worker import Worker
@@ -84,6 +85,7 @@ async def _serve(
     from claybot.providers.router import router_for
     from claybot.sandbox import Sandbox
 
+    pace_collector()  # a worker allocates per step as the engine does (kernel/collector.py)
     paths.ensure()
     config = ConfigStore(paths)
     settings = config.read_settings()

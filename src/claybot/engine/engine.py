@@ -28,6 +28,7 @@ from claybot.engine.metrics import EngineMetrics
 from claybot.engine.options import EngineOptions
 from claybot.engine.status import StatusSources, engine_status
 from claybot.heartbeat.scheduler import HeartbeatScheduler
+from claybot.kernel.collector import pace_collector
 from claybot.kernel.event_types import EventType
 from claybot.kernel.events import EventBus
 from claybot.permissions.requests import PermissionBroker
@@ -116,6 +117,7 @@ class Engine:
     # -- lifecycle --------------------------------------------------------------
 
     async def start(self) -> None:
+        pace_collector()  # see kernel/collector.py: the default pace cost a third of the CPU
         self.paths.ensure()
         self.settings = self.config.read_settings()  # ConfigError: refuse to start, say why
         self.database.prepare()
