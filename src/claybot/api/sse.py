@@ -3,8 +3,11 @@
 A stream sends its init frame, then everything its subscription holds in as few
 writes as it can: every frame already waiting goes out joined in one write (one
 ASGI send, one syscall) instead of one per event. With 200 readers of a busy bus
-the per-reader cost is per write, not per event, and the writes are paced so
-that their number does not grow with the readers (``WRITES_PER_S``).
+the per-reader cost is per write, not per event, and all streams of a bus share
+a budget of writes per second (``WRITES_PER_S``), so that their number does not
+grow with the readers. A quiet bus leaves the budget unspent and a stream writes
+an event the moment it comes; a busy one makes each stream wait its turn, and
+what came meanwhile goes out in that turn's one write.
 
 A reader that stops reading fills its socket buffers; the next write then waits,
 and after ``SEND_TIMEOUT_S`` the stream is dropped (logged as
@@ -27,13 +30,15 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from claybot.kernel.events import Subscription
+from claybot.kernel.events import EventBus, Subscription
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +55,11 @@ TAKE_EVENTS = 32  # events taken at a time while a write is filled
 # What all streams together may write per second while the bus is busy. A write costs
 # the engine 50-100 us whatever its size (the ASGI layers, uvicorn, the syscall), so
 # this keeps the fan-out near a tenth of a core however many readers there are; the
-# price is latency: 200 ms with 200 readers.
+# price is latency under load: 200 ms with 200 readers of a busy bus.
 WRITES_PER_S = 1_000
+# Writes the budget lets through at once after a quiet spell: a turn's few events
+# reach a handful of readers without waiting for their turn.
+WRITE_BURST = 50
 PING = b": ping\r\n\r\n"  # a comment line: keeps proxies from closing a quiet stream
 HEADERS = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
@@ -63,6 +71,35 @@ HEADERS = [
 
 class _ReaderStalled(Exception):
     pass
+
+
+class WriteBudget:
+    """The writes every stream of one bus may make together: ``rate`` a second, with
+    up to ``burst`` at once when the budget was not used for a while (a generic cell
+    rate algorithm: one number, the time the budget is spent up to)."""
+
+    def __init__(self, rate: float = WRITES_PER_S, burst: int = WRITE_BURST) -> None:
+        self._interval = 1 / rate
+        self._tolerance = (burst - 1) * self._interval
+        self._spent_until = 0.0  # time.monotonic() up to which the budget is taken
+
+    def reserve(self) -> float:
+        """Take one write; the seconds to wait before making it (0: at once)."""
+        now = time.monotonic()
+        spent_until = max(self._spent_until, now)
+        self._spent_until = spent_until + self._interval
+        return max(0.0, spent_until - now - self._tolerance)
+
+
+_budgets: weakref.WeakKeyDictionary[EventBus, WriteBudget] = weakref.WeakKeyDictionary()
+
+
+def budget_of(bus: EventBus) -> WriteBudget:
+    """The write budget the streams of ``bus`` share."""
+    budget = _budgets.get(bus)
+    if budget is None:
+        budget = _budgets[bus] = WriteBudget()
+    return budget
 
 
 class EventStream(Response):
@@ -124,12 +161,12 @@ class EventStream(Response):
                 await watcher
 
     async def _stream(self, send: Send) -> None:
-        """After each write a stream rests ``readers / WRITES_PER_S`` before it looks
-        again: one reader waits 1 ms, each of 200 readers 200 ms, and gets everything
-        that came meanwhile in its next write. A stream that has been quiet that long
-        writes an event as soon as it comes; one catching up (a full write) does not
-        rest."""
+        """Each write takes its turn in the bus's write budget, and carries everything
+        that came while it waited: on a quiet bus at once, with each of 200 readers of
+        a busy bus about 200 ms apart. A stream catching up (a full write) writes again
+        without waiting; one whose filter kept nothing takes no turn."""
         subscription = self._subscription
+        budget = budget_of(subscription.bus)
         while True:
             try:
                 async with asyncio.timeout(self._ping_s):
@@ -137,13 +174,17 @@ class EventStream(Response):
             except TimeoutError:
                 await _write(send, PING)
                 continue
-            frames, behind = _next_write(subscription, self._keep)
-            if frames:
-                await _write(send, b"".join(frames))
-                if not behind:
-                    await asyncio.sleep(subscription.bus.subscriber_count / WRITES_PER_S)
-            elif subscription.closed:
-                return
+            frames, behind = _next_write(subscription, self._keep, WRITE_BYTES)
+            if not frames:
+                if subscription.closed:
+                    return
+                continue
+            if not behind and (wait := budget.reserve()):
+                await asyncio.sleep(wait)
+                room = WRITE_BYTES - sum(map(len, frames))
+                more, behind = _next_write(subscription, self._keep, room)
+                frames += more
+            await _write(send, b"".join(frames))
 
 
 async def _write(send: Send, data: bytes, *, more_body: bool = True) -> None:
@@ -162,15 +203,16 @@ async def _close_when_gone(receive: Receive, subscription: Subscription) -> None
 
 
 def _next_write(
-    subscription: Subscription, keep: Callable[[bytes], bool] | None
+    subscription: Subscription, keep: Callable[[bytes], bool] | None, limit: int
 ) -> tuple[list[bytes], bool]:
-    """The frames of one write, and whether the reader is still behind after it."""
+    """The frames of one write of about ``limit`` bytes at most, and whether the
+    reader is still behind after it."""
     if keep is None:  # every frame: the ring hands them over already joined
-        data = subscription.take_span(WRITE_BYTES)
+        data = subscription.take_span(limit)
         return ([data] if data else []), subscription.position < subscription.bus.last_id
     frames: list[bytes] = []
     size = 0
-    while size < WRITE_BYTES:
+    while size < limit:
         batch = subscription.take(TAKE_EVENTS)
         chunk = [frame for frame in batch if keep(frame)]
         frames += chunk
