@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import pytest
 
-from claybot.api import sse
 from claybot.api.sse import WriteBudget
 
 
@@ -24,7 +23,7 @@ class FakeClock:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
     fake = FakeClock()
-    monkeypatch.setattr(sse.time, "monotonic", fake)
+    monkeypatch.setattr("claybot.api.sse.time.monotonic", fake)
     return fake
 
 
