@@ -78,14 +78,20 @@ class WriteBudget:
     up to ``burst`` at once when the budget was not used for a while (a generic cell
     rate algorithm: one number, the time the budget is spent up to)."""
 
-    def __init__(self, rate: float = WRITES_PER_S, burst: int = WRITE_BURST) -> None:
+    def __init__(
+        self,
+        rate: float = WRITES_PER_S,
+        burst: int = WRITE_BURST,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._interval = 1 / rate
         self._tolerance = (burst - 1) * self._interval
-        self._spent_until = 0.0  # time.monotonic() up to which the budget is taken
+        self._clock = clock
+        self._spent_until = 0.0  # the clock's time up to which the budget is taken
 
     def reserve(self) -> float:
         """Take one write; the seconds to wait before making it (0: at once)."""
-        now = time.monotonic()
+        now = self._clock()
         spent_until = max(self._spent_until, now)
         self._spent_until = spent_until + self._interval
         return max(0.0, spent_until - now - self._tolerance)
