@@ -169,6 +169,9 @@ class Engine:
         await cron.start()
         if self.settings.heartbeat.enabled:
             await heartbeat.start()
+        # Again now that plugins are loaded: one may have registered a provider type
+        # that settings name (the first build, before recovery, counted such a provider
+        # as failed).
         await self.rebuild_providers()
         self.jobs.start(self.settings.jobs, self.providers.router)
         extra = {"action": "engine.started", "agents": agents.agent_count, "recovered": recovered}
