@@ -91,9 +91,6 @@ class Agent:
 
     # -- message ids ---------------------------------------------------------
 
-    def has_seen(self, message_id: str) -> bool:
-        return message_id in self._seen
-
     def remember(self, message_id: str) -> bool:
         """Note an item id; False if it was seen before (a retried post)."""
         return self._seen.add(message_id)
