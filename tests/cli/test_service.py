@@ -21,6 +21,7 @@ import pytest
 from claybot import __version__
 from claybot.cli.service_unit import (
     STOP_TIMEOUT_S,
+    UNIT_NAME,
     ServiceSpec,
     systemd_environment,
     systemd_escape,
@@ -270,11 +271,25 @@ def test_launchd_plist(user_env: dict[str, str], claybot_home: Path) -> None:
 class UserManager:
     env: dict[str, str]
     process: subprocess.Popen[bytes]
+    log: Path  # the manager's own output: what it did with the unit, and why
 
     def systemctl(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             ["systemctl", "--user", *args], env=self.env, capture_output=True, text=True, timeout=60
         )
+
+    def explain(self, home: Path) -> str:
+        """What a failed assertion needs to show: the unit's state, the manager's log
+        and the engine's own log (both gone with their folders once the test ends)."""
+        status = self.systemctl("status", "--no-pager", "--full", UNIT_NAME)
+        parts = [f"systemctl status:\n{status.stdout}{status.stderr}"]
+        for path in (self.log, home / "logs" / "engine.log"):
+            try:
+                tail = path.read_text(errors="replace").splitlines()[-40:]
+            except OSError as exc:
+                tail = [f"(unreadable: {exc})"]
+            parts.append(f"{path}:\n" + "\n".join(tail))
+        return "\n\n".join(parts)
 
 
 @pytest.fixture
@@ -290,6 +305,11 @@ def user_manager(user_env: dict[str, str], tmp_path: Path) -> Iterator[UserManag
         pytest.skip("needs bubblewrap and systemd (apt-get install bubblewrap systemd)")
     env = {k: v for k, v in user_env.items() if k != "DBUS_SESSION_BUS_ADDRESS"}
     Path(env["HOME"]).mkdir(exist_ok=True)
+    # There is no journal here: the manager logs to its stderr and the units it starts
+    # inherit its output, so a failed start can be read in systemd.log.
+    manager_conf = Path(env["XDG_CONFIG_HOME"]) / "systemd" / "user.conf"
+    manager_conf.parent.mkdir(parents=True, exist_ok=True)
+    manager_conf.write_text("[Manager]\nDefaultStandardOutput=inherit\n")
     log = (tmp_path / "systemd.log").open("wb")
     process = subprocess.Popen(
         [
@@ -306,12 +326,12 @@ def user_manager(user_env: dict[str, str], tmp_path: Path) -> Iterator[UserManag
             str(SYSTEMD),
             "--user",
         ],
-        env=env,
+        env={**env, "SYSTEMD_LOG_TARGET": "console"},
         stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=subprocess.STDOUT,
     )
-    manager = UserManager(env, process)
+    manager = UserManager(env, process, tmp_path / "systemd.log")
     deadline = time.monotonic() + 30
     while manager.systemctl("show", "--property=Version").returncode != 0:
         if process.poll() is not None or time.monotonic() > deadline:
@@ -373,7 +393,7 @@ def test_systemd_runs_restarts_and_stops_the_engine(
         assert run_cli(env, "stop", "--home", str(home)).returncode == 0
 
         installed = run_cli(env, "service", "install", "--home", str(home))
-        assert installed.returncode == 0, installed.stderr
+        assert installed.returncode == 0, f"{installed.stderr}\n{user_manager.explain(home)}"
         # Type=notify: `enable --now` returned once the engine had said READY=1.
         assert "started: the systemd user unit is enabled and running" in installed.stdout
         status = engine_status(env, home)

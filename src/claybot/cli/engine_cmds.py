@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import signal
 import time
@@ -98,6 +99,9 @@ def start(
     from claybot.engine.logging_setup import configure_logging
 
     configure_logging(paths)
+    # A crash in C code (a signal such as SIGSEGV or SIGABRT) prints every thread's
+    # Python stack to stderr: the journal, engine.out or the terminal keeps it.
+    faulthandler.enable()
     try:
         run(paths, EngineOptions(port=port), notifier)
     except AlreadyRunning as exc:
