@@ -92,7 +92,7 @@ async def slow_door(paths: HomePaths) -> AsyncIterator[Door]:
 
 
 async def reply_timeout(engine: Engine, seconds: float) -> None:
-    await engine.update_settings(
+    await engine.configuration.update_settings(
         engine.settings.model_copy(update={"chat": ChatSettings(reply_timeout_s=seconds)})
     )
 

@@ -182,7 +182,7 @@ async def test_agent_turn_calls_mcp_tools_and_unload_stops_the_server(paths: Hom
         server_pid = int(results[4]["text"])
         assert not process_gone(server_pid)
 
-        await engine.unload_plugin("mcp")
+        await engine.configuration.unload_plugin("mcp")
         assert await wait_gone(server_pid)
         assert not any(name.startswith("mcp__") for name in engine.tools.names())
     finally:
@@ -190,31 +190,31 @@ async def test_agent_turn_calls_mcp_tools_and_unload_stops_the_server(paths: Hom
 
 
 async def test_a_call_past_its_timeout_is_an_error_result(engine: Engine) -> None:
-    await engine.load_plugin("mcp", "mcp", {"servers": [echo_server(timeoutS=1)]})
+    await engine.configuration.load_plugin("mcp", "mcp", {"servers": [echo_server(timeoutS=1)]})
     started = asyncio.get_running_loop().time()
     result = await run_tool(engine, "mcp__echo__sleep", seconds=30)
     assert result.is_error and "timed out" in result.text
     assert asyncio.get_running_loop().time() - started < 10
     # The session survives a timed-out call.
     assert (await run_tool(engine, "mcp__echo__add", a=1, b=1)).text == "2"
-    await engine.unload_plugin("mcp")
+    await engine.configuration.unload_plugin("mcp")
 
 
 async def test_a_server_that_dies_gives_error_results(engine: Engine) -> None:
-    await engine.load_plugin("mcp", "mcp", {"servers": [echo_server(timeoutS=5)]})
+    await engine.configuration.load_plugin("mcp", "mcp", {"servers": [echo_server(timeoutS=5)]})
     server_pid = int((await run_tool(engine, "mcp__echo__pid")).text)
     os.kill(server_pid, 9)
     await wait_gone(server_pid)
     result = await run_tool(engine, "mcp__echo__add", a=1, b=2)
     assert result.is_error and "echo" in result.text
-    await engine.unload_plugin("mcp")
+    await engine.configuration.unload_plugin("mcp")
 
 
 async def test_when_no_server_starts_the_load_is_not_ready(engine: Engine) -> None:
     missing = {"name": "missing", "command": "/nonexistent/mcp-server"}
     quits = {"name": "quits", "command": sys.executable, "args": ["-c", "pass"]}
     with pytest.raises(PluginLoadFailed) as failure:
-        await engine.load_plugin("mcp", "mcp", {"servers": [missing, quits]})
+        await engine.configuration.load_plugin("mcp", "mcp", {"servers": [missing, quits]})
     assert failure.value.kind == "not_ready"
     assert "missing" in failure.value.reason and "quits" in failure.value.reason
     assert not any(name.startswith("mcp__") for name in engine.tools.names())
@@ -227,12 +227,12 @@ async def test_a_server_that_never_answers_times_out_at_start(engine: Engine) ->
         "args": ["-c", "import time; time.sleep(60)"],
     }
     started = asyncio.get_running_loop().time()
-    await engine.load_plugin(
+    await engine.configuration.load_plugin(
         "mcp", "mcp", {"servers": [echo_server(), {**silent, "startTimeoutS": 1}]}
     )
     assert asyncio.get_running_loop().time() - started < 15
     assert "mcp__echo__add" in engine.tools.names()
-    await engine.unload_plugin("mcp")
+    await engine.configuration.unload_plugin("mcp")
 
 
 # -- streamable HTTP ---------------------------------------------------------------------
@@ -274,8 +274,8 @@ async def test_streamable_http_server(engine: Engine, http_server: str) -> None:
             {"name": "remote", "transport": "http", "url": http_server, "headers": {"X-A": "b"}}
         ]
     }
-    await engine.load_plugin("mcp", "mcp", settings)
+    await engine.configuration.load_plugin("mcp", "mcp", settings)
     assert (await run_tool(engine, "mcp__remote__add", a=20, b=22)).text == "42"
     assert (await run_tool(engine, "mcp__remote__explode")).is_error
-    await engine.unload_plugin("mcp")
+    await engine.configuration.unload_plugin("mcp")
     assert "mcp__remote__add" not in engine.tools.names()

@@ -195,7 +195,9 @@ async def list_plugins(request: Request) -> PluginListing:
     responses=errors(*BODY_ERRORS, 404, 409, 502, 503),
 )
 async def load_plugin(request: Request, body: LoadPlugin) -> PluginLoaded:
-    loaded = await engine_of(request).load_plugin(body.pluginId, body.instanceId, body.settings)
+    loaded = await engine_of(request).configuration.load_plugin(
+        body.pluginId, body.instanceId, body.settings
+    )
     return PluginLoaded.model_validate({"ok": True, "plugin": loaded})
 
 
@@ -205,7 +207,7 @@ async def load_plugin(request: Request, body: LoadPlugin) -> PluginLoaded:
     responses=errors(*BODY_ERRORS, 404, 409),
 )
 async def unload_plugin(request: Request, body: UnloadPlugin) -> PluginUnloaded:
-    await engine_of(request).unload_plugin(body.instanceId)
+    await engine_of(request).configuration.unload_plugin(body.instanceId)
     return PluginUnloaded(ok=True, instanceId=body.instanceId)
 
 
@@ -229,7 +231,7 @@ async def remove_auth(
     entryId: str,
     key: Annotated[str | None, Query(max_length=200)] = None,
 ) -> AuthRemoved:
-    if not await engine_of(request).remove_auth(entryId, key):
+    if not await engine_of(request).configuration.remove_auth(entryId, key):
         what = f"{entryId}.{key}" if key else entryId
         raise NotFound(f"auth.json has no {what!r}", field="key" if key else "entryId")
     answer = {"ok": True, "id": entryId} | ({"key": key} if key else {})
@@ -241,7 +243,7 @@ async def remove_auth(
 )
 async def set_auth(request: Request, body: SetAuth) -> AuthFieldSet:
     with fields_in_body():  # an entry's type must be one auth.json knows
-        await engine_of(request).set_auth_field(body.id, body.key, body.value)
+        await engine_of(request).configuration.set_auth_field(body.id, body.key, body.value)
     return AuthFieldSet(ok=True, id=body.id, key=body.key)
 
 
@@ -279,7 +281,7 @@ async def upsert_provider(request: Request, body: UpsertProvider) -> ProviderLis
         )
     settings = engine.settings.model_copy(deep=True)
     settings.providers = with_provider(settings.providers, provider, body.position)
-    await engine.update_settings(settings)
+    await engine.configuration.update_settings(settings)
     return _providers(settings, engine.providers.failures)
 
 
@@ -297,7 +299,7 @@ async def _change_provider(
     if chosen is None:
         raise ProviderNotFound(provider_id)
     settings.providers = change(settings.providers, chosen)
-    await engine.update_settings(settings)
+    await engine.configuration.update_settings(settings)
     return _providers(settings, engine.providers.failures)
 
 

@@ -13,7 +13,6 @@ from typing import Any
 
 from claybot.agents.control import AgentConversationControl
 from claybot.agents.system import AgentSystem
-from claybot.config.auth import AuthFile
 from claybot.config.home import HomePaths
 from claybot.config.settings import Settings
 from claybot.config.store import ConfigStore
@@ -22,6 +21,7 @@ from claybot.cron.scheduler import CronScheduler
 from claybot.db.location import database_url
 from claybot.durable.group_commit import GroupCommitWriter
 from claybot.engine.assembly import Running, build_agents, build_schedulers
+from claybot.engine.configuration import LiveConfiguration
 from claybot.engine.jobs_host import JobsHost
 from claybot.engine.keystore import BackgroundDatabase, DeferredApiKeyStore
 from claybot.engine.metrics import EngineMetrics
@@ -29,10 +29,9 @@ from claybot.engine.options import EngineOptions
 from claybot.engine.status import StatusSources, engine_status
 from claybot.heartbeat.scheduler import HeartbeatScheduler
 from claybot.kernel.collector import pace_collector
-from claybot.kernel.event_types import EventType
 from claybot.kernel.events import EventBus
 from claybot.permissions.requests import PermissionBroker
-from claybot.plugins import LoadedPlugin, PluginCatalog, PluginManager, Registries
+from claybot.plugins import PluginCatalog, PluginManager, Registries
 from claybot.proactive.service import ProactiveService
 from claybot.proactive.wiring import build_proactive_service
 from claybot.providers.configured import ConfiguredProviders
@@ -51,7 +50,6 @@ class Engine:
         self.paths = paths
         self.options = options or EngineOptions()
         self.config = ConfigStore(paths)
-        self.settings: Settings = Settings()
         self.events = EventBus()
         self.metrics = EngineMetrics(self.events, pending=self._pending, jobs=self._job_counts)
         self.writer = GroupCommitWriter(
@@ -77,12 +75,20 @@ class Engine:
         self.providers = ConfiguredProviders(
             self.provider_registry, self.options.env, self.events, self.metrics
         )
+        self.configuration = LiveConfiguration(
+            self.config, self.events, self.plugins, self.providers
+        )
         self.started_at = datetime.now(UTC)
         self.tcp_port: int | None = None
         self._running: Running | None = None
         self.database = BackgroundDatabase(database_url(paths, self.options.env))
         self.jobs = JobsHost(self.database, self.events, self.sandbox, paths.home / "jobs")
         self._sandbox_probe: asyncio.Task[Any] | None = None
+
+    @property
+    def settings(self) -> Settings:
+        """Read-only: a change goes through ``configuration``, which rebuilds the providers."""
+        return self.configuration.settings
 
     @property
     def running(self) -> Running:
@@ -119,14 +125,14 @@ class Engine:
     async def start(self) -> None:
         pace_collector()  # see kernel/collector.py: the default pace cost a third of the CPU
         self.paths.ensure()
-        self.settings = self.config.read_settings()  # ConfigError: refuse to start, say why
+        self.configuration.reread()  # ConfigError: refuse to start, say why
         self.database.prepare()
         if not self.options.defer_database:
             self.database.open()
         await self.writer.start()
         # Probed in the background (tens of ms): exec and gates wait for it when they run.
         self._sandbox_probe = asyncio.create_task(self.sandbox.support(), name="sandbox-probe")
-        await self.rebuild_providers()
+        await self.configuration.rebuild_providers()
         parts = build_agents(
             self.paths,
             self.settings,
@@ -172,7 +178,7 @@ class Engine:
         # Again now that plugins are loaded: one may have registered a provider type
         # that settings name (the first build, before recovery, counted such a provider
         # as failed).
-        await self.rebuild_providers()
+        await self.configuration.rebuild_providers()
         self.jobs.start(self.settings.jobs, self.providers.router)
         extra = {"action": "engine.started", "agents": agents.agent_count, "recovered": recovered}
         log.info("engine started", extra=extra)
@@ -201,51 +207,9 @@ class Engine:
 
     # -- providers --------------------------------------------------------------
 
-    async def rebuild_providers(self) -> None:
-        """Create the enabled providers in priority order; a broken one is reported, not fatal."""
-        await self.providers.rebuild(self.settings, self.config.read_auth())
-
     @property
     def router(self) -> InferenceRouter:
         return self.providers.router
-
-    # -- settings and auth mutations ------------------------------------------------
-
-    async def update_settings(self, settings: Settings) -> None:
-        self.config.write_settings(settings)
-        self.settings = settings
-        await self.rebuild_providers()
-
-    async def set_auth_field(self, entry_id: str, key: str, value: str) -> None:
-        auth: AuthFile = self.config.read_auth().with_field(entry_id, key, value)
-        self.config.write_auth(auth)
-        self.events.emit(EventType.AUTH_UPDATED, {"id": entry_id, "key": key})
-        await self.rebuild_providers()
-
-    async def remove_auth(self, entry_id: str, key: str | None = None) -> bool:
-        """Remove an entry of auth.json, or one of its fields; False if there was none."""
-        auth: AuthFile = self.config.read_auth()
-        if not auth.has(entry_id, key):
-            return False
-        self.config.write_auth(auth.without(entry_id, key))
-        self.events.emit(EventType.AUTH_UPDATED, {"id": entry_id, "key": key or "*"})
-        await self.rebuild_providers()
-        return True
-
-    # -- plugins --------------------------------------------------------------------
-
-    async def load_plugin(
-        self, plugin_id: str, instance_id: str | None, settings: dict[str, Any] | None
-    ) -> dict[str, Any]:
-        loaded: LoadedPlugin = await self.plugins.load(plugin_id, instance_id, settings)
-        self.settings = self.config.read_settings()
-        await self.rebuild_providers()  # the plugin may have registered a provider type
-        return {"id": loaded.instance_id, "pluginId": loaded.plugin_id, "name": loaded.name}
-
-    async def unload_plugin(self, instance_id: str) -> None:
-        await self.plugins.unload(instance_id)
-        self.settings = self.config.read_settings()
-        await self.rebuild_providers()
 
     # -- messages in and out ------------------------------------------------------------
 
