@@ -9,6 +9,8 @@
 - Any route that writes (POST, PUT, DELETE) can meet a full disk (507) or a failed
   write (503): the error handlers answer those for every route, so they are added to
   every such operation here rather than to each route by hand.
+- The routes name their error bodies by ``$ref`` (see ``responses.py``), so the
+  error models are added to the components here.
 """
 
 from __future__ import annotations
@@ -19,11 +21,15 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from claybot.api.responses import DESCRIPTIONS, RETRY_AFTER, WRITE_ERRORS
+from claybot.api.responses import (
+    DESCRIPTIONS,
+    ERROR_MODELS,
+    RETRY_AFTER,
+    SCHEMAS_REF,
+    WRITE_ERRORS,
+)
 
 Document = dict[str, Any]
-
-SCHEMAS_REF = "#/components/schemas/"
 
 
 def _provider_types(schemas: dict[str, Any], types: list[str]) -> None:
@@ -51,6 +57,14 @@ def _without_fastapi_422(document: Document) -> None:
     schemas.pop("ValidationError", None)
 
 
+def _error_models(schemas: dict[str, Any]) -> None:
+    for model in ERROR_MODELS:
+        schema = model.model_json_schema(ref_template=SCHEMAS_REF + "{model}", mode="serialization")
+        for name, nested in schema.pop("$defs", {}).items():
+            schemas.setdefault(name, nested)
+        schemas.setdefault(model.__name__, schema)
+
+
 def _write_errors(document: Document) -> None:
     body = {"application/json": {"schema": {"$ref": SCHEMAS_REF + "ErrorBody"}}}
     for path in document.get("paths", {}).values():
@@ -70,6 +84,7 @@ def refine(document: Document, provider_types: Iterable[str]) -> Document:
     refined = copy.deepcopy(document)
     schemas = refined["components"]["schemas"]
     _provider_types(schemas, sorted(provider_types))
+    _error_models(schemas)
     _without_fastapi_422(refined)
     _write_errors(refined)
     return refined

@@ -115,7 +115,7 @@ async def delete_agent(request: Request, agentId: str) -> ProactiveAgentDeleted:
     "/{agentId}/logs",
     summary="An execution's clean log (text/plain): the newest, or ?executionId=",
     response_class=PlainTextResponse,
-    responses=errors(404, 422, text_route=True),
+    responses=errors(404, 422),
 )
 async def agent_logs(
     request: Request,
@@ -144,7 +144,7 @@ async def agent_executions(
     "/{agentId}/output",
     summary="The running (or last) execution's output so far (text/plain)",
     response_class=PlainTextResponse,
-    responses=errors(404, text_route=True),
+    responses=errors(404),
 )
 async def agent_output(request: Request, agentId: str) -> PlainTextResponse:
     return PlainTextResponse(service_of(request).live_output(agentId))

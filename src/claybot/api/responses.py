@@ -3,6 +3,11 @@
 Every error the API answers (see ``errors.py``) is ``{"ok": false, "error": {...}}``;
 declaring it per status makes the OpenAPI document list what a route really answers,
 so a client generated from it knows the shape of a 404 as well as of a 200.
+
+The tables refer to the error models by name (``$ref``) rather than handing FastAPI
+the model: for a ``model`` FastAPI builds a validator per route and status at import,
+about 200 of them, a sixth of the engine's start. The models are put among the
+document's components once, by ``openapi.refine`` (``ERROR_MODELS``).
 """
 
 from __future__ import annotations
@@ -14,6 +19,14 @@ from pydantic.json_schema import SkipJsonSchema
 
 from claybot.api.models.openai import OpenAIError
 
+SCHEMAS_REF = "#/components/schemas/"
+
+
+def _never_null(schema: dict[str, Any]) -> None:
+    # The field is left out rather than sent as null: a null default would contradict
+    # its type in the document.
+    schema.pop("default", None)
+
 
 class ErrorDetail(BaseModel):
     code: str = Field(description="What went wrong, for programs: `agent_not_found`, …")
@@ -22,6 +35,7 @@ class ErrorDetail(BaseModel):
     field: str | SkipJsonSchema[None] = Field(
         default=None,
         description="The input to blame: `body.<name>`, `query.<name>`, or a path parameter",
+        json_schema_extra=_never_null,
     )
 
 
@@ -60,21 +74,23 @@ RETRY_AFTER: dict[str, Any] = {
 BODY_ERRORS = (400, 413, 422)
 
 
-def errors(*statuses: int, text_route: bool = False) -> dict[int | str, dict[str, Any]]:
+def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """``responses=`` for a route: each status with the error body and what it means.
 
-    ``text_route``: the route answers text/plain, and FastAPI files a ``model`` under
-    the route's media type; its errors are still JSON, so their content is spelled out
-    (the component exists: the JSON routes register it).
+    The content is spelled out as JSON, so a route that answers text/plain (whose
+    ``model`` FastAPI would file under the route's media type) declares its errors
+    the same way.
     """
+    return _table(statuses, DESCRIPTIONS, ErrorBody)
+
+
+def _table(
+    statuses: tuple[int, ...], descriptions: dict[int, str], model: type[BaseModel]
+) -> dict[int | str, dict[str, Any]]:
+    body = {"application/json": {"schema": {"$ref": f"{SCHEMAS_REF}{model.__name__}"}}}
     table: dict[int | str, dict[str, Any]] = {}
     for status in sorted(set(statuses)):
-        response: dict[str, Any] = {"description": DESCRIPTIONS[status]}
-        if text_route:
-            schema = {"$ref": "#/components/schemas/ErrorBody"}
-            response["content"] = {"application/json": {"schema": schema}}
-        else:
-            response["model"] = ErrorBody
+        response: dict[str, Any] = {"description": descriptions[status], "content": body}
         if status in (503, 507):
             response["headers"] = RETRY_AFTER
         table[status] = response
@@ -89,7 +105,9 @@ class SeedError(BaseModel):
         description="VALIDATION_ERROR, NOT_FOUND, INVALID_STATE, FILE_TOO_LARGE, DUPLICATE, "
         "UNAUTHORIZED, FORBIDDEN, RATE_LIMITED, UNAVAILABLE or INTERNAL_ERROR"
     )
-    field: str | SkipJsonSchema[None] = Field(default=None, description="The input to blame")
+    field: str | SkipJsonSchema[None] = Field(
+        default=None, description="The input to blame", json_schema_extra=_never_null
+    )
 
 
 SEED_DESCRIPTIONS: dict[int, str] = {
@@ -107,13 +125,7 @@ SEED_DESCRIPTIONS: dict[int, str] = {
 
 def seed_errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """``responses=`` for seed 002's routes: their errors in the seed's shape."""
-    table: dict[int | str, dict[str, Any]] = {}
-    for status in sorted(set(statuses)):
-        response: dict[str, Any] = {"description": SEED_DESCRIPTIONS[status], "model": SeedError}
-        if status in (503, 507):
-            response["headers"] = RETRY_AFTER
-        table[status] = response
-    return table
+    return _table(statuses, SEED_DESCRIPTIONS, SeedError)
 
 
 OPENAI_DESCRIPTIONS: dict[int, str] = {
@@ -133,13 +145,8 @@ OPENAI_DESCRIPTIONS: dict[int, str] = {
 
 def openai_errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """``responses=`` for the OpenAI-compatible door: its errors in OpenAI's shape."""
-    table: dict[int | str, dict[str, Any]] = {}
-    for status in sorted(set(statuses)):
-        response: dict[str, Any] = {
-            "description": OPENAI_DESCRIPTIONS[status],
-            "model": OpenAIError,
-        }
-        if status in (503, 507):
-            response["headers"] = RETRY_AFTER
-        table[status] = response
-    return table
+    return _table(statuses, OPENAI_DESCRIPTIONS, OpenAIError)
+
+
+# The models the tables above name: ``openapi.refine`` adds them to the components.
+ERROR_MODELS: tuple[type[BaseModel], ...] = (ErrorBody, SeedError, OpenAIError)
