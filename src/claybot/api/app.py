@@ -21,6 +21,7 @@ from claybot.api.openai_routes import CHAT_MAX_BODY_BYTES, CHAT_PATH
 from claybot.api.openai_routes import router as openai_router
 from claybot.api.permission_routes import router as permission_router
 from claybot.api.proactive_routes import router as proactive_router
+from claybot.api.provider_routes import router as provider_router
 from claybot.api.registry_routes import router as registry_router
 from claybot.api.responses import errors
 from claybot.api.routes import router
@@ -42,6 +43,7 @@ def create_app(engine: Engine, request_shutdown: Callable[[], None] = lambda: No
     app.state.request_shutdown = request_shutdown
     install_error_handlers(app)
     app.include_router(router)
+    app.include_router(provider_router)
     app.include_router(permission_router)
     app.include_router(cron_router)
     app.include_router(heartbeat_router)
