@@ -6,7 +6,7 @@ from typing import Any, cast
 
 import pytest
 
-from claybot.cli.chat import Conversation
+from claybot.cli.chat_conversation import Conversation
 from claybot.config.home import HomePaths
 
 

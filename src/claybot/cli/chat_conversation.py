@@ -1,0 +1,323 @@
+"""What ``claybot chat`` keeps of a conversation with the engine: posting, following
+the agent's events, and catching up from history.
+
+Messages are posted with a client message id, so a post retried across an engine
+restart is accepted once. Replies are ``agent.outgoing`` events, followed on the
+SSE stream in a background thread; when the stream drops (the engine restarted),
+the conversation reconnects and catches up from the agent's history (``after`` the
+last record number read), de-duplicating by outgoing message id, so no reply is
+lost or printed twice. The command and the terminal around it are ``chat.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from contextlib import suppress
+from typing import TYPE_CHECKING, Any
+
+from rich.markup import escape
+
+from claybot.cli.approvals import ChatApprovals
+from claybot.cli.chat_screen import ChatScreen
+from claybot.cli.common import console, engine_client, err_console, fail
+from claybot.client.errors import EngineApiError, EngineNotRunning
+from claybot.config.home import HomePaths
+
+if TYPE_CHECKING:
+    from claybot.client.engine_client import EngineClient
+
+RETRY_FOR_S = 120.0  # how long a post keeps retrying while the engine is down
+RETRY_FIRST_DELAY_S = 0.2  # backoff between retries: doubles up to RETRY_MAX_DELAY_S
+RETRY_MAX_DELAY_S = 2.0
+RECONNECT_DELAY_S = 0.5  # between attempts to reopen the event stream
+CATCH_UP_EVERY_S = 2.0  # while waiting for a reply, read history this often
+HISTORY_PAGE = 1000  # the engine's largest page
+# What this conversation's agent shows while a turn runs (besides its replies).
+LIVE_EVENTS = frozenset(
+    {"agent.delta", "agent.tool_call", "agent.tool_result", "provider.fallback"}
+)
+START_HINT = "run `claybot start` (or `make run`)"
+
+
+def transport_errors() -> tuple[type[BaseException], ...]:
+    """What a request raises when the engine goes away mid-way (httpx loads lazily)."""
+    import httpx
+
+    return (EngineNotRunning, httpx.TransportError, OSError)
+
+
+class Conversation:
+    """One user and channel on the local connector: sending, and printing replies."""
+
+    def __init__(
+        self, paths: HomePaths, user: str, channel: str, *, history_page: int = HISTORY_PAGE
+    ) -> None:
+        self.paths = paths
+        self.user = user
+        self.channel = channel
+        self.history_page = history_page
+        self.agent_id: str | None = None
+        self._seq: int | None = None  # the highest history record number read
+        self._printed: set[str] = set()  # outgoing message ids already shown
+        self._mine: set[str] = set()  # message ids this session posted
+        self._finished: dict[str, threading.Event] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.connected = threading.Event()
+        self.screen = ChatScreen()
+        self.approvals = ChatApprovals(user, channel, self.screen.line)
+
+    # -- replies --------------------------------------------------------------
+
+    def _done(self, message_id: str) -> threading.Event:
+        with self._lock:
+            return self._finished.setdefault(message_id, threading.Event())
+
+    def _show(self, outgoing_id: str, text: str, in_reply_to: str | None, final: bool) -> None:
+        self.screen.reply(outgoing_id, text)
+        if final and in_reply_to is not None:
+            self._done(in_reply_to).set()
+
+    def on_event(self, event: dict[str, Any]) -> None:
+        self.approvals.on_event(event)
+        kind = event.get("type")
+        payload = event.get("payload") or {}
+        if kind == "agent.outgoing":
+            message = payload["message"]
+            if (
+                message.get("connector") == "local"
+                and message.get("userId") == self.user
+                and message.get("channelId") == self.channel
+            ):
+                self._show(
+                    str(message["id"]),
+                    str(message.get("text") or ""),
+                    message.get("inReplyTo"),
+                    bool(message.get("final", True)),
+                )
+            return
+        if kind not in LIVE_EVENTS or payload.get("agentId") != self.agent_id:
+            return
+        if kind == "agent.delta":
+            self.screen.delta(str(payload["outgoingId"]), str(payload["text"]))
+        elif kind == "agent.tool_call":
+            self.screen.tool_call(
+                str(payload["agentId"]),
+                str(payload["callId"]),
+                str(payload["name"]),
+                str(payload["arguments"]),
+            )
+        elif kind == "agent.tool_result":
+            self.screen.tool_result(
+                str(payload["callId"]), bool(payload["isError"]), str(payload["text"])
+            )
+        elif kind == "provider.fallback":
+            self.screen.void(f"{payload['messageId']}#")
+            self.screen.fallback(str(payload["from"]), str(payload["to"]), str(payload["reason"]))
+
+    def follow(self) -> None:
+        """Background thread: the event stream, reconnecting and catching up."""
+        import httpx
+
+        last_id: int | None = None
+        reconnecting = False
+        while not self._stop.is_set():
+            try:
+                with engine_client(self.paths) as client:
+                    for event in client.events(last_id):
+                        if event.get("type") == "init":
+                            if last_id is None:  # resume after it, even on a new engine
+                                last_id = int(event["id"])
+                            self.show_pending_requests(client)
+                            self.connected.set()
+                            if reconnecting:
+                                self.catch_up(client)
+                            continue
+                        last_id = int(event["id"])
+                        with suppress(KeyError, TypeError):  # a malformed frame is skipped
+                            self.on_event(event)
+            except (EngineNotRunning, EngineApiError, httpx.HTTPError, OSError, ValueError):
+                pass  # the engine went away or restarted: reconnect below
+            self.connected.clear()
+            reconnecting = True
+            self._stop.wait(RECONNECT_DELAY_S)
+
+    def show_pending_requests(self, client: EngineClient) -> None:
+        """Requests made while this chat was not watching."""
+        pending = client.get("/v1/engine/permissions", status="pending")["requests"]
+        for request in reversed(pending):  # oldest first
+            if self.approvals.is_ours(request):
+                self.approvals.show(request)
+
+    def decide(self, token: str | None, approved: bool) -> str | None:
+        """Answer a prompt; returns the id to await a reply to when it was this agent's."""
+        request = self.approvals.pick(token)
+        request_id = str(request["requestId"])
+        with engine_client(self.paths) as client:
+            client.post(
+                f"/v1/engine/permissions/{request_id}",
+                {"decision": "allow" if approved else "deny", "by": "chat"},
+            )
+        if request["agentId"] != self.agent_id:
+            return None  # a background agent's: its result arrives through its parent
+        # The decision resumes this conversation's agent as inbox item perm:<id>.
+        resumed = f"perm:{request_id}"
+        self.remember(resumed)
+        return resumed
+
+    def remember(self, message_id: str) -> None:
+        """A message this session sent: its replies are printed and awaited."""
+        self._mine.add(message_id)
+        self._done(message_id)
+
+    def is_answered(self, message_id: str) -> bool:
+        return self._done(message_id).is_set()
+
+    def catch_up(self, client: EngineClient) -> None:
+        """Print replies to this session's messages found in history but not yet shown.
+
+        A turn whose last message had no text sends nothing; its final history
+        record still ends the wait.
+        """
+        agent_id = self.agent_id
+        if agent_id is None:
+            return
+        path = f"/v1/engine/agents/{agent_id}/history"
+        while True:
+            with self._lock:
+                after = self._seq
+            page = client.get(path, after=after, limit=self.history_page)
+            records: list[dict[str, Any]] = page.get("records", [])
+            for record in records:
+                self._take(record)
+            if records:
+                with self._lock:
+                    self._seq = max(self._seq or -1, int(records[-1]["seq"]))
+            # The first read (no `after`) is the newest page: everything this session sent.
+            if after is None or len(records) < self.history_page:
+                return
+
+    def _take(self, record: dict[str, Any]) -> None:
+        message_id = record.get("messageId")
+        if record.get("type") != "assistant_message" or message_id not in self._mine:
+            return
+        final = bool(record.get("final"))
+        if record.get("outgoingId"):
+            self._show(str(record["outgoingId"]), str(record.get("text") or ""), message_id, final)
+        elif final:
+            self._done(message_id).set()
+
+    def catch_up_now(self) -> None:
+        try:
+            with engine_client(self.paths) as client:
+                self.catch_up(client)
+        except transport_errors():
+            pass  # down right now: the next try, or the stream's reconnect, catches up
+        except EngineApiError:
+            pass  # restarting (503): likewise
+
+    # -- sending ----------------------------------------------------------------
+
+    def send(self, text: str) -> str:
+        """Post one line; retried with the same message id until the engine takes it."""
+        message_id = uuid.uuid4().hex
+        self.remember(message_id)
+        body = {
+            "userId": self.user,
+            "channelId": self.channel,
+            "text": text,
+            "messageId": message_id,
+        }
+        deadline = time.monotonic() + RETRY_FOR_S
+        delay = RETRY_FIRST_DELAY_S
+        announced = False
+        while True:
+            try:
+                with engine_client(self.paths) as client:
+                    posted = client.post("/v1/engine/messages", body)
+                break
+            except transport_errors():
+                problem = "the engine is not answering"
+            except EngineApiError as exc:
+                if exc.status != 503:
+                    raise
+                problem = "the engine is shutting down"  # the next one takes the message
+            if time.monotonic() > deadline:
+                fail(f"{problem} after {RETRY_FOR_S:.0f}s; {START_HINT}")
+            if not announced:
+                err_console.print(f"[yellow]{problem}; reconnecting…[/yellow]")
+                announced = True
+            time.sleep(delay)
+            delay = min(delay * 2, RETRY_MAX_DELAY_S)
+        if announced:
+            err_console.print("[green]reconnected[/green]")
+        self.agent_id = str(posted["agentId"])
+        return message_id
+
+    def wait_for_reply(self, message_id: str, timeout_s: float | None) -> bool:
+        """Until the turn answering ``message_id`` is final (or the timeout passes)."""
+        done = self._done(message_id)
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while not done.wait(CATCH_UP_EVERY_S):
+            if deadline is not None and time.monotonic() > deadline:
+                return False
+            self.catch_up_now()  # in case the reply came while the stream was down
+        return True
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    # -- local commands ---------------------------------------------------------
+
+    def reset(self) -> str:
+        if self.agent_id is None:
+            return "nothing to reset: this conversation has no agent yet"
+        with engine_client(self.paths) as client:
+            done = client.post(f"/v1/engine/agents/{self.agent_id}/reset", {})
+        if done.get("status") == "queued":
+            return "the context will be cleared when the running turn ends"
+        return "context cleared"
+
+    def stop_turn(self) -> str:
+        if self.agent_id is None:
+            return "nothing to stop: this conversation has no agent yet"
+        with engine_client(self.paths) as client:
+            stopped = client.post(f"/v1/engine/agents/{self.agent_id}/stop", {})
+        return "stopped" if stopped.get("stopped") else "no turn is running"
+
+    def show_tool(self, number: str) -> None:
+        """Tool call ``number`` (as shown in this chat) in full, from the agent's history."""
+        try:
+            shown = self.screen.tools[int(number)]
+        except (KeyError, ValueError):
+            raise ValueError(f"no tool call {number!r} in this chat (see its ⚙ lines)") from None
+        path = f"/v1/engine/agents/{shown.agent_id}/history"
+        call: dict[str, Any] | None = None
+        result: dict[str, Any] | None = None
+        before: int | None = None
+        with engine_client(self.paths) as client:
+            while result is None:  # newest first: the call is near the end
+                page = client.get(path, before=before, limit=self.history_page)
+                records: list[dict[str, Any]] = page.get("records", [])
+                for record in records:
+                    if record.get("toolCallId") == shown.call_id:
+                        result = record
+                    for made in record.get("toolCalls") or []:
+                        if made.get("id") == shown.call_id:
+                            call = made
+                if not records or records[0]["seq"] == 0:
+                    break
+                before = int(records[0]["seq"])
+        arguments = json.dumps(call["arguments"], indent=2) if call else "(not found)"
+        console.print(f"[bold]tool {shown.number}: {escape(shown.name)}[/bold]", highlight=False)
+        console.print(escape(arguments), highlight=False, soft_wrap=True)
+        if result is None:
+            console.print("[dim](no result yet)[/dim]")
+            return
+        output = result.get("output") or {}
+        label = "[red]error[/red]" if output.get("isError") else "[bold]result[/bold]"
+        console.print(label)
+        console.print(escape(str(output.get("text", ""))), highlight=False, soft_wrap=True)
