@@ -1,4 +1,10 @@
-"""``claybot providers list | add | remove | default | enable | disable | test``."""
+"""``claybot providers list | add | remove | default | enable | disable | test``.
+
+It is longer than most command modules because each of the seven commands works two
+ways, through a running engine (its API) or on settings.json and auth.json when none
+runs, and ``add`` checks what it can before it says "added" (a key present, the base
+URL reachable, the type known); each command is short, and they share those two paths.
+"""
 
 from __future__ import annotations
 
