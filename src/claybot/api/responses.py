@@ -6,7 +6,7 @@ so a client generated from it knows the shape of a 404 as well as of a 200.
 
 The tables refer to the error models by name (``$ref``) rather than handing FastAPI
 the model: for a ``model`` FastAPI builds a validator per route and status at import,
-about 200 of them, a sixth of the engine's start. The models are put among the
+about 200 of them, a tenth of the API's import time. The models are put among the
 document's components once, by ``openapi.refine`` (``ERROR_MODELS``).
 """
 
