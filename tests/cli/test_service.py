@@ -271,7 +271,7 @@ def test_launchd_plist(user_env: dict[str, str], claybot_home: Path) -> None:
 class UserManager:
     env: dict[str, str]
     process: subprocess.Popen[bytes]
-    log: Path  # the manager's own output: what it did with the unit, and why
+    log: Path  # the output of the manager and of the units it runs (there is no journal)
 
     def systemctl(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
