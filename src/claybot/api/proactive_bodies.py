@@ -16,6 +16,7 @@ from pydantic import ConfigDict, Field, GetJsonSchemaHandler, JsonValue
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
+from claybot.api.models.base import drop_null_default
 from claybot.api.schemas import JSON_INTEGER, CronExpression, TimeZone
 from claybot.proactive import inputs
 from claybot.proactive.models import NAME_MAX_CHARS, OBJECTIVE_MAX_CHARS, RunnerName
@@ -98,11 +99,8 @@ class _NullRefused:
 NULL_REFUSED = _NullRefused()
 
 
-def _no_default(schema: dict[str, JsonValue]) -> None:
-    schema.pop("default", None)  # a field left out keeps the agent's value; null is refused
-
-
-LEFT_OUT = Field(default=None, json_schema_extra=_no_default)
+# A field left out keeps the agent's value; null is refused.
+LEFT_OUT = Field(default=None, json_schema_extra=drop_null_default)
 
 
 class CreateAgentInput(inputs.CreateAgentInput):

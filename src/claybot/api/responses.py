@@ -17,15 +17,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 from pydantic.json_schema import SkipJsonSchema
 
+from claybot.api.models.base import drop_null_default
 from claybot.api.models.openai import OpenAIError
 
 SCHEMAS_REF = "#/components/schemas/"
-
-
-def _never_null(schema: dict[str, Any]) -> None:
-    # The field is left out rather than sent as null: a null default would contradict
-    # its type in the document.
-    schema.pop("default", None)
 
 
 class ErrorDetail(BaseModel):
@@ -35,7 +30,7 @@ class ErrorDetail(BaseModel):
     field: str | SkipJsonSchema[None] = Field(
         default=None,
         description="The input to blame: `body.<name>`, `query.<name>`, or a path parameter",
-        json_schema_extra=_never_null,
+        json_schema_extra=drop_null_default,
     )
 
 
@@ -106,7 +101,7 @@ class SeedError(BaseModel):
         "UNAUTHORIZED, FORBIDDEN, RATE_LIMITED, UNAVAILABLE or INTERNAL_ERROR"
     )
     field: str | SkipJsonSchema[None] = Field(
-        default=None, description="The input to blame", json_schema_extra=_never_null
+        default=None, description="The input to blame", json_schema_extra=drop_null_default
     )
 
 

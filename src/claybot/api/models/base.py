@@ -39,6 +39,12 @@ class Ok(Answer):
 Omitted = SkipJsonSchema[None]
 
 
+def drop_null_default(schema: dict[str, Any]) -> None:
+    """``json_schema_extra`` for a field left out rather than null: its ``None`` default
+    would show as ``"default": null`` in the document, against the field's type."""
+    schema.pop("default", None)
+
+
 class AnswerRoute(APIRoute):
     """Every route serializes its answer leaving out what the route left out."""
 
