@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import shutil
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,8 +35,13 @@ from claybot.durable.atomic import (
 )
 from claybot.durable.group_commit import GroupCommitWriter
 from claybot.durable.jsonl import encode_record, read_jsonl
+from claybot.durable.jsonl_index import JsonlIndex
 
 log = logging.getLogger(__name__)
+
+# History indexes kept in memory (a few KB each at 100,000 records); the others are
+# read back from their files when needed, which costs a read and a check, no scan.
+HISTORY_INDEXES_KEPT = 256
 
 
 @dataclass(frozen=True)
@@ -69,6 +75,7 @@ class FileAgentStore:
         self.writer = writer
         self.index_path = root / "index.jsonl"
         self._history_paths: dict[str, Path] = {}
+        self._history_indexes: OrderedDict[str, JsonlIndex] = OrderedDict()
         # Agents found at boot whose descriptor could not be read nor rebuilt: they
         # cannot be routed to, and are reported rather than dropped without a word.
         self.unroutable: list[AgentProblem] = []
@@ -251,6 +258,28 @@ class FileAgentStore:
         """Every record; a damaged line is a ``damaged`` record in its place."""
         path = self.history_path(agent_id)
         return read_jsonl(path, repair=repair, placeholder=damaged_record).records
+
+    async def read_history_page(
+        self, agent_id: str, *, after: int | None, before: int | None, limit: int
+    ) -> tuple[list[Record], int]:
+        """A page of numbered records (see ``JsonlIndex.page``) and how many there are,
+        once the writer has written what it holds; its cost does not grow with the
+        history's length."""
+        await self.writer.flush()
+        index = self._history_index(agent_id)
+        return await asyncio.to_thread(
+            index.page, after=after, before=before, limit=limit, placeholder=damaged_record
+        )
+
+    def _history_index(self, agent_id: str) -> JsonlIndex:
+        index = self._history_indexes.get(agent_id)
+        if index is None:
+            index = self._history_indexes[agent_id] = JsonlIndex(self.history_path(agent_id))
+            if len(self._history_indexes) > HISTORY_INDEXES_KEPT:
+                self._history_indexes.popitem(last=False)
+        else:
+            self._history_indexes.move_to_end(agent_id)
+        return index
 
     async def read_written_history(self, agent_id: str) -> list[Record]:
         """Every record, once the writer has written what it still holds for any file:

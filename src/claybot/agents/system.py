@@ -482,14 +482,10 @@ class AgentSystem:
         """Records numbered from 0 (``seq``), ``limit`` at most, oldest first."""
         if agent_id not in self.directory:
             raise AgentNotFound(agent_id)
-        records = await self.store.read_written_history(agent_id)
-        numbered = [{"seq": seq, **record} for seq, record in enumerate(records)]
-        if after is not None:
-            page = numbered[after + 1 : after + 1 + limit]
-        else:
-            end = len(numbered) if before is None else max(0, min(before, len(numbered)))
-            page = numbered[max(0, end - limit) : end]
-        return HistoryPage(page, len(numbered))
+        records, total = await self.store.read_history_page(
+            agent_id, after=after, before=before, limit=limit
+        )
+        return HistoryPage(records, total)
 
     def pending_count(self) -> int:
         return self.inbox_log.pending_count
