@@ -34,6 +34,8 @@ from typing import Any
 
 import orjson
 
+from claybot.durable.atomic import write_all
+
 log = logging.getLogger(__name__)
 
 STRIDE = 256  # records between checkpoints: a page reads at most this many more lines
@@ -258,7 +260,11 @@ class JsonlIndex:
         )
         tmp = self.index_path.with_name(f".{self.index_path.name}.{os.getpid()}.tmp")
         try:
-            tmp.write_bytes(body)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                write_all(fd, body)
+            finally:
+                os.close(fd)
             os.replace(tmp, self.index_path)
         except OSError as exc:  # a cache: a full disk or a read-only folder costs speed only
             tmp.unlink(missing_ok=True)
