@@ -180,8 +180,14 @@ class RawClient:
         self.writer: asyncio.StreamWriter | None = None
 
     async def post(self, path: str, body: bytes) -> tuple[int, bytes]:
+        return await self.request("POST", path, body)
+
+    async def get(self, path: str) -> tuple[int, bytes]:
+        return await self.request("GET", path)
+
+    async def request(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
         head = (
-            f"POST {path} HTTP/1.1\r\nHost: claybot\r\nContent-Type: application/json\r\n"
+            f"{method} {path} HTTP/1.1\r\nHost: claybot\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(body)}\r\n\r\n"
         ).encode()
         for _ in range(2):
@@ -279,8 +285,14 @@ class SocketLoad:
     keep-alive connections.
     """
 
-    def __init__(self, settings: dict[str, object] | None = None) -> None:
+    def __init__(
+        self,
+        settings: dict[str, object] | None = None,
+        prepare: Callable[[HomePaths], None] | None = None,
+    ) -> None:
         self.paths = fresh_home(settings)
+        if prepare is not None:  # files the engine should find when it starts
+            prepare(self.paths)
         self.process, _ = start_engine(self.paths)
         self.replies: dict[str, float] = {}
         self._free: asyncio.Queue[RawClient] = asyncio.Queue()
@@ -292,6 +304,17 @@ class SocketLoad:
         for _ in range(concurrency):
             self._free.put_nowait(RawClient(self.paths.socket))
         await self._subscribed.wait()  # its init frame: no reply can be missed from here on
+
+    async def restart(self) -> None:
+        """Stop the engine and start it again on the same home (a restart, not a crash)."""
+        if self._follower is not None:
+            self._follower.cancel()
+        self.process.terminate()
+        await asyncio.to_thread(self.process.wait, 30)
+        self.process, _ = await asyncio.to_thread(start_engine, self.paths)
+        self._subscribed = asyncio.Event()
+        self._follower = asyncio.create_task(self._follow())
+        await self._subscribed.wait()
 
     async def _follow(self) -> None:
         reader, writer = await asyncio.open_unix_connection(str(self.paths.socket), limit=2**20)
@@ -527,6 +550,11 @@ async def main() -> None:
         "--boot-runs", type=int, default=5, help="engine starts to take the median of"
     )
     parser.add_argument(
+        "--long-history",
+        action="store_true",
+        help="only the long-history run: one agent with 1,000 to 100,000 records",
+    )
+    parser.add_argument(
         "--memory",
         action="store_true",
         help="only the memory run: resident memory at boot, after load, after idle unload",
@@ -541,6 +569,9 @@ async def main() -> None:
         print("|---|---:|---:|")
         for label, mb in measured:
             print(f"| {label} | {mb:.0f} | {(mb / boot_mb - 1) * 100:+.0f} % |")
+        return
+    if args.long_history:
+        await run_long_history()
         return
     rows = []
     for path, bench in (("in-process", bench_in_process), ("socket", bench_socket)):
@@ -589,6 +620,17 @@ async def main() -> None:
     print("|---|---:|")
     print(f"| process start to a ready socket | {boot_s * 1000:.0f} ms |")
     print(f"| resident memory after boot | {rss_mb:.0f} MB |")
+    await run_long_history()
+
+
+async def run_long_history() -> None:
+    from long_history import SIZES, bench_long_history, print_table
+
+    rows = []
+    for records in SIZES:
+        print(f"running long history with {records:,} records...", file=sys.stderr, flush=True)
+        rows.append(await bench_long_history(records))
+    print_table(rows)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from claybot.agents.recent_ids import RecentIds
 
 
@@ -37,3 +39,29 @@ def test_thousands_of_ids_are_told_apart() -> None:
         ids.add(f"message-{n}")
     assert all(f"message-{n}" in ids for n in range(4096))
     assert not any(f"other-{n}" in ids for n in range(4096))
+
+
+def test_a_filled_ring_keeps_the_newest_and_overwrites_the_oldest_first() -> None:
+    ids = RecentIds(3)
+    ids.fill(["a", "b", "c", "d"])  # history's ids, oldest first: "a" is beyond the window
+    assert "a" not in ids
+    assert all(message_id in ids for message_id in ("b", "c", "d"))
+    assert not ids.add("c")  # a retried post is still told apart
+    assert ids.add("e")  # takes the oldest slot, "b"'s
+    assert "b" not in ids
+    assert all(message_id in ids for message_id in ("c", "d", "e"))
+
+
+def test_a_ring_that_is_not_full_after_a_fill_grows_as_before() -> None:
+    ids = RecentIds(4)
+    ids.fill(["a", "b"])
+    assert ids.add("c") and ids.add("d") and ids.add("e")
+    assert "a" not in ids
+    assert all(message_id in ids for message_id in ("b", "c", "d", "e"))
+
+
+def test_only_an_empty_ring_is_filled() -> None:
+    ids = RecentIds(4)
+    ids.add("a")
+    with pytest.raises(ValueError, match="empty ring"):
+        ids.fill(["b"])

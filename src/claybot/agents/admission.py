@@ -23,7 +23,7 @@ from claybot.agents.descriptors import (
     descriptor_to_dict,
 )
 from claybot.agents.directory import AgentDirectory, AgentNotFound
-from claybot.agents.history import start_record, turn_progress
+from claybot.agents.history import HistoryTail, start_record, turn_progress
 from claybot.agents.inbox import InboxItem, ItemKind
 from claybot.agents.residency import Residency
 from claybot.agents.state import AgentState
@@ -148,7 +148,8 @@ class Admissions:
         self.directory.add(entry)
         self.directory.rested(agent_id, now)
         self.directory.touch(agent_id)
-        agent = Agent(agent_id, descriptor, state, [start_record(now)], self._runtime)
+        history = HistoryTail([start_record(now)], message_ids=[])
+        agent = Agent(agent_id, descriptor, state, history, self._runtime)
         agent.last_active = self._monotonic()
         self._residency.adopt(agent)
         self._runtime.events.emit(

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 
 from claybot.agents.descriptors import AgentDescriptor, UserDescriptor, agent_kind
 from claybot.agents.history import (
-    Record,
+    HistoryTail,
     TurnProgress,
     build_context,
     reset_record,
@@ -64,7 +64,7 @@ class Agent:
         agent_id: str,
         descriptor: AgentDescriptor,
         state: AgentState,
-        records: list[Record],
+        history: HistoryTail,
         runtime: AgentRuntime,
     ) -> None:
         self.id = agent_id
@@ -72,17 +72,15 @@ class Agent:
         self.kind = agent_kind(descriptor)
         self.state = state
         self.runtime = runtime
-        self.context = build_context(since_last_marker(records))
+        self.context = build_context(since_last_marker(history.records))
         self.inbox = AgentInbox()
         self.running = False
         self.unloaded = False
         self.state_dirty = False
         self.last_active = 0.0
         self._seen = RecentIds(SEEN_IDS_LIMIT)
-        for record in records:
-            # Resets too: a connector's /reset delivered again must not reset twice.
-            if record.get("type") in ("user_message", "reset") and record.get("messageId"):
-                self.remember(str(record["messageId"]))
+        # Resets too: a connector's /reset delivered again must not reset twice.
+        self._seen.fill(history.message_ids)
         self.transcript = FileTranscript(runtime.store, runtime.inbox_log, agent_id)
         self._resume: dict[str, TurnProgress] = {}
         self._item: InboxItem | None = None  # the item whose turn runs (or ran last)

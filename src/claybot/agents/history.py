@@ -33,6 +33,7 @@ from claybot.agents.records import (
     UserMessageRecord,
     parse_record,
 )
+from claybot.durable.jsonl_index import parse_line
 from claybot.providers.base import ChatMessage, TokenUsage, ToolCall
 
 Record = dict[str, Any]
@@ -126,6 +127,60 @@ def tool_result_record(
 
 def note_record(at: int, text: str) -> Record:
     return {"type": "note", "at": at, "text": text}
+
+
+# Record types the model sees as a message (the others are markers, notes, damage).
+CONTEXT_TYPES = frozenset({"user_message", "assistant_message", "tool_result"})
+# Records whose message id a retried post or a repeated /reset is recognised by.
+REMEMBERED_TYPES = ("user_message", "reset")
+_REMEMBERED_MARKS = tuple(f'"{kind}"'.encode() for kind in REMEMBERED_TYPES)
+
+
+@dataclass(frozen=True)
+class HistoryTail:
+    """What loading an agent needs of its history, taken from the end of the file."""
+
+    records: list[Record]  # oldest first: from the last marker, or enough for the context
+    message_ids: list[str]  # the newest user messages' and resets' ids, oldest first
+
+
+def history_tail(
+    lines_newest_first: Iterable[bytes], *, context_records: int, message_ids: int
+) -> HistoryTail:
+    """The records the context is built from, back to the last ``start`` or ``reset``
+    marker or to ``context_records`` records the model sees, whichever comes first;
+    and the ids of the last ``message_ids`` user messages and resets. Lines are read
+    only as far back as those two need: at 100,000 records, a few thousand. A line
+    that is no record is skipped (it is never context); only lines that can hold a
+    remembered id are parsed beyond the context."""
+    records: list[Record] = []
+    ids: list[str] = []
+    in_context = True
+    seen = 0  # context records taken
+    for line in lines_newest_first:
+        if not in_context and len(ids) >= message_ids:
+            break
+        record = None
+        if in_context:
+            record = parse_line(line)
+            if record is not None:
+                records.append(record)
+                kind = record.get("type")
+                if kind in MARKER_TYPES:
+                    in_context = False
+                elif kind in CONTEXT_TYPES:
+                    seen += 1
+                    in_context = seen < context_records
+        if len(ids) < message_ids and any(mark in line for mark in _REMEMBERED_MARKS):
+            if record is None:
+                record = parse_line(line)
+            if record is not None and record.get("type") in REMEMBERED_TYPES:
+                message_id = record.get("messageId")
+                if message_id:
+                    ids.append(str(message_id))
+    records.reverse()
+    ids.reverse()
+    return HistoryTail(records, ids)
 
 
 def since_last_marker(records: Sequence[Record]) -> Sequence[Record]:

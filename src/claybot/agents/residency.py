@@ -16,9 +16,9 @@ import logging
 import time
 from collections.abc import Callable
 
-from claybot.agents.agent import Agent, AgentRuntime
+from claybot.agents.agent import SEEN_IDS_LIMIT, Agent, AgentRuntime
 from claybot.agents.directory import AgentDirectory
-from claybot.agents.history import Record, turn_progress
+from claybot.agents.history import HistoryTail, turn_progress
 from claybot.agents.inbox import InboxItem
 from claybot.agents.state import AgentState
 from claybot.agents.store import AgentProblem, AgentStoreError
@@ -41,6 +41,10 @@ class StorageFull(OSError):
             errno.ENOSPC,
             f"the disk is full: agent {agent_id}'s work waits for space to be written",
         )
+
+
+# Records read back beyond twice the context window, for a turn's tool calls and results.
+CONTEXT_MARGIN = 256
 
 
 class Residency:
@@ -116,14 +120,14 @@ class Residency:
         first_load = agent_id not in self.restored
         # Unloading flushed this agent's appends; a torn tail can only come from a
         # crash, so the file is repaired on the first load after boot.
-        state, records, problem = await asyncio.to_thread(self._read_agent, agent_id, first_load)
+        state, history, problem = await asyncio.to_thread(self._read_agent, agent_id, first_load)
         if problem is not None:
             self.problems[agent_id] = problem
             self.events.emit(EventType.AGENT_DAMAGED, problem.to_dict())
-        agent = Agent(agent_id, entry.descriptor, state, records, self.runtime)
+        agent = Agent(agent_id, entry.descriptor, state, history, self.runtime)
         agent.last_active = self._monotonic()
         for item in self.recovered.pop(agent_id, []):
-            progress = turn_progress(records, item.id)
+            progress = turn_progress(history.records, item.id)
             if progress.started or progress.done:
                 agent.resume_from(item.id, progress)
             agent.remember(item.id)
@@ -136,9 +140,16 @@ class Residency:
             self.events.emit(EventType.AGENT_WOKE, {"agentId": agent_id})
         return agent
 
+    @property
+    def context_records(self) -> int:
+        """Context records read back at load when no marker comes first: the window
+        is the last ``maxContextMessages`` messages from a user message, and a loaded
+        context is kept up to twice that; the margin covers a turn's tool records."""
+        return 2 * self.runtime.loop.limits.max_context_messages + CONTEXT_MARGIN
+
     def _read_agent(
         self, agent_id: str, repair: bool
-    ) -> tuple[AgentState, list[Record], AgentProblem | None]:
+    ) -> tuple[AgentState, HistoryTail, AgentProblem | None]:
         problem = None
         try:
             state = self.store.read_state(agent_id)
@@ -159,12 +170,17 @@ class Residency:
                 extra={"action": "agents.state_damaged", "agentId": agent_id},
             )
             state = None
-        records = self.store.read_history(agent_id, repair=repair)
+        history = self.store.read_history_tail(
+            agent_id,
+            repair=repair,
+            context_records=self.context_records,
+            message_ids=SEEN_IDS_LIMIT,
+        )
         if state is None:
             now = self.runtime.now_ms()
             created = self.directory.entry(agent_id).created_at or now
             state = AgentState(createdAt=created, updatedAt=now)
-        return state, records, problem
+        return state, history, problem
 
     # -- a write failed -----------------------------------------------------------------
 

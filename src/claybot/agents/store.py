@@ -24,7 +24,7 @@ from claybot.agents.descriptors import (
     descriptor_to_dict,
     parse_descriptor,
 )
-from claybot.agents.history import Record, damaged_record
+from claybot.agents.history import HistoryTail, Record, damaged_record, history_tail
 from claybot.agents.state import AgentState
 from claybot.durable.atomic import (
     append_durably,
@@ -34,7 +34,12 @@ from claybot.durable.atomic import (
     json_bytes,
 )
 from claybot.durable.group_commit import GroupCommitWriter
-from claybot.durable.jsonl import encode_record, read_jsonl
+from claybot.durable.jsonl import (
+    cut_torn_tail,
+    encode_record,
+    read_jsonl,
+    read_lines_backward,
+)
 from claybot.durable.jsonl_index import JsonlIndex
 
 log = logging.getLogger(__name__)
@@ -253,6 +258,18 @@ class FileAgentStore:
             await asyncio.to_thread(atomic_write_many, files)
 
     # -- history ------------------------------------------------------------
+
+    def read_history_tail(
+        self, agent_id: str, *, repair: bool, context_records: int, message_ids: int
+    ) -> HistoryTail:
+        """What loading the agent needs (see ``history_tail``), read from the end of
+        the file; ``repair`` first cuts a torn tail off, as a whole read would."""
+        path = self.history_path(agent_id)
+        if repair:
+            cut_torn_tail(path)
+        return history_tail(
+            read_lines_backward(path), context_records=context_records, message_ids=message_ids
+        )
 
     def read_history(self, agent_id: str, *, repair: bool) -> list[Record]:
         """Every record; a damaged line is a ``damaged`` record in its place."""

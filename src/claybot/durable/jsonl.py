@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -91,16 +91,7 @@ def read_jsonl(
     records, good_end, bad = parse_jsonl(data, placeholder)
     torn = len(data) - good_end
     if torn and repair:
-        log.warning(
-            "cut a torn tail off a log",
-            extra={"action": "jsonl.repair", "path": str(path), "bytes": torn},
-        )
-        fd = os.open(path, os.O_WRONLY)
-        try:
-            os.ftruncate(fd, good_end)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _cut(path, good_end, torn)
     if bad:
         log.error(
             "%s: %d damaged line(s), numbers %s",
@@ -110,3 +101,84 @@ def read_jsonl(
             extra={"action": "jsonl.damaged", "path": str(path), "lines": bad[:100]},
         )
     return JsonlRead(records, torn, len(bad), bad)
+
+
+def _cut(path: Path, good_end: int, torn: int) -> None:
+    log.warning(
+        "cut a torn tail off a log",
+        extra={"action": "jsonl.repair", "path": str(path), "bytes": torn},
+    )
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.ftruncate(fd, good_end)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def cut_torn_tail(path: Path) -> int:
+    """What ``read_jsonl(path, repair=True)`` cuts off the end, reading only the end:
+    a last line without its newline, or a last line that is no JSON. The bytes cut."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return 0
+    if not size:
+        return 0
+    lines = read_lines_backward(path, with_partial=True)
+    last = next(lines)
+    good_end = size
+    if not last.endswith(b"\n"):
+        good_end -= len(last)  # the last line never got its newline
+        last = next(lines, b"")
+    if last.strip() and _garbled(last[:-1]):
+        good_end -= len(last)
+    if good_end < size:
+        _cut(path, good_end, size - good_end)
+    return size - good_end
+
+
+def _garbled(line: bytes) -> bool:
+    try:
+        orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return True
+    return False
+
+
+TAIL_CHUNK = 64 * 1024
+
+
+def read_lines_backward(path: Path, *, with_partial: bool = False) -> Iterator[bytes]:
+    """The file's lines from the last to the first, each with its newline, read in
+    chunks from the end: taking the newest records costs what they take, not the
+    file. A last line with no newline (a torn write) is left out unless
+    ``with_partial``."""
+    try:
+        file = path.open("rb")
+    except FileNotFoundError:
+        return
+    with file:
+        position = file.seek(0, os.SEEK_END)
+        buffer = b""  # read and not yet given out: the start of the line being read
+        tail_open = True  # what follows the file's last newline is still to be seen
+        while position > 0:
+            step = min(TAIL_CHUNK, position)
+            position -= step
+            file.seek(position)
+            buffer = file.read(step) + buffer
+            stop = len(buffer)
+            while (newline := buffer.rfind(b"\n", 0, stop)) != -1:
+                segment = buffer[newline + 1 : stop]
+                if tail_open:
+                    tail_open = False
+                    if segment and with_partial:
+                        yield segment
+                else:
+                    yield segment + b"\n"
+                stop = newline
+            buffer = buffer[:stop]
+        if not tail_open:
+            yield buffer + b"\n"  # the first line
+        elif buffer and with_partial:
+            yield buffer  # no newline in the whole file: one torn line

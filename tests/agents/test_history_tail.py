@@ -1,0 +1,150 @@
+"""Loading an agent reads the end of its history only, and gets what a whole read gave:
+the same context window and the same remembered message ids."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from claybot.agents.history import (
+    CONTEXT_TYPES,
+    REMEMBERED_TYPES,
+    assistant_message_record,
+    build_context,
+    history_tail,
+    reset_record,
+    since_last_marker,
+    start_record,
+    tool_result_record,
+    user_message_record,
+)
+from claybot.config.home import HomePaths
+from claybot.connectors.base import InboundMessage
+from claybot.durable.jsonl import encode_record, parse_jsonl, read_lines_backward
+from claybot.engine.engine import Engine, EngineOptions
+from claybot.providers.base import ToolCall
+from tests.conftest import ECHO_SETTINGS, write_settings
+
+
+def turn_records(n: int, kind: str) -> list[bytes]:
+    """One turn's lines in the file; ``kind`` picks what else a history holds."""
+    message_id = f"m{n}"
+    user = encode_record(user_message_record(n, f"question {n}", message_id))
+    if kind == "reset":
+        return [encode_record(reset_record(n, f"r{n}"))]
+    if kind == "tool":
+        # A tool call whose arguments hold what looks like a marker: not one.
+        call = ToolCall(f"c{n}", "note", {"type": "reset", "messageId": "not-an-id"})
+        return [
+            user,
+            encode_record(
+                assistant_message_record(n, "", message_id, tool_calls=[call], final=False)
+            ),
+            encode_record(tool_result_record(n, message_id, call, "done", is_error=False)),
+            encode_record(assistant_message_record(n, f"answer {n}", message_id, final=True)),
+        ]
+    if kind == "damaged":
+        return [user, b"not json\n", b"\n"]
+    return [user, encode_record(assistant_message_record(n, f"answer {n}", message_id, final=True))]
+
+
+def whole_read(lines: list[bytes]) -> list[dict[str, Any]]:
+    records, _, _ = parse_jsonl(b"".join(lines))
+    return records
+
+
+def remembered(records: list[dict[str, Any]]) -> list[str]:
+    return [
+        str(record["messageId"])
+        for record in records
+        if record.get("type") in REMEMBERED_TYPES and record.get("messageId")
+    ]
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    kinds=st.lists(st.sampled_from(["plain", "plain", "tool", "reset", "damaged"]), max_size=60),
+    window=st.integers(2, 12),
+    ids=st.integers(1, 40),
+)
+def test_the_tail_gives_the_whole_reads_window_and_ids(
+    tmp_path_factory: Any, kinds: list[str], window: int, ids: int
+) -> None:
+    lines = [encode_record(start_record(0))]
+    for n, kind in enumerate(kinds):
+        lines += turn_records(n, kind)
+    path = tmp_path_factory.mktemp("tail") / "history.jsonl"
+    path.write_bytes(b"".join(lines))
+    records = whole_read(lines)
+    tail = history_tail(read_lines_backward(path), context_records=2 * window + 4, message_ids=ids)
+    expected = build_context(since_last_marker(records)).window(window)
+    got = build_context(since_last_marker(tail.records)).window(window)
+    assert list(got) == list(expected)
+    assert tail.message_ids == remembered(records)[-ids:]
+    # Only the end was taken: the context records the window needs, no more.
+    assert sum(record.get("type") in CONTEXT_TYPES for record in tail.records) <= 2 * window + 4
+
+
+def test_the_last_marker_ends_the_context_however_few_records_follow_it(tmp_path: Path) -> None:
+    lines = [encode_record(start_record(0))]
+    for n in range(50):
+        lines += turn_records(n, "plain")
+    lines += turn_records(50, "reset") + turn_records(51, "plain")
+    path = tmp_path / "history.jsonl"
+    path.write_bytes(b"".join(lines))
+    tail = history_tail(read_lines_backward(path), context_records=400, message_ids=4096)
+    assert [record["type"] for record in tail.records] == [
+        "reset",
+        "user_message",
+        "assistant_message",
+    ]
+    assert tail.message_ids == [f"m{n}" for n in range(50)] + ["r50", "m51"]
+
+
+async def test_an_agent_with_a_long_history_loads_its_window_and_recent_ids(
+    paths: HomePaths,
+) -> None:
+    """Written straight to disk as an agent of an earlier run, then loaded by a message:
+    the model gets the last messages of the window, and a retried old message id is
+    still known as a duplicate while one beyond the 4,096 remembered is not."""
+    write_settings(paths, ECHO_SETTINGS)
+    engine = Engine(paths, EngineOptions(port=0))
+    await engine.start()
+    try:
+        first = await engine.agents.submit_inbound(
+            InboundMessage("local", "u1", "c1", "hello", "m-first")
+        )
+        await first.outcome(10)
+        agent_id = first.agent_id
+        assert await engine.agents.unload_idle(older_than_s=0) == 1
+    finally:
+        await engine.stop(drain_timeout_s=2)
+    history = paths.agents / agent_id / "history.jsonl"
+    with history.open("ab") as file:
+        for n in range(5000):
+            file.write(b"".join(turn_records(n, "plain")))
+        os.fsync(file.fileno())
+    engine = Engine(paths, EngineOptions(port=0))
+    await engine.start()
+    try:
+        retried = await engine.agents.submit_inbound(
+            InboundMessage("local", "u1", "c1", "question 4990", "m4990")
+        )
+        assert retried.duplicate
+        forgotten = await engine.agents.submit_inbound(
+            InboundMessage("local", "u1", "c1", "question 10", "m10")
+        )
+        assert not forgotten.duplicate  # 4,990 messages ago: beyond the window of ids
+        await forgotten.outcome(10)
+        request = engine.router.providers[0].requests[-1]
+        records = whole_read(history.read_bytes().splitlines(True))
+        assert records[-1]["type"] == "assistant_message"  # its reply, written after the call
+        context = build_context(since_last_marker(records[:-1]))
+        expected = list(context.window(engine.settings.agents.max_context_messages))
+        assert list(request.messages) == expected
+    finally:
+        await engine.stop(drain_timeout_s=2)
