@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from claybot.durable.jsonl import encode_record, read_jsonl
+from claybot.durable.jsonl import cut_torn_tail, encode_record, read_jsonl, read_lines_backward
 
 
 def test_a_torn_last_line_is_cut_off_and_the_file_repaired(tmp_path: Path) -> None:
@@ -75,3 +75,24 @@ def test_any_prefix_of_a_log_reads_as_a_prefix_of_its_records(
 def test_integers_beyond_64_bits_are_refused_rather_than_read_back_wrong() -> None:
     with pytest.raises(ValueError, match="cannot be stored"):
         encode_record({"n": -(2**63) - 1})
+
+
+@given(
+    lines=st.lists(
+        st.sampled_from([encode_record({"n": 1}), b"not json\n", b"\n", b"[1]\n", b"\x00\x00\n"]),
+        max_size=8,
+    ),
+    tail=st.sampled_from([b"", b'{"n": 2', b"garbage", b"  "]),
+)
+def test_cutting_the_torn_tail_from_the_end_leaves_what_a_whole_read_leaves(
+    tmp_path_factory: pytest.TempPathFactory, lines: list[bytes], tail: bytes
+) -> None:
+    folder = tmp_path_factory.mktemp("tail")
+    whole, end = folder / "whole.jsonl", folder / "end.jsonl"
+    for path in (whole, end):
+        path.write_bytes(b"".join(lines) + tail)
+    read_jsonl(whole, repair=True)
+    cut = cut_torn_tail(end)
+    assert end.read_bytes() == whole.read_bytes()
+    assert cut == len(b"".join(lines) + tail) - len(whole.read_bytes())
+    assert list(read_lines_backward(end)) == end.read_bytes().splitlines(keepends=True)[::-1]

@@ -125,14 +125,12 @@ def cut_torn_tail(path: Path) -> int:
         return 0
     if not size:
         return 0
-    lines = read_lines_backward(path, with_partial=True)
-    last = next(lines)
+    last = next(read_lines_backward(path, with_partial=True))
     good_end = size
     if not last.endswith(b"\n"):
         good_end -= len(last)  # the last line never got its newline
-        last = next(lines, b"")
-    if last.strip() and _garbled(last[:-1]):
-        good_end -= len(last)
+    elif last.strip() and _garbled(last[:-1]):
+        good_end -= len(last)  # a garbled last line is a torn write (not one before a tail)
     if good_end < size:
         _cut(path, good_end, size - good_end)
     return size - good_end
