@@ -5,6 +5,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from claybot.agents.history import damaged_record, note_record
+from claybot.durable.jsonl import encode_record, parse_jsonl
 from claybot.engine.engine import Engine
 
 
@@ -52,3 +54,34 @@ async def test_history_pages(
     api: httpx.AsyncClient, agent_id: str, params: dict[str, int], expected: list[int]
 ) -> None:
     assert await seqs(api, agent_id, **params) == expected
+
+
+async def test_without_paging_every_record_comes_in_order(
+    engine: Engine, api: httpx.AsyncClient, agent_id: str
+) -> None:
+    """Seed 000's route has no paging: a client written against it gets the whole
+    history, here 3,509 records (read and sent 1,000 at a time), not the last 100."""
+    assert await engine.agents.unload_idle(older_than_s=0) == 1
+    history = engine.paths.agents / agent_id / "history.jsonl"
+    with history.open("ab") as file:
+        for n in range(3500):
+            file.write(encode_record(note_record(n, f"note {n}")))
+        file.write(b"not json\n")  # a damaged line is a record too, in its place
+        file.write(encode_record(note_record(3500, "the last")))
+    response = await api.get(f"/v1/engine/agents/{agent_id}/history")
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == "application/json"
+    body = response.json()
+    on_disk, _, _ = parse_jsonl(history.read_bytes(), damaged_record)
+    assert body == {
+        "ok": True,
+        "agentId": agent_id,
+        "total": 3509,
+        "records": [{"seq": seq, **record} for seq, record in enumerate(on_disk)],
+    }
+    assert body["records"][-2]["type"] == "damaged"
+
+
+async def test_the_whole_history_of_an_unknown_agent_is_a_404(api: httpx.AsyncClient) -> None:
+    response = await api.get("/v1/engine/agents/nobody/history")
+    assert response.status_code == 404, response.text

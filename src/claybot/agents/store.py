@@ -13,6 +13,7 @@ import logging
 import os
 import shutil
 from collections import OrderedDict
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,7 @@ log = logging.getLogger(__name__)
 # History indexes kept in memory (a few KB each at 100,000 records); the others are
 # read back from their files when needed, which costs a read and a check, no scan.
 HISTORY_INDEXES_KEPT = 256
+HISTORY_CHUNK = 1000  # records read at a time for a whole history
 
 
 @dataclass(frozen=True)
@@ -287,6 +289,24 @@ class FileAgentStore:
         return await asyncio.to_thread(
             index.page, after=after, before=before, limit=limit, placeholder=damaged_record
         )
+
+    async def read_whole_history(
+        self, agent_id: str, *, chunk: int = HISTORY_CHUNK
+    ) -> tuple[int, AsyncIterator[list[Record]]]:
+        """How many records the history holds now, and those records, numbered, in
+        chunks of ``chunk``: a reader of the whole of a long history holds one chunk
+        at a time. Records appended after the count are not part of it."""
+        await self.writer.flush()
+        index = self._history_index(agent_id)
+        total = await asyncio.to_thread(index.count)
+
+        async def chunks() -> AsyncIterator[list[Record]]:
+            for first in range(0, total, chunk):
+                stop = min(first + chunk, total)
+                records, _ = await asyncio.to_thread(index.records, first, stop, damaged_record)
+                yield records
+
+        return total, chunks()
 
     def _history_index(self, agent_id: str) -> JsonlIndex:
         index = self._history_indexes.get(agent_id)

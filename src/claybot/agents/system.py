@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -486,6 +486,12 @@ class AgentSystem:
             agent_id, after=after, before=before, limit=limit
         )
         return HistoryPage(records, total)
+
+    async def whole_history(self, agent_id: str) -> tuple[int, AsyncIterator[list[dict[str, Any]]]]:
+        """Every record, numbered from 0, in chunks (see ``FileAgentStore.read_whole_history``)."""
+        if agent_id not in self.directory:
+            raise AgentNotFound(agent_id)
+        return await self.store.read_whole_history(agent_id)
 
     def pending_count(self) -> int:
         return self.inbox_log.pending_count

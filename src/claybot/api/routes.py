@@ -8,8 +8,10 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Header, Query, Request
+from fastapi.responses import StreamingResponse
 
 from claybot.agents.system import AgentNotFound
+from claybot.api.history_stream import whole_history_response
 from claybot.api.models.agents import (
     AgentList,
     AgentReset,
@@ -32,6 +34,7 @@ from claybot.kernel.errors import ClayError, NotFound
 router = APIRouter(prefix="/v1/engine", route_class=AnswerRoute)
 SSE_PING_S = 15
 RESET_WAIT_S = 10.0
+PAGE_LIMIT = 100  # history records in a page when the client names no limit
 
 
 def engine_of(request: Request) -> Engine:
@@ -70,10 +73,13 @@ async def background_agents(request: Request) -> BackgroundAgentList:
 
 @router.get(
     "/agents/{agentId}/history",
-    summary="An agent's history, paged by record number",
+    summary="An agent's history: all of it, or a page by record number",
+    response_model=AgentHistory,
     responses=errors(404, 422),
     description=(
-        "Records are numbered from 0 (`seq`) and come oldest first. Without `after`, the "
+        "Records are numbered from 0 (`seq`) and come oldest first. With no `limit`, "
+        "`before` or `after`, the answer holds every record (seed 000's route), streamed. "
+        "Otherwise it is a page of `limit` records (100 by default). Without `after`, the "
         "page is the newest `limit` records (below `before`, if given); with `after`, the "
         "oldest `limit` records above it (and below `before`, if given): with both, the "
         "records with after < seq < before."
@@ -82,11 +88,17 @@ async def background_agents(request: Request) -> BackgroundAgentList:
 async def agent_history(
     request: Request,
     agentId: str,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    limit: Annotated[
+        int | None, Query(ge=1, le=1000, description="records in a page (default 100)")
+    ] = None,
     before: Annotated[int | None, Query(ge=0, description="records numbered below this")] = None,
     after: Annotated[int | None, Query(ge=-1, description="records numbered above this")] = None,
-) -> AgentHistory:
+) -> AgentHistory | StreamingResponse:
     engine = engine_of(request)
+    if limit is None and before is None and after is None:
+        total, chunks = await engine.agents.whole_history(agentId)
+        return whole_history_response(agentId, total, chunks)
+    limit = PAGE_LIMIT if limit is None else limit
     if after is not None and before is not None:
         # Paging forward from ``after``; the records from ``before`` on are left out.
         page = await engine.agents.history(agentId, after=after, before=None, limit=limit)

@@ -176,10 +176,12 @@ class JsonlIndex:
         file.seek(covered.end)
         pending = b""
         position = covered.end  # the file offset of ``pending``'s first byte
+        last_start = -1  # where the last complete line scanned starts
         while chunk := file.read(READ_CHUNK):
             data = pending + chunk
             start = 0
             while (newline := data.find(b"\n", start)) != -1:
+                last_start = position + start
                 covered.lines += 1
                 if not data[start:newline].isspace() and newline > start:
                     if covered.count % self.stride == 0:
@@ -190,6 +192,17 @@ class JsonlIndex:
                 start = newline + 1
             pending = data[start:]
             position += start
+        if last_start >= 0 and not pending:
+            # A garbled last line is a torn write, as a whole read takes it: not a
+            # record (yet). Lines appended after it make it a damaged one.
+            file.seek(last_start)
+            line = file.read(position - last_start - 1)
+            if line.strip() and _garbled(line):
+                covered.lines -= 1
+                covered.count -= 1
+                if covered.count % self.stride == 0:
+                    covered.checkpoints.pop()
+                position = last_start
         covered.end = position
         begin = max(0, position - TAIL_CHECK_BYTES)
         file.seek(begin)
@@ -290,6 +303,14 @@ def _parsed(numbered: list[NumberedLine], placeholder: Placeholder | None) -> li
             record = placeholder(line.line, line.data)
         records.append({"seq": line.record, **record})
     return records
+
+
+def _garbled(line: bytes) -> bool:
+    try:
+        orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return True
+    return False
 
 
 def parse_line(line: bytes) -> dict[str, Any] | None:
