@@ -78,10 +78,25 @@ def test_status_names_every_entity(client: httpx.Client) -> None:
         assert isinstance(body[key], list), key
     assert {"id", "pluginId", "name", "loadedAt"} <= set(body["connectors"][0])
     assert body["connectors"][0]["id"] == "local"
+    # Seed 000's pluginId is a string for every connector, the engine's own too.
+    assert {(c["id"], c["pluginId"]) for c in body["connectors"]} == {
+        ("local", "builtin"),
+        ("webchat", "builtin"),
+    }
     assert body["inferenceProviders"] == [
         {"id": "scripted", "name": "scripted", "label": "Scripted (echo)", "model": "echo"}
     ]
-    assert {"id", "name", "label"} <= set(body["providers"][0])
+    # name and label mean the same in both provider lists.
+    assert body["providers"] == [
+        {
+            "id": "scripted",
+            "name": "scripted",
+            "label": "Scripted (echo)",
+            "type": "scripted",
+            "enabled": True,
+            "model": "echo",
+        }
+    ]
     assert isinstance(body["tcp"]["port"], int)
 
 

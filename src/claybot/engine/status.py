@@ -13,6 +13,7 @@ from claybot.config.home import HomePaths
 from claybot.config.settings import Settings
 from claybot.connectors.webchat import WEBCHAT_CONNECTOR
 from claybot.engine.keystore import DeferredApiKeyStore
+from claybot.plugin.registries import BUILTIN_PLUGIN_ID
 from claybot.plugins import PluginManager, Registries
 from claybot.providers.configured import ConfiguredProviders
 from claybot.sandbox import Sandbox
@@ -40,6 +41,9 @@ def engine_status(engine: StatusSources) -> dict[str, Any]:
     agents = engine.agents
     keys = engine.key_store
     started_at = engine.started_at.isoformat().replace("+00:00", "Z")
+    # ``name`` and ``label`` mean the same in both provider lists: its id, and how it
+    # shows itself (kind and model) as built, or as it would be built.
+    labels = {p.id: p.label for p in engine.providers.router.providers}
     return {
         "version": __version__,
         "pid": os.getpid(),
@@ -56,7 +60,8 @@ def engine_status(engine: StatusSources) -> dict[str, Any]:
             {
                 "id": p.id,
                 "name": p.id,
-                "label": p.provider_type,
+                "label": labels.get(p.id) or _unbuilt_label(engine, p.provider_type, p.model),
+                "type": p.provider_type,
                 "enabled": p.enabled,
                 "model": p.model,
             }
@@ -85,10 +90,17 @@ def engine_status(engine: StatusSources) -> dict[str, Any]:
     }
 
 
+def _unbuilt_label(engine: StatusSources, provider_type: str, model: str | None) -> str:
+    """A disabled provider's label, or one that failed to build: its kind and model."""
+    kinds = {kind.type: kind.label for kind in engine.registries.providers.types()}
+    kind = kinds.get(provider_type, provider_type)
+    return f"{kind} ({model})" if model else kind
+
+
 def _builtin_connectors(loaded_at: str) -> list[dict[str, Any]]:
     """The connectors that are views of the event stream rather than plugins."""
     return [
-        {"id": connector_id, "pluginId": None, "name": name, "loadedAt": loaded_at}
+        {"id": connector_id, "pluginId": BUILTIN_PLUGIN_ID, "name": name, "loadedAt": loaded_at}
         for connector_id, name in (
             ("local", "Local (CLI and socket API)"),
             (WEBCHAT_CONNECTOR, "Web chat (dashboard)"),

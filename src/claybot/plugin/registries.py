@@ -16,6 +16,10 @@ from claybot.providers.base import ImageProvider
 from claybot.providers.registry import ProviderRegistry
 from claybot.tools.base import ToolRegistry
 
+# The ``pluginId`` of a connector the engine itself provides (seed 000 has a string
+# there for every connector), which has no plugin behind it.
+BUILTIN_PLUGIN_ID = "builtin"
+
 
 @dataclass(frozen=True)
 class ConnectorEntry:
@@ -31,7 +35,7 @@ class ConnectorEntry:
     def summary(self) -> dict[str, Any]:
         return {
             "id": self.id,
-            "pluginId": self.plugin_id,
+            "pluginId": self.plugin_id or BUILTIN_PLUGIN_ID,
             "name": self.name,
             "loadedAt": self.loaded_at.isoformat().replace("+00:00", "Z"),
         }
@@ -96,7 +100,7 @@ class ImageProviderRegistry:
         return list(self._providers.values())
 
     def summaries(self) -> list[dict[str, Any]]:
-        return [{"id": p.id, "label": p.label} for p in self._providers.values()]
+        return [{"id": p.id, "name": p.id, "label": p.label} for p in self._providers.values()]
 
 
 @dataclass

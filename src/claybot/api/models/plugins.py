@@ -22,7 +22,7 @@ class ConnectorSummary(Answer):
     """A connector messages can come in and go out through (seed 000)."""
 
     id: str = Field(description="The connector id: the plugin instance id, or `local`/`webchat`")
-    pluginId: str | None = Field(description="null for the engine's own connectors")
+    pluginId: str = Field(description="`builtin` for the engine's own connectors")
     name: str
     loadedAt: str = Field(description="ISO 8601, UTC")
 

@@ -20,8 +20,11 @@ class ProviderSummary(Answer):
     """A configured inference provider, in priority order (seed 000, plus its state)."""
 
     id: str
-    name: str
-    label: str = Field(description="The provider type")
+    name: str = Field(description="Its id, as in `inferenceProviders`")
+    label: str = Field(
+        description="How it shows itself, as in `inferenceProviders`: its kind and model"
+    )
+    type: str = Field(description="The provider type (`openai`, `anthropic`, `local`, ...)")
     enabled: bool
     model: str | None
 
@@ -36,7 +39,10 @@ class InferenceProviderSummary(Answer):
 
 
 class ImageProviderSummary(Answer):
+    """An image provider (seed 000's ProviderSummary)."""
+
     id: str
+    name: str
     label: str
 
 
