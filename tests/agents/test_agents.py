@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 
+from claybot.connectors.base import InboundMessage
 from claybot.engine.engine import Engine, EngineOptions
 from claybot.kernel.events import Event
 from tests.conftest import ECHO_SETTINGS, write_settings
@@ -234,3 +235,23 @@ def _inbound(text: str) -> Any:
     from claybot.connectors.base import InboundMessage
 
     return InboundMessage(connector="local", user_id="u", channel_id="c", text=text)
+
+
+async def test_state_json_routes_to_the_latest_conversation(engine: Engine) -> None:
+    """Seed 001's ``routing``: where the latest message came in (a connector's), kept
+    as it was by a message that came from no connector."""
+    agents = engine.agents
+    first = await agents.submit_inbound(InboundMessage("local", "ann", "desk", "hi", "m1"))
+    await first.outcome(10)
+    later = await agents.submit_inbound(InboundMessage("local", "ann", "desk", "again", "m2"))
+    await later.outcome(10)
+    system = await agents.submit(first.agent_id, "a note from a task", origin="cron:daily")
+    await system.outcome(10)
+    assert await agents.unload_idle(older_than_s=0) == 1  # writes its state
+    state = json.loads((engine.paths.agents / first.agent_id / "state.json").read_bytes())
+    assert state["routing"] == {
+        "connector": "local",
+        "channelId": "desk",
+        "userId": "ann",
+        "messageId": "m2",
+    }

@@ -58,6 +58,21 @@ class AgentRuntime:
     meter: TurnMeter = UNMETERED  # the engine's metrics
 
 
+def conversation_routing(descriptor: AgentDescriptor, item: InboxItem) -> dict[str, str] | None:
+    """``state.json``'s ``routing`` (seed 001): where the agent's latest conversation
+    came in, and so where its replies go; None for an item that came from no
+    connector (a system message, a scheduled run), which leaves it as it was."""
+    connector = item.context.get("connector")
+    if not isinstance(descriptor, UserDescriptor) or not isinstance(connector, str):
+        return None
+    return {
+        "connector": connector,
+        "channelId": descriptor.channelId,
+        "userId": descriptor.userId,
+        "messageId": item.id,
+    }
+
+
 class Agent:
     def __init__(
         self,
@@ -121,6 +136,9 @@ class Agent:
             await self._reset(item)
             outcome = TurnOutcome("")
         else:
+            routing = conversation_routing(self.descriptor, item)
+            if routing is not None:
+                self.state.routing = routing
             outcome = await self._guarded_turn(item)
         self.state.updatedAt = self.runtime.now_ms()
         self.state_dirty = True
