@@ -358,3 +358,41 @@ async def test_too_many_queued_manual_runs_are_refused_not_dropped(served: Serve
     ]
     assert answers == [202] * 11 + [409]  # one running, ten waiting, the next one told
     assert (await served.api.delete(f"/api/agents/{agent['id']}")).status_code == 200
+
+
+SEED_EXAMPLE = {
+    "name": "Test Runner",
+    "objective": "Run the test suite and fix any failures",
+    "schedule": "0 * * * *",
+    "cwd": "/workspace/my-project",
+    "model": "sonnet",
+    "timeoutMs": 300000,
+    "maxRetries": 3,
+}
+
+
+async def test_seed_004s_own_example_is_refused_by_the_setting_that_would_allow_it(
+    served: Served,
+) -> None:
+    """/workspace/my-project is outside this engine's workspace (and absent here): the
+    answer names proactive.workspace rather than only saying the folder is missing."""
+    response = await served.api.post("/api/agents", json=SEED_EXAMPLE)
+    assert response.status_code == 422, response.text
+    body = response.json()
+    assert body["error"]["field"] == "cwd"
+    assert "proactive.workspace" in body["error"]["message"]
+    assert "/workspace/my-project" in body["error"]["message"]
+
+
+async def test_seed_004s_example_works_where_the_workspace_holds_its_folder(
+    served: Served,
+) -> None:
+    """The same body with the folder inside the workspace, as a machine whose
+    proactive.workspace is /workspace would have it."""
+    (served.workspace / "my-project").mkdir(exist_ok=True)
+    body = {**SEED_EXAMPLE, "cwd": str(served.workspace / "my-project")}
+    response = await served.api.post("/api/agents", json=body)
+    assert response.status_code == 201, response.text
+    agent = response.json()["agent"]
+    assert agent["cwd"] == str(served.workspace / "my-project")
+    assert (await served.api.delete(f"/api/agents/{agent['id']}")).status_code in (200, 204)

@@ -368,19 +368,25 @@ class ProactiveService:
         path = Path(raw)
         if not path.is_absolute():
             path = workspace / path
+        # Where it is comes before whether it is there: a folder outside the workspace
+        # (seed 004's own example, /workspace/my-project) is refused by the setting
+        # that would allow it, whether or not it exists on this machine.
         try:
-            resolved = path.resolve(strict=True)
+            where = path.resolve()
         except (OSError, RuntimeError) as exc:
-            raise InvalidAgentInput(f"cwd {raw!r} does not exist", "cwd") from exc
-        if resolved != workspace and workspace not in resolved.parents:
+            raise InvalidAgentInput(f"cwd {raw!r} cannot be resolved: {exc}", "cwd") from exc
+        if where != workspace and workspace not in where.parents:
             raise InvalidAgentInput(
-                f"cwd {raw!r} is outside the workspace {str(workspace)!r} "
-                "(settings: proactive.workspace)",
+                f"cwd {raw!r} is outside the workspace {str(workspace)!r}; a proactive "
+                "agent works inside proactive.workspace (settings.json), so set it to a "
+                "folder that holds this one",
                 "cwd",
             )
-        if not resolved.is_dir():
+        if not where.exists():
+            raise InvalidAgentInput(f"cwd {raw!r} does not exist", "cwd")
+        if not where.is_dir():
             raise InvalidAgentInput(f"cwd {raw!r} is not a directory", "cwd")
-        return str(resolved)
+        return str(where)
 
     def _fresh_id(self) -> str:
         while True:
