@@ -3,6 +3,7 @@ the same context window and the same remembered message ids."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -10,12 +11,15 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from claybot.agents.agent_tools import AgentTools, ReadSessionHistory
+from claybot.agents.descriptors import agent_kind
 from claybot.agents.history import (
     CONTEXT_TYPES,
     REMEMBERED_TYPES,
     assistant_message_record,
     build_context,
     history_tail,
+    note_record,
     reset_record,
     since_last_marker,
     start_record,
@@ -27,6 +31,7 @@ from claybot.connectors.base import InboundMessage
 from claybot.durable.jsonl import encode_record, parse_jsonl, read_lines_backward
 from claybot.engine.engine import Engine, EngineOptions
 from claybot.providers.base import ToolCall
+from claybot.tools.base import ToolContext
 from tests.conftest import ECHO_SETTINGS, write_settings
 
 
@@ -148,3 +153,29 @@ async def test_an_agent_with_a_long_history_loads_its_window_and_recent_ids(
         assert list(request.messages) == expected
     finally:
         await engine.stop(drain_timeout_s=2)
+
+
+async def test_session_history_by_time_finds_an_old_window(engine: Engine) -> None:
+    """read_session_history with fromAt/toAt seeks to the window, however far back it is
+    (it used to look only at the newest 2,000 records)."""
+    turn = await engine.agents.submit_inbound(InboundMessage("local", "u1", "c1", "hi", "m1"))
+    await turn.outcome(10)
+    agent_id = turn.agent_id
+    assert await engine.agents.unload_idle(older_than_s=0) == 1
+    with (engine.paths.agents / agent_id / "history.jsonl").open("ab") as file:
+        for n in range(5000):
+            file.write(encode_record(note_record(10**13 + n, f"note {n}")))
+    tools = AgentTools(engine.agents)
+    context = ToolContext(agent_id, agent_kind(engine.agents.descriptor_of(agent_id)), None)
+    window = ReadSessionHistory(agentId=agent_id, fromAt=10**13 + 100, toAt=10**13 + 104)
+    result = await tools.read_session_history(window, context)
+    assert not result.is_error
+    texts = [json.loads(line)["text"] for line in result.text.splitlines()]
+    assert texts == [f"note {n}" for n in range(100, 105)]
+    newest = ReadSessionHistory(agentId=agent_id, fromAt=10**13 + 100, limit=3)
+    result = await tools.read_session_history(newest, context)
+    assert [json.loads(line)["text"] for line in result.text.splitlines()] == [
+        "note 4997",
+        "note 4998",
+        "note 4999",
+    ]

@@ -215,3 +215,34 @@ def test_a_garbled_last_line_is_a_torn_write_until_a_record_follows_it(tmp_path:
     records, count = index.records(0, 10, placeholder)
     assert count == 5 and records == full_read(path)
     assert records[3] == {"seq": 3, "type": "damaged", "line": 4, "raw": "\x00\x00garbage"}
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    times=st.lists(st.integers(0, 50), max_size=60).map(sorted),
+    damaged=st.sets(st.integers(0, 59)),
+    stride=st.integers(1, 7),
+    bound=st.integers(-1, 52),
+)
+def test_bisect_finds_the_first_record_a_growing_predicate_leaves(
+    tmp_path_factory: pytest.TempPathFactory,
+    times: list[int],
+    damaged: set[int],
+    stride: int,
+    bound: int,
+) -> None:
+    path = tmp_path_factory.mktemp("bisect") / "history.jsonl"
+    # Damaged lines (which have no time, so count as the oldest) only where the
+    # predicate holds anyway: it must hold for a prefix of the records.
+    lines = [
+        b"not json\n" if n in damaged and at < bound else encode_record({"at": at})
+        for n, at in enumerate(times)
+    ]
+    path.write_bytes(b"".join(lines) + encode_record({"at": 99}))  # a record last, not a torn line
+    records = full_read(path)
+
+    def before(record: dict[str, Any]) -> bool:
+        return bool(record.get("at", -1) < bound)
+
+    expected = next((r["seq"] for r in records if not before(r)), len(records))
+    assert JsonlIndex(path, stride=stride).bisect(before) == (expected, len(records))

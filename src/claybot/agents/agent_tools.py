@@ -156,13 +156,9 @@ class AgentTools:
                 "and (from a user agent) the cron and heartbeat agents'; not this one.",
                 is_error=True,
             )
-        page = await system.history(target, after=None, before=None, limit=HISTORY_MAX * 4)
-        records = [
-            record
-            for record in page.records
-            if (arguments.fromAt is None or record.get("at", 0) >= arguments.fromAt)
-            and (arguments.toAt is None or record.get("at", 0) <= arguments.toAt)
-        ][-arguments.limit :]
+        records = await system.history_between(
+            target, from_at=arguments.fromAt, to_at=arguments.toAt, limit=arguments.limit
+        )
         return ToolResult("\n".join(orjson.dumps(record).decode() for record in records))
 
     def _may_read(self, reader: str, target: str) -> bool:

@@ -290,6 +290,27 @@ class FileAgentStore:
             index.page, after=after, before=before, limit=limit, placeholder=damaged_record
         )
 
+    async def read_history_between(
+        self, agent_id: str, *, from_at: int | None, to_at: int | None, limit: int
+    ) -> list[Record]:
+        """The last ``limit`` numbered records whose ``at`` is within the bounds (unix
+        ms, both included), found by seeking: records are appended in time order."""
+        await self.writer.flush()
+        index = self._history_index(agent_id)
+
+        def window() -> list[Record]:
+            first = 0
+            if from_at is not None:
+                first, _ = index.bisect(lambda record: _at(record) < from_at)
+            if to_at is not None:
+                stop, _ = index.bisect(lambda record: _at(record) <= to_at)
+            else:
+                stop = index.count()
+            records, _ = index.records(max(first, stop - limit), stop, damaged_record)
+            return records
+
+        return await asyncio.to_thread(window)
+
     async def read_whole_history(
         self, agent_id: str, *, chunk: int = HISTORY_CHUNK
     ) -> tuple[int, AsyncIterator[list[Record]]]:
@@ -335,3 +356,8 @@ class FileAgentStore:
             return int(self.history_path(agent_id).stat().st_mtime * 1000)
         except FileNotFoundError:
             return 0
+
+
+def _at(record: Record) -> int:
+    at = record.get("at")
+    return at if isinstance(at, int) else 0

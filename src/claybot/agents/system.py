@@ -487,6 +487,16 @@ class AgentSystem:
         )
         return HistoryPage(records, total)
 
+    async def history_between(
+        self, agent_id: str, *, from_at: int | None, to_at: int | None, limit: int
+    ) -> list[dict[str, Any]]:
+        """The last ``limit`` records written between two times (unix ms, included)."""
+        if agent_id not in self.directory:
+            raise AgentNotFound(agent_id)
+        return await self.store.read_history_between(
+            agent_id, from_at=from_at, to_at=to_at, limit=limit
+        )
+
     async def whole_history(self, agent_id: str) -> tuple[int, AsyncIterator[list[dict[str, Any]]]]:
         """Every record, numbered from 0, in chunks (see ``FileAgentStore.read_whole_history``)."""
         if agent_id not in self.directory:

@@ -134,6 +134,31 @@ class JsonlIndex:
         numbered, count = self.lines(first, stop)
         return _parsed(numbered, placeholder), count
 
+    def bisect(self, before: Callable[[dict[str, Any]], bool]) -> tuple[int, int]:
+        """The number of the first record ``before`` is false for, and the record
+        count; ``before`` must hold for a prefix of the records (times that only grow,
+        say) and is given ``{}`` for a damaged line. A binary search over the
+        checkpoints, reading one line each, then at most a stride of lines."""
+        with self._lock:
+            covered = self._refresh()
+            points = covered.checkpoints
+            low, high = 0, len(points)  # the first checkpoint ``before`` is false for
+            with open(self.path, "rb") as file:
+                while low < high:
+                    middle = (low + high) // 2
+                    file.seek(points[middle].offset)
+                    if before(parse_line(file.readline().rstrip(b"\n")) or {}):
+                        low = middle + 1
+                    else:
+                        high = middle
+            start = points[low - 1].record if low else 0
+            stop = points[low].record if low < len(points) else covered.count
+            if start < stop:
+                for line in self._read(covered, start, stop):
+                    if not before(parse_line(line.data) or {}):
+                        return line.record, covered.count
+            return stop, covered.count
+
     # -- keeping the index true to the file -----------------------------------
 
     def _refresh(self) -> _Covered:
