@@ -20,10 +20,12 @@ from claybot.agents.history import (
     build_context,
     history_tail,
     note_record,
+    of_turn,
     reset_record,
     since_last_marker,
     start_record,
     tool_result_record,
+    turn_records,
     user_message_record,
 )
 from claybot.config.home import HomePaths
@@ -35,7 +37,7 @@ from claybot.tools.base import ToolContext
 from tests.conftest import ECHO_SETTINGS, write_settings
 
 
-def turn_records(n: int, kind: str) -> list[bytes]:
+def turn_lines(n: int, kind: str) -> list[bytes]:
     """One turn's lines in the file; ``kind`` picks what else a history holds."""
     message_id = f"m{n}"
     user = encode_record(user_message_record(n, f"question {n}", message_id))
@@ -81,7 +83,7 @@ def test_the_tail_gives_the_whole_reads_window_and_ids(
 ) -> None:
     lines = [encode_record(start_record(0))]
     for n, kind in enumerate(kinds):
-        lines += turn_records(n, kind)
+        lines += turn_lines(n, kind)
     path = tmp_path_factory.mktemp("tail") / "history.jsonl"
     path.write_bytes(b"".join(lines))
     records = whole_read(lines)
@@ -97,8 +99,8 @@ def test_the_tail_gives_the_whole_reads_window_and_ids(
 def test_the_last_marker_ends_the_context_however_few_records_follow_it(tmp_path: Path) -> None:
     lines = [encode_record(start_record(0))]
     for n in range(50):
-        lines += turn_records(n, "plain")
-    lines += turn_records(50, "reset") + turn_records(51, "plain")
+        lines += turn_lines(n, "plain")
+    lines += turn_lines(50, "reset") + turn_lines(51, "plain")
     path = tmp_path / "history.jsonl"
     path.write_bytes(b"".join(lines))
     tail = history_tail(read_lines_backward(path), context_records=400, message_ids=4096)
@@ -131,7 +133,7 @@ async def test_an_agent_with_a_long_history_loads_its_window_and_recent_ids(
     history = paths.agents / agent_id / "history.jsonl"
     with history.open("ab") as file:
         for n in range(5000):
-            file.write(b"".join(turn_records(n, "plain")))
+            file.write(b"".join(turn_lines(n, "plain")))
         os.fsync(file.fileno())
     engine = Engine(paths, EngineOptions(port=0))
     await engine.start()
@@ -179,3 +181,22 @@ async def test_session_history_by_time_finds_an_old_window(engine: Engine) -> No
         "note 4998",
         "note 4999",
     ]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    kinds=st.lists(st.sampled_from(["plain", "tool", "reset", "damaged"]), min_size=1, max_size=30),
+    data=st.data(),
+)
+def test_a_turns_records_read_from_the_end_are_those_a_whole_read_finds(
+    tmp_path_factory: Any, kinds: list[str], data: st.DataObject
+) -> None:
+    lines = [encode_record(start_record(0))]
+    for n, kind in enumerate(kinds):
+        lines += turn_lines(n, kind)
+    path = tmp_path_factory.mktemp("turn") / "history.jsonl"
+    path.write_bytes(b"".join(lines))
+    n = data.draw(st.integers(0, len(kinds)))  # len(kinds): an id history does not know
+    message_id = f"r{n}" if n < len(kinds) and kinds[n] == "reset" else f"m{n}"
+    expected = of_turn(whole_read(lines), message_id)
+    assert turn_records(read_lines_backward(path), message_id) == expected

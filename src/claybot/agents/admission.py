@@ -183,7 +183,7 @@ class Admissions:
     async def _ended_turn(
         self, agent_id: str, item_id: str
     ) -> tuple[list[OutgoingMessage], TurnOutcome]:
-        records = await self._store.read_written_history(agent_id)
+        records = await self._store.read_written_turn(agent_id, item_id)
         progress = turn_progress(records, item_id)
         descriptor = self.directory.entry(agent_id).descriptor
         replies = [

@@ -23,6 +23,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from claybot.agents.packed_context import PackedContext
 from claybot.agents.records import (
     AssistantMessageRecord,
@@ -247,6 +249,31 @@ class TurnProgress:
     failed: bool = False  # the turn ended with an error record
     outgoing: list[tuple[str, str, bool]] = field(default_factory=list)  # (id, text, final)
     unanswered_calls: list[ToolCall] = field(default_factory=list)
+
+
+def of_turn(records: Iterable[Record], message_id: str) -> list[Record]:
+    """The records of one message's turn (they carry its id), in order."""
+    return [record for record in records if record.get("messageId") == message_id]
+
+
+def turn_records(lines_newest_first: Iterable[bytes], message_id: str) -> list[Record]:
+    """The records of one message's turn, read back from the end of the history only
+    as far as its ``user_message`` (where a turn starts; a reset is its one record);
+    a line is parsed only when it holds the id's JSON text. An id used again after it
+    left the remembered window gives its latest turn."""
+    needle = orjson.dumps(message_id)
+    found: list[Record] = []
+    for line in lines_newest_first:
+        if needle not in line:
+            continue
+        record = parse_line(line)
+        if record is None or record.get("messageId") != message_id:
+            continue
+        found.append(record)
+        if record.get("type") in REMEMBERED_TYPES:  # a message's turn starts here, a reset is one
+            break
+    found.reverse()
+    return found
 
 
 def turn_progress(records: Iterable[Record], message_id: str) -> TurnProgress:

@@ -25,7 +25,13 @@ from claybot.agents.descriptors import (
     descriptor_to_dict,
     parse_descriptor,
 )
-from claybot.agents.history import HistoryTail, Record, damaged_record, history_tail
+from claybot.agents.history import (
+    HistoryTail,
+    Record,
+    damaged_record,
+    history_tail,
+    turn_records,
+)
 from claybot.agents.state import AgentState
 from claybot.durable.atomic import (
     append_durably,
@@ -338,6 +344,13 @@ class FileAgentStore:
         else:
             self._history_indexes.move_to_end(agent_id)
         return index
+
+    async def read_written_turn(self, agent_id: str, message_id: str) -> list[Record]:
+        """One message's records (see ``turn_records``), once the writer has written
+        what it holds: read from the end back to the turn's start, not the whole file."""
+        await self.writer.flush()
+        path = self.history_path(agent_id)
+        return await asyncio.to_thread(lambda: turn_records(read_lines_backward(path), message_id))
 
     async def read_written_history(self, agent_id: str) -> list[Record]:
         """Every record, once the writer has written what it still holds for any file:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from typing import Protocol
 
-from claybot.agents.history import Record
+from claybot.agents.history import Record, of_turn
 from claybot.agents.inbox import InboxLog
 from claybot.agents.store import FileAgentStore
 
@@ -29,6 +29,10 @@ class Transcript(Protocol):
 
     async def read(self) -> list[Record]:
         """Every record so far, in order (those queued included)."""
+        ...
+
+    async def read_turn(self, item_id: str) -> list[Record]:
+        """The records of one item's turn so far, in order (those queued included)."""
         ...
 
     async def checkpoint(self) -> None:
@@ -63,6 +67,9 @@ class FileTranscript:
 
     async def read(self) -> list[Record]:
         return await self._store.read_written_history(self._agent_id)
+
+    async def read_turn(self, item_id: str) -> list[Record]:
+        return await self._store.read_written_turn(self._agent_id, item_id)
 
     async def checkpoint(self) -> None:
         return None
@@ -101,6 +108,9 @@ class MemoryTranscript:
 
     async def read(self) -> list[Record]:
         return [*self.durable, *self._queued]
+
+    async def read_turn(self, item_id: str) -> list[Record]:
+        return of_turn(await self.read(), item_id)
 
     async def checkpoint(self) -> None:
         return None  # as an agent's history: what is queued is durable with the next sync

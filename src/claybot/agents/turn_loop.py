@@ -263,7 +263,7 @@ class TurnLoop:
     ) -> TurnOutcome:
         """End a turn that did not finish normally (stopped, or a bug) with a final record
         and message; if it finished just before, its own outcome stands."""
-        progress = turn_progress(await work.transcript.read(), work.item_id)
+        progress = turn_progress(await work.transcript.read_turn(work.item_id), work.item_id)
         if progress.done:
             return outcome_of(progress)
         # Every tool call needs its result, or the next request to the model is invalid.

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from claybot.agents.history import Record
+from claybot.agents.history import Record, of_turn
 from claybot.jobs.database import JobDatabase
 from claybot.jobs.model import Claim
 from claybot.jobs.store import Checkpoint
@@ -104,6 +104,9 @@ class JobTranscript:
 
     async def read(self) -> list[Record]:
         return [*self._written, *self._queued]
+
+    async def read_turn(self, item_id: str) -> list[Record]:
+        return of_turn(await self.read(), item_id)
 
     def delivered(self, item_id: str, outgoing_id: str) -> bool:
         return outgoing_id in self._delivered
