@@ -116,3 +116,11 @@ async def test_pages_match_the_file_after_a_sigkill_during_appends(
     records, total = await _every_record(engine_process, agent_id)
     assert records == _on_disk(engine_process, agent_id)
     assert total == len(records) < stale["count"]
+
+    # Seed 000's route, no paging: every record, in order, as the file has them.
+    async with engine_process.async_client() as client:
+        response = await client.get(f"/v1/engine/agents/{agent_id}/history")
+    assert response.status_code == 200, response.text
+    whole = response.json()
+    assert whole["records"] == _on_disk(engine_process, agent_id)
+    assert whole["total"] == len(whole["records"]) > 300  # the 200 messages kept above
