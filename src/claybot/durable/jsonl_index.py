@@ -1,7 +1,8 @@
 """A sparse index of an append-only JSONL file's records, so that a page costs its size.
 
-A record is a complete, non-blank line; records are numbered from 0 in file order
-(what ``parse_jsonl`` returns, and what history pages call ``seq``). Reading records
+A record is a complete, non-blank line, as ``parse_jsonl`` reads them (a garbled last
+line is a torn write until a record follows it); records are numbered from 0 in
+file order (what history pages call ``seq``). Reading records
 ``a..b`` of a 100,000-record file used to parse all of it (2 s); with the index it
 seeks to the nearest checkpoint at or before ``a`` (every ``stride``-th record's
 byte offset and line number) and reads at most ``stride`` lines more than the page.
@@ -12,10 +13,11 @@ covers: the prefix's length, the file's inode, and a checksum of the prefix's la
 bytes. Whenever it is used it is checked against the file first, and rebuilt from
 the file when it is missing, unreadable, or does not match (the file was cut back
 by a repair or a journal replay, or replaced; a hand edit inside the covered part
-is seen when it changes that part's length or its last bytes). Lines appended after the
-covered prefix are scanned and added on the next read (only complete lines: a torn
-tail is left for the file's own repair). It is written atomically and without a
-sync: a crash leaves the old index or none, and either is checked before use.
+is seen when it changes that part's length or its last bytes). Lines appended
+after the covered prefix are scanned and added on the next read (only complete
+lines: a torn tail is left for the file's own repair). It is written atomically and
+without a sync: a crash leaves the old index or none, and either is checked before
+use.
 
 One index object serves one file within a process; its lock makes a read and the
 refresh before it one step, so threads reading the same file do not race.
