@@ -42,6 +42,7 @@ def ready_banner(engine: ReadyEngine, *, detached: bool, home_flag: str = "") ->
     suggested when they would not find this home by themselves."""
     next_steps = [
         (f"claybot chat{home_flag}", "talk to an agent"),
+        (f"claybot dashboard{home_flag}", "open the dashboard (a one-time login link)"),
         (f"claybot doctor{home_flag}", "check what this machine and home are missing"),
         (f"claybot stop{home_flag}" if detached else "Ctrl-C", "stop the engine"),
     ]
@@ -50,8 +51,8 @@ def ready_banner(engine: ReadyEngine, *, detached: bool, home_flag: str = "") ->
         [
             f"ClayBot engine ready (pid {engine.pid})",
             f"  socket: {engine.socket}",
-            # Not a page to open: every request there needs an API key (claybot keys).
-            f"  http:   {engine.http} (the API; requests need a key: claybot keys create)",
+            # The API there needs a key; the dashboard there, a login link.
+            f"  http:   {engine.http} (the API, with a key: claybot keys create)",
             f"  home:   {engine.home}",
             f"  exec:   {engine.exec_summary}",
             "Next:",

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from claybot.api.dashboard.paths import is_dashboard_path
 from claybot.api.error_shapes import reshaped
 from claybot.api.ratelimit import FailureLimiter, RateLimiter, SlidingWindowLimiter
 from claybot.db.errors import StoreError
@@ -81,8 +82,12 @@ class ApiKeyMiddleware:
         self._pending: set[asyncio.Task[None]] = set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket") or scope.get("path") in PUBLIC_PATHS:
+        path = str(scope.get("path", ""))
+        if scope["type"] not in ("http", "websocket") or path in PUBLIC_PATHS:
             await self.app(scope, receive, send)  # lifespan, or a path open to anyone
+            return
+        if scope["type"] == "http" and is_dashboard_path(path):
+            await self.app(scope, receive, send)  # the dashboard's session cookie decides
             return
         client = _client_address(scope)
         wait_s = self.failures.retry_after(client)

@@ -12,6 +12,7 @@ from claybot.cli import (
     auth_cmds,
     chat,
     cron_cmds,
+    dashboard_cmd,
     doctor_cmd,
     engine_cmds,
     events_cmds,
@@ -69,6 +70,7 @@ app.command()(events_cmds.events)
 app.command()(logs_cmd.logs)
 app.command()(worker_cmd.worker)
 app.command()(doctor_cmd.doctor)
+app.command()(dashboard_cmd.dashboard)
 app.add_typer(agents_cmds.app, name="agents")
 app.add_typer(plugins_cmds.app, name="plugins")
 app.add_typer(auth_cmds.app, name="auth")

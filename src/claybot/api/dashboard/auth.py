@@ -1,0 +1,144 @@
+"""Who may use the dashboard: one-time login links, sessions and their CSRF tokens.
+
+``claybot dashboard`` asks the engine (over its socket, which is its owner's) for a
+login link: a random token, good once, for five minutes. Opening it starts a
+session: a second random token, sent back only as an HttpOnly, SameSite=Strict
+cookie, so no script of a page (and no other site) can read or send it. Every form
+of a session carries that session's CSRF token, checked on every POST.
+
+Tokens are kept as their SHA-256 digests: a token is 256 random bits, so the digest
+is as good as the token for a lookup and a memory dump gives none of them away.
+Sessions live in the engine's memory: they are listed and revocable, expire after
+``SESSION_TTL_S`` (and after ``IDLE_TTL_S`` unused), and a restart of the engine
+ends them all, which asks for a new link rather than leaving a stolen cookie valid.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+LINK_TTL_S = 5 * 60
+SESSION_TTL_S = 12 * 3600
+IDLE_TTL_S = 2 * 3600
+MAX_LINKS = 100  # unused links kept at most: asking for more drops the oldest
+MAX_SESSIONS = 100
+
+
+def _digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode()).digest()
+
+
+@dataclass
+class Session:
+    id: str  # a public name for it (listing, revoking); not the cookie's token
+    created_at: float
+    expires_at: float
+    last_seen: float
+    csrf: str
+    via: str  # how it began ("login link")
+
+    def to_dict(self, wall: Callable[[float], float]) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "createdAt": _iso(wall(self.created_at)),
+            "expiresAt": _iso(wall(self.expires_at)),
+            "lastSeenAt": _iso(wall(self.last_seen)),
+            "via": self.via,
+        }
+
+
+def _iso(unix_s: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(unix_s))
+
+
+@dataclass
+class DashboardAuth:
+    """Login links and sessions. ``clock`` is monotonic seconds (tests move it);
+    ``wall`` turns a reading of it into unix seconds for display."""
+
+    clock: Callable[[], float] = time.monotonic
+    _links: dict[bytes, float] = field(default_factory=dict)  # digest -> expiry
+    _sessions: dict[bytes, Session] = field(default_factory=dict)  # digest -> session
+
+    def wall(self, reading: float) -> float:
+        return time.time() - (self.clock() - reading)
+
+    # -- links ---------------------------------------------------------------------------
+
+    def new_link_token(self) -> tuple[str, float]:
+        """A fresh login token and how many seconds it is good for."""
+        self._forget_expired()
+        while len(self._links) >= MAX_LINKS:
+            del self._links[next(iter(self._links))]
+        token = secrets.token_urlsafe(32)
+        self._links[_digest(token)] = self.clock() + LINK_TTL_S
+        return token, LINK_TTL_S
+
+    def redeem(self, token: str) -> tuple[str, Session] | None:
+        """A new session for a link's token (the link is then spent), or None for a
+        token that is unknown, spent or expired: the answer does not say which."""
+        expiry = self._links.pop(_digest(token), None)
+        now = self.clock()
+        if expiry is None or expiry < now:
+            return None
+        self._forget_expired()
+        while len(self._sessions) >= MAX_SESSIONS:
+            del self._sessions[next(iter(self._sessions))]
+        cookie = secrets.token_urlsafe(32)
+        session = Session(
+            id=secrets.token_hex(6),
+            created_at=now,
+            expires_at=now + SESSION_TTL_S,
+            last_seen=now,
+            csrf=secrets.token_urlsafe(32),
+            via="login link",
+        )
+        self._sessions[_digest(cookie)] = session
+        return cookie, session
+
+    # -- sessions ------------------------------------------------------------------------
+
+    def session(self, cookie: str | None) -> Session | None:
+        """The live session a cookie names (its use noted), or None."""
+        if not cookie:
+            return None
+        key = _digest(cookie)
+        session = self._sessions.get(key)
+        now = self.clock()
+        if session is None:
+            return None
+        if session.expires_at < now or session.last_seen + IDLE_TTL_S < now:
+            del self._sessions[key]
+            return None
+        session.last_seen = now
+        return session
+
+    def sessions(self) -> list[Session]:
+        self._forget_expired()
+        return sorted(self._sessions.values(), key=lambda s: s.created_at)
+
+    def revoke(self, session_id: str) -> bool:
+        for key, session in list(self._sessions.items()):
+            if session.id == session_id:
+                del self._sessions[key]
+                return True
+        return False
+
+    @staticmethod
+    def csrf_ok(session: Session, presented: str | None) -> bool:
+        return presented is not None and hmac.compare_digest(session.csrf, presented)
+
+    def _forget_expired(self) -> None:
+        now = self.clock()
+        for key, expiry in list(self._links.items()):
+            if expiry < now:
+                del self._links[key]
+        for key, session in list(self._sessions.items()):
+            if session.expires_at < now or session.last_seen + IDLE_TTL_S < now:
+                del self._sessions[key]

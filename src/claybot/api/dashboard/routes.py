@@ -1,0 +1,174 @@
+"""The dashboard's pages and the socket routes that let people in.
+
+Pages are rendered on the server (Jinja2, autoescaped: text from agents, users and
+plugins always shows as text) from the engine's own status, never a copy of its
+logic. A page without a live session redirects to ``/login``; every POST carries
+the session's CSRF token. Each answer forbids framing, inline scripts and
+referrers (a login link's token must not leave in a ``Referer``).
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Form, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from starlette.templating import Jinja2Templates
+
+from claybot.api.dashboard.auth import SESSION_TTL_S, DashboardAuth, Session
+from claybot.api.models.base import AnswerRoute, Ok
+from claybot.api.models.dashboard import DashboardLink, DashboardSessions
+from claybot.api.responses import errors
+from claybot.engine.engine import Engine
+from claybot.kernel.errors import NotFound
+
+SESSION_COOKIE = "claybot_session"
+HERE = Path(__file__).parent
+STATIC = HERE / "static"
+templates = Jinja2Templates(directory=HERE / "templates")
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+
+pages = APIRouter(include_in_schema=False)
+control = APIRouter(prefix="/v1/engine/dashboard", route_class=AnswerRoute)
+
+
+def auth_of(request: Request) -> DashboardAuth:
+    auth = request.app.state.dashboard_auth
+    assert isinstance(auth, DashboardAuth)
+    return auth
+
+
+def engine_of(request: Request) -> Engine:
+    engine = request.app.state.engine
+    assert isinstance(engine, Engine)
+    return engine
+
+
+def _page(request: Request, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+    response = templates.TemplateResponse(request, name, context, status_code=status_code)
+    response.headers.update(SECURITY_HEADERS)
+    return response
+
+
+def _to_login() -> RedirectResponse:
+    response = RedirectResponse("/login", status_code=303)
+    response.headers.update(SECURITY_HEADERS)
+    return response
+
+
+# -- letting people in (the socket's routes; on TCP they need the admin scope) --------------
+
+
+@control.post(
+    "/links",
+    summary="A one-time dashboard login link (5 minutes, one use)",
+    status_code=201,
+    responses=errors(503),
+)
+async def new_link(request: Request) -> DashboardLink:
+    engine = engine_of(request)
+    token, ttl_s = auth_of(request).new_link_token()
+    host = engine.settings.engine.host
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{engine.tcp_port}/login?token={token}"
+    return DashboardLink.model_validate({"ok": True, "url": url, "expiresInS": ttl_s})
+
+
+@control.get("/sessions", summary="Live dashboard sessions, oldest first")
+async def list_sessions(request: Request) -> DashboardSessions:
+    auth = auth_of(request)
+    listed = [session.to_dict(auth.wall) for session in auth.sessions()]
+    return DashboardSessions.model_validate({"ok": True, "sessions": listed})
+
+
+@control.delete("/sessions/{sessionId}", summary="End a dashboard session", responses=errors(404))
+async def revoke_session(request: Request, sessionId: str) -> Ok:
+    if not auth_of(request).revoke(sessionId):
+        raise NotFound(f"no dashboard session {sessionId!r}", field="sessionId")
+    return Ok(ok=True)
+
+
+# -- pages ---------------------------------------------------------------------------------
+
+
+def _session(request: Request) -> Session | None:
+    return auth_of(request).session(request.cookies.get(SESSION_COOKIE))
+
+
+@pages.get("/login")
+async def login(
+    request: Request, token: Annotated[str | None, Query(max_length=200)] = None
+) -> Response:
+    if token is None:
+        return _page(request, "login.html", refused=False)
+    redeemed = auth_of(request).redeem(token)
+    if redeemed is None:
+        return _page(request, "login.html", status_code=403, refused=True)
+    cookie, _ = redeemed
+    response = RedirectResponse("/", status_code=303)
+    response.headers.update(SECURITY_HEADERS)
+    response.set_cookie(
+        SESSION_COOKIE,
+        cookie,
+        max_age=SESSION_TTL_S,
+        path="/",
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
+    return response
+
+
+@pages.post("/logout")
+async def logout(
+    request: Request, csrf: Annotated[str | None, Form(max_length=200)] = None
+) -> Response:
+    session = _session(request)
+    if session is None:
+        return _to_login()
+    if not DashboardAuth.csrf_ok(session, csrf):
+        return _page(request, "refused.html", status_code=403, session=session)
+    auth_of(request).revoke(session.id)
+    response = _to_login()
+    response.delete_cookie(SESSION_COOKIE, path="/")
+    return response
+
+
+@pages.get("/")
+async def overview(request: Request) -> Response:
+    session = _session(request)
+    if session is None:
+        return _to_login()
+    status = engine_of(request).status()
+    started = datetime.fromisoformat(status["startedAt"].replace("Z", "+00:00"))
+    return _page(
+        request,
+        "overview.html",
+        session=session,
+        status=status,
+        uptime=_duration((datetime.now(UTC) - started).total_seconds()),
+        rendered_at=time.strftime("%H:%M:%S UTC", time.gmtime()),
+    )
+
+
+def _duration(seconds: float) -> str:
+    minutes, _ = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    days, hours = divmod(hours, 24)
+    if days:
+        return f"{days} d {hours} h"
+    if hours:
+        return f"{hours} h {minutes} min"
+    return f"{minutes} min"

@@ -1,0 +1,144 @@
+"""Getting into the dashboard: a one-time link, a session cookie, CSRF on every form."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from http.cookies import SimpleCookie
+
+import httpx
+import pytest
+
+from claybot.api.app import create_app
+from claybot.api.dashboard.auth import IDLE_TTL_S, LINK_TTL_S, DashboardAuth
+from claybot.api.dashboard.routes import SESSION_COOKIE
+from claybot.api.tcp_auth import ApiKeyMiddleware
+from claybot.engine.engine import Engine
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class Dashboard:
+    socket: httpx.AsyncClient  # the owner's: where `claybot dashboard` asks for links
+    tcp: httpx.AsyncClient  # a browser's
+    clock: Clock
+
+    async def link(self) -> str:
+        response = await self.socket.post("/v1/engine/dashboard/links")
+        assert response.status_code == 201, response.text
+        url = str(response.json()["url"])
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+/login\?token=[\w-]{43}", url), url
+        return url.split("/", 3)[3]  # the path and query, for the in-process client
+
+    async def log_in(self) -> httpx.Response:
+        response = await self.tcp.get("/" + await self.link())
+        assert response.status_code == 303 and response.headers["location"] == "/"
+        return response
+
+
+@pytest.fixture
+async def dashboard(engine: Engine) -> AsyncIterator[Dashboard]:
+    clock = Clock()
+    app = create_app(engine, dashboard_auth=DashboardAuth(clock=clock))
+    engine.tcp_port = 8421
+    async with (
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://s") as socket,
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=ApiKeyMiddleware(app, engine.keys)),
+            base_url="http://127.0.0.1:8421",
+        ) as tcp,
+    ):
+        yield Dashboard(socket, tcp, clock)
+
+
+async def test_a_link_logs_in_once_and_a_page_without_a_session_goes_to_login(
+    dashboard: Dashboard,
+) -> None:
+    tcp = dashboard.tcp
+    before = await tcp.get("/")
+    assert before.status_code == 303 and before.headers["location"] == "/login"
+    login_page = await tcp.get("/login")
+    assert login_page.status_code == 200 and "claybot dashboard" in login_page.text
+    path = await dashboard.link()
+    first = await tcp.get("/" + path)
+    assert first.status_code == 303 and first.headers["location"] == "/"
+    cookie = SimpleCookie(first.headers["set-cookie"])[SESSION_COOKIE]
+    assert cookie["httponly"] and cookie["samesite"] == "strict" and cookie["path"] == "/"
+    overview = await tcp.get("/")
+    assert overview.status_code == 200
+    assert "<h1>Overview</h1>" in overview.text and "Scripted (echo)" in overview.text
+    tcp.cookies.clear()
+    second = await tcp.get("/" + path)  # the same link again
+    assert second.status_code == 403 and "used already" in second.text
+    assert SESSION_COOKIE not in second.headers.get("set-cookie", "")
+    assert (await tcp.get("/")).status_code == 303
+
+
+async def test_a_link_expires_after_five_minutes(dashboard: Dashboard) -> None:
+    path = await dashboard.link()
+    dashboard.clock.now += LINK_TTL_S + 1
+    response = await dashboard.tcp.get("/" + path)
+    assert response.status_code == 403
+    made_up = await dashboard.tcp.get("/login", params={"token": "x" * 43})
+    assert made_up.status_code == 403
+
+
+async def test_a_revoked_or_idle_session_is_refused(dashboard: Dashboard) -> None:
+    await dashboard.log_in()
+    sessions = (await dashboard.socket.get("/v1/engine/dashboard/sessions")).json()["sessions"]
+    assert [s["via"] for s in sessions] == ["login link"]
+    revoked = await dashboard.socket.delete(f"/v1/engine/dashboard/sessions/{sessions[0]['id']}")
+    assert revoked.status_code == 200
+    assert (await dashboard.tcp.get("/")).status_code == 303
+    again = await dashboard.socket.delete(f"/v1/engine/dashboard/sessions/{sessions[0]['id']}")
+    assert again.status_code == 404 and again.json()["error"]["field"] == "sessionId"
+
+    await dashboard.log_in()
+    assert (await dashboard.tcp.get("/")).status_code == 200
+    dashboard.clock.now += IDLE_TTL_S + 1
+    assert (await dashboard.tcp.get("/")).status_code == 303
+    assert (await dashboard.socket.get("/v1/engine/dashboard/sessions")).json()["sessions"] == []
+
+
+async def test_a_post_without_the_csrf_token_is_refused(dashboard: Dashboard) -> None:
+    await dashboard.log_in()
+    page = (await dashboard.tcp.get("/")).text
+    csrf = re.search(r'name="csrf" value="([\w-]+)"', page)
+    assert csrf is not None
+    missing = await dashboard.tcp.post("/logout")
+    assert missing.status_code == 403
+    wrong = await dashboard.tcp.post("/logout", data={"csrf": "not-it"})
+    assert wrong.status_code == 403
+    assert (await dashboard.tcp.get("/")).status_code == 200  # still logged in
+    out = await dashboard.tcp.post("/logout", data={"csrf": csrf.group(1)})
+    assert out.status_code == 303 and out.headers["location"] == "/login"
+    assert (await dashboard.tcp.get("/")).status_code == 303
+
+
+async def test_pages_forbid_framing_scripts_from_elsewhere_and_referrers(
+    dashboard: Dashboard,
+) -> None:
+    await dashboard.log_in()
+    for path in ("/", "/login"):
+        headers = (await dashboard.tcp.get(path)).headers
+        assert "frame-ancestors 'none'" in headers["content-security-policy"]
+        assert "script-src 'self'" in headers["content-security-policy"]
+        assert headers["referrer-policy"] == "no-referrer"
+        assert headers["cache-control"] == "no-store"
+    css = await dashboard.tcp.get("/static/dashboard.css")
+    assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
+
+
+async def test_links_come_from_the_owner_not_from_a_browser(dashboard: Dashboard) -> None:
+    """On TCP the link route is the API's (an admin key); the pages take no key."""
+    assert (await dashboard.tcp.post("/v1/engine/dashboard/links")).status_code == 401
+    assert (await dashboard.tcp.get("/v1/engine/dashboard/sessions")).status_code == 401
+    assert (await dashboard.tcp.get("/v1/engine/status")).status_code == 401
