@@ -12,6 +12,7 @@ from claybot import __version__
 from claybot.api import openapi
 from claybot.api.body_limit import BodyLimitMiddleware
 from claybot.api.cron_routes import router as cron_router
+from claybot.api.dashboard.agent_pages import router as dashboard_agent_pages
 from claybot.api.dashboard.auth import DashboardAuth
 from claybot.api.dashboard.paths import STATIC_ROOT
 from claybot.api.dashboard.routes import STATIC
@@ -67,6 +68,7 @@ def create_app(
     app.state.dashboard_auth = dashboard_auth or DashboardAuth()
     app.include_router(dashboard_control)
     app.include_router(dashboard_pages)
+    app.include_router(dashboard_agent_pages)
     app.mount(STATIC_ROOT, StaticFiles(directory=STATIC), name="static")
     openapi.install(app, lambda: (t.type for t in engine.provider_registry.types()))
     # An upload may be as large as a job's file (plus the multipart framing around it).

@@ -3,60 +3,11 @@
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from http.cookies import SimpleCookie
 
-import httpx
-import pytest
-
-from claybot.api.app import create_app
-from claybot.api.dashboard.auth import IDLE_TTL_S, LINK_TTL_S, DashboardAuth
+from claybot.api.dashboard.auth import IDLE_TTL_S, LINK_TTL_S
 from claybot.api.dashboard.routes import SESSION_COOKIE
-from claybot.api.tcp_auth import ApiKeyMiddleware
-from claybot.engine.engine import Engine
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@dataclass
-class Dashboard:
-    socket: httpx.AsyncClient  # the owner's: where `claybot dashboard` asks for links
-    tcp: httpx.AsyncClient  # a browser's
-    clock: Clock
-
-    async def link(self) -> str:
-        response = await self.socket.post("/v1/engine/dashboard/links")
-        assert response.status_code == 201, response.text
-        url = str(response.json()["url"])
-        assert re.fullmatch(r"http://127\.0\.0\.1:\d+/login\?token=[\w-]{43}", url), url
-        return url.split("/", 3)[3]  # the path and query, for the in-process client
-
-    async def log_in(self) -> httpx.Response:
-        response = await self.tcp.get("/" + await self.link())
-        assert response.status_code == 303 and response.headers["location"] == "/"
-        return response
-
-
-@pytest.fixture
-async def dashboard(engine: Engine) -> AsyncIterator[Dashboard]:
-    clock = Clock()
-    app = create_app(engine, dashboard_auth=DashboardAuth(clock=clock))
-    engine.tcp_port = 8421
-    async with (
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://s") as socket,
-        httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=ApiKeyMiddleware(app, engine.keys)),
-            base_url="http://127.0.0.1:8421",
-        ) as tcp,
-    ):
-        yield Dashboard(socket, tcp, clock)
+from tests.api.dashboard.conftest import Dashboard
 
 
 async def test_a_link_logs_in_once_and_a_page_without_a_session_goes_to_login(

@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 PAGES = frozenset({"/", "/login", "/logout"})
+# Pages with pages below them (``/agents/{id}``).
+SECTIONS = ("/agents",)
 STATIC_ROOT = "/static"
 
 
 def is_dashboard_path(path: str) -> bool:
-    return path in PAGES or path.startswith(STATIC_ROOT + "/")
+    return (
+        path in PAGES
+        or path.startswith(STATIC_ROOT + "/")
+        or any(path == root or path.startswith(root + "/") for root in SECTIONS)
+    )

@@ -29,6 +29,26 @@ SESSION_COOKIE = "claybot_session"
 HERE = Path(__file__).parent
 STATIC = HERE / "static"
 templates = Jinja2Templates(directory=HERE / "templates")
+
+
+def _utc(unix_ms: object) -> str:
+    """A record's or an agent's time (unix milliseconds) as UTC, to the second."""
+    if not isinstance(unix_ms, int | float):
+        return ""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(unix_ms / 1000))
+
+
+templates.env.filters["utc"] = _utc
+# How a history record's type reads on its card.
+templates.env.globals["kinds"] = {
+    "user_message": "Message",
+    "assistant_message": "Reply",
+    "tool_result": "Tool result",
+    "reset": "Reset",
+    "start": "Start",
+    "note": "Note",
+    "damaged": "Damaged line",
+}
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
         "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -56,13 +76,13 @@ def engine_of(request: Request) -> Engine:
     return engine
 
 
-def _page(request: Request, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+def page(request: Request, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
     response = templates.TemplateResponse(request, name, context, status_code=status_code)
     response.headers.update(SECURITY_HEADERS)
     return response
 
 
-def _to_login() -> RedirectResponse:
+def to_login() -> RedirectResponse:
     response = RedirectResponse("/login", status_code=303)
     response.headers.update(SECURITY_HEADERS)
     return response
@@ -103,7 +123,7 @@ async def revoke_session(request: Request, sessionId: str) -> Ok:
 # -- pages ---------------------------------------------------------------------------------
 
 
-def _session(request: Request) -> Session | None:
+def session_of(request: Request) -> Session | None:
     return auth_of(request).session(request.cookies.get(SESSION_COOKIE))
 
 
@@ -112,10 +132,10 @@ async def login(
     request: Request, token: Annotated[str | None, Query(max_length=200)] = None
 ) -> Response:
     if token is None:
-        return _page(request, "login.html", refused=False)
+        return page(request, "login.html", refused=False)
     redeemed = auth_of(request).redeem(token)
     if redeemed is None:
-        return _page(request, "login.html", status_code=403, refused=True)
+        return page(request, "login.html", status_code=403, refused=True)
     cookie, _ = redeemed
     response = RedirectResponse("/", status_code=303)
     response.headers.update(SECURITY_HEADERS)
@@ -135,25 +155,25 @@ async def login(
 async def logout(
     request: Request, csrf: Annotated[str | None, Form(max_length=200)] = None
 ) -> Response:
-    session = _session(request)
+    session = session_of(request)
     if session is None:
-        return _to_login()
+        return to_login()
     if not DashboardAuth.csrf_ok(session, csrf):
-        return _page(request, "refused.html", status_code=403, session=session)
+        return page(request, "refused.html", status_code=403, session=session)
     auth_of(request).revoke(session.id)
-    response = _to_login()
+    response = to_login()
     response.delete_cookie(SESSION_COOKIE, path="/")
     return response
 
 
 @pages.get("/")
 async def overview(request: Request) -> Response:
-    session = _session(request)
+    session = session_of(request)
     if session is None:
-        return _to_login()
+        return to_login()
     status = engine_of(request).status()
     started = datetime.fromisoformat(status["startedAt"].replace("Z", "+00:00"))
-    return _page(
+    return page(
         request,
         "overview.html",
         session=session,

@@ -1,0 +1,99 @@
+"""The dashboard's Agents pages: the table of agents, and an agent's history as cards."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Form, Query, Request
+from fastapi.responses import RedirectResponse, Response
+
+from claybot.agents.system import AgentNotFound
+from claybot.api.dashboard.auth import DashboardAuth
+from claybot.api.dashboard.routes import SECURITY_HEADERS, engine_of, page, session_of, to_login
+
+router = APIRouter(include_in_schema=False)
+AGENTS_PER_PAGE = 50
+RECORDS_PER_PAGE = 50
+KINDS = ("user", "subagent", "cron", "heartbeat")
+
+
+@router.get("/agents")
+async def agents(
+    request: Request,
+    kind: Annotated[str | None, Query(max_length=20)] = None,
+    q: Annotated[str | None, Query(max_length=200)] = None,
+    page_number: Annotated[int, Query(alias="page", ge=1, le=100_000)] = 1,
+) -> Response:
+    session = session_of(request)
+    if session is None:
+        return to_login()
+    listed = engine_of(request).agents.list_agents()
+    if kind in KINDS:
+        listed = [agent for agent in listed if agent["type"] == kind]
+    if q:
+        needle = q.casefold()
+        listed = [
+            agent
+            for agent in listed
+            if needle in agent["agentId"].casefold() or needle in str(agent["label"]).casefold()
+        ]
+    first = (page_number - 1) * AGENTS_PER_PAGE
+    return page(
+        request,
+        "agents.html",
+        session=session,
+        agents=listed[first : first + AGENTS_PER_PAGE],
+        total=len(listed),
+        page_number=page_number,
+        pages=max(1, -(-len(listed) // AGENTS_PER_PAGE)),
+        kind=kind if kind in KINDS else None,
+        kinds=KINDS,
+        q=q or "",
+    )
+
+
+@router.get("/agents/{agent_id}")
+async def agent(
+    request: Request,
+    agent_id: str,
+    before: Annotated[int | None, Query(ge=0)] = None,
+) -> Response:
+    session = session_of(request)
+    if session is None:
+        return to_login()
+    system = engine_of(request).agents
+    try:
+        history = await system.history(agent_id, after=None, before=before, limit=RECORDS_PER_PAGE)
+    except AgentNotFound:
+        return page(request, "not_found.html", status_code=404, session=session, what=agent_id)
+    listing = next((a for a in system.list_agents() if a["agentId"] == agent_id), None)
+    records: list[dict[str, Any]] = history.records
+    return page(
+        request,
+        "agent.html",
+        session=session,
+        agent=listing,
+        agent_id=agent_id,
+        records=records,
+        total=history.total,
+        older=records[0]["seq"] if records and records[0]["seq"] > 0 else None,
+        newest=before is None,
+    )
+
+
+@router.post("/agents/{agent_id}/reset")
+async def reset(
+    request: Request, agent_id: str, csrf: Annotated[str | None, Form(max_length=200)] = None
+) -> Response:
+    session = session_of(request)
+    if session is None:
+        return to_login()
+    if not DashboardAuth.csrf_ok(session, csrf):
+        return page(request, "refused.html", status_code=403, session=session)
+    try:
+        await engine_of(request).agents.reset(agent_id)
+    except AgentNotFound:
+        return page(request, "not_found.html", status_code=404, session=session, what=agent_id)
+    response = RedirectResponse(f"/agents/{agent_id}", status_code=303)
+    response.headers.update(SECURITY_HEADERS)
+    return response

@@ -1,0 +1,57 @@
+"""The dashboard in-process: the owner's socket app and a browser's TCP app, one clock."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import httpx
+import pytest
+
+from claybot.api.app import create_app
+from claybot.api.dashboard.auth import DashboardAuth
+from claybot.api.tcp_auth import ApiKeyMiddleware
+from claybot.engine.engine import Engine
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class Dashboard:
+    socket: httpx.AsyncClient  # the owner's: where `claybot dashboard` asks for links
+    tcp: httpx.AsyncClient  # a browser's
+    clock: Clock
+
+    async def link(self) -> str:
+        response = await self.socket.post("/v1/engine/dashboard/links")
+        assert response.status_code == 201, response.text
+        url = str(response.json()["url"])
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+/login\?token=[\w-]{43}", url), url
+        return url.split("/", 3)[3]  # the path and query, for the in-process client
+
+    async def log_in(self) -> httpx.Response:
+        response = await self.tcp.get("/" + await self.link())
+        assert response.status_code == 303 and response.headers["location"] == "/"
+        return response
+
+
+@pytest.fixture
+async def dashboard(engine: Engine) -> AsyncIterator[Dashboard]:
+    clock = Clock()
+    app = create_app(engine, dashboard_auth=DashboardAuth(clock=clock))
+    engine.tcp_port = 8421
+    async with (
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://s") as socket,
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=ApiKeyMiddleware(app, engine.keys)),
+            base_url="http://127.0.0.1:8421",
+        ) as tcp,
+    ):
+        yield Dashboard(socket, tcp, clock)
