@@ -5,19 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from fastapi import FastAPI
-from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
 from claybot import __version__
 from claybot.api import openapi
 from claybot.api.body_limit import BodyLimitMiddleware
 from claybot.api.cron_routes import router as cron_router
-from claybot.api.dashboard.agent_pages import router as dashboard_agent_pages
 from claybot.api.dashboard.auth import DashboardAuth
-from claybot.api.dashboard.paths import STATIC_ROOT
-from claybot.api.dashboard.routes import STATIC
-from claybot.api.dashboard.routes import control as dashboard_control
-from claybot.api.dashboard.routes import pages as dashboard_pages
+from claybot.api.dashboard.install import install_dashboard
 from claybot.api.errors import install_error_handlers
 from claybot.api.heartbeat_routes import router as heartbeat_router
 from claybot.api.job_admin_routes import router as job_admin_router
@@ -65,11 +60,7 @@ def create_app(
     app.include_router(registry_router)
     app.include_router(metrics_router)
     app.include_router(openai_router)
-    app.state.dashboard_auth = dashboard_auth or DashboardAuth()
-    app.include_router(dashboard_control)
-    app.include_router(dashboard_pages)
-    app.include_router(dashboard_agent_pages)
-    app.mount(STATIC_ROOT, StaticFiles(directory=STATIC), name="static")
+    install_dashboard(app, dashboard_auth)
     openapi.install(app, lambda: (t.type for t in engine.provider_registry.types()))
     # An upload may be as large as a job's file (plus the multipart framing around it).
     larger = {

@@ -1,0 +1,57 @@
+"""The dashboard's Permissions page: pending requests with Allow and Deny, and decisions."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import RedirectResponse, Response
+
+from claybot.api.dashboard.auth import DashboardAuth
+from claybot.api.dashboard.routes import SECURITY_HEADERS, engine_of, page, session_of, to_login
+from claybot.kernel.errors import ClayError
+
+router = APIRouter(include_in_schema=False)
+DECISIONS_SHOWN = 50
+DECIDER = "dashboard"  # ``decidedBy`` of a decision made here
+
+
+@router.get("/permissions")
+async def permissions(request: Request) -> Response:
+    session = session_of(request)
+    if session is None:
+        return to_login()
+    desk = engine_of(request).permissions
+    pending = [item.to_dict() for item in desk.list("pending")]
+    decided = [item.to_dict() for item in desk.list(None) if item.status != "pending"]
+    decided.sort(key=lambda item: item["decidedAt"] or 0, reverse=True)
+    return page(
+        request,
+        "permissions.html",
+        session=session,
+        pending=pending,
+        decided=decided[:DECISIONS_SHOWN],
+    )
+
+
+@router.post("/permissions/{request_id}")
+async def decide(
+    request: Request,
+    request_id: str,
+    decision: Annotated[Literal["allow", "deny"], Form()],
+    csrf: Annotated[str | None, Form(max_length=200)] = None,
+) -> Response:
+    session = session_of(request)
+    if session is None:
+        return to_login()
+    if not DashboardAuth.csrf_ok(session, csrf):
+        return page(request, "refused.html", status_code=403, session=session)
+    try:
+        await engine_of(request).permissions.decide(request_id, decision == "allow", DECIDER)
+    except ClayError as exc:  # unknown, or decided already (by someone else, or in time)
+        return page(
+            request, "problem.html", status_code=exc.status, session=session, message=str(exc)
+        )
+    response = RedirectResponse("/permissions", status_code=303)
+    response.headers.update(SECURITY_HEADERS)
+    return response
