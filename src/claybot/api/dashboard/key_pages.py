@@ -1,0 +1,77 @@
+"""The dashboard's API keys page (Settings): create with scopes, shown once; revoke."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import RedirectResponse, Response
+
+from claybot.api.dashboard.auth import DashboardAuth
+from claybot.api.dashboard.routes import SECURITY_HEADERS, engine_of, page, session_of, to_login
+from claybot.db.keys import SCOPES
+from claybot.kernel.errors import ClayError
+
+router = APIRouter(include_in_schema=False)
+
+
+async def _keys_page(
+    request: Request, status_code: int = 200, created: str | None = None, problem: str = ""
+) -> Response:
+    session = session_of(request)
+    if session is None:
+        return to_login()
+    records = await engine_of(request).keys.list()
+    return page(
+        request,
+        "keys.html",
+        status_code=status_code,
+        session=session,
+        keys=sorted(records, key=lambda record: record.created_at, reverse=True),
+        scopes=sorted(SCOPES),
+        created=created,
+        problem=problem,
+    )
+
+
+@router.get("/settings/keys")
+async def keys(request: Request) -> Response:
+    return await _keys_page(request)
+
+
+@router.post("/settings/keys")
+async def create_key(
+    request: Request,
+    name: Annotated[str, Form(max_length=128)] = "",
+    scopes: Annotated[list[str] | None, Form()] = None,
+    csrf: Annotated[str | None, Form(max_length=200)] = None,
+) -> Response:
+    session = session_of(request)
+    if session is None:
+        return to_login()
+    if not DashboardAuth.csrf_ok(session, csrf):
+        return page(request, "refused.html", status_code=403, session=session)
+    if not name.strip():
+        return await _keys_page(request, 422, problem="A key needs a name.")
+    try:
+        _, plaintext = await engine_of(request).keys.create(name.strip(), scopes or [])
+    except ClayError as exc:  # no scope, an unknown one, or the database is away
+        return await _keys_page(request, exc.status, problem=str(exc))
+    # Shown in this answer only: the engine keeps its hash, and the page is not cached.
+    return await _keys_page(request, 201, created=plaintext)
+
+
+@router.post("/settings/keys/{key_id}/revoke")
+async def revoke_key(
+    request: Request, key_id: str, csrf: Annotated[str | None, Form(max_length=200)] = None
+) -> Response:
+    session = session_of(request)
+    if session is None:
+        return to_login()
+    if not DashboardAuth.csrf_ok(session, csrf):
+        return page(request, "refused.html", status_code=403, session=session)
+    if await engine_of(request).keys.revoke(key_id) is None:
+        return await _keys_page(request, 404, problem=f"No API key {key_id}.")
+    response = RedirectResponse("/settings/keys", status_code=303)
+    response.headers.update(SECURITY_HEADERS)
+    return response
