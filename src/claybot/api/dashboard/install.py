@@ -7,6 +7,7 @@ from starlette.staticfiles import StaticFiles
 
 from claybot.api.dashboard.agent_pages import router as agent_pages
 from claybot.api.dashboard.auth import DashboardAuth
+from claybot.api.dashboard.automation_pages import router as automation_pages
 from claybot.api.dashboard.key_pages import router as key_pages
 from claybot.api.dashboard.paths import STATIC_ROOT
 from claybot.api.dashboard.permission_pages import router as permission_pages
@@ -16,6 +17,6 @@ from claybot.api.dashboard.routes import STATIC, control, pages
 def install_dashboard(app: FastAPI, auth: DashboardAuth | None = None) -> None:
     app.state.dashboard_auth = auth or DashboardAuth()
     app.include_router(control)  # the socket's: login links and sessions
-    for router in (pages, agent_pages, permission_pages, key_pages):
+    for router in (pages, agent_pages, permission_pages, automation_pages, key_pages):
         app.include_router(router)
     app.mount(STATIC_ROOT, StaticFiles(directory=STATIC), name="static")

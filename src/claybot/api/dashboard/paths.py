@@ -4,7 +4,7 @@ from __future__ import annotations
 
 PAGES = frozenset({"/", "/login", "/logout"})
 # Pages with pages below them (``/agents/{id}``).
-SECTIONS = ("/agents", "/permissions", "/settings")
+SECTIONS = ("/agents", "/permissions", "/automations", "/settings")
 STATIC_ROOT = "/static"
 
 

@@ -38,7 +38,15 @@ def _utc(unix_ms: object) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(unix_ms / 1000))
 
 
+def _iso(unix_ms: object) -> str:
+    """Unix milliseconds as ISO 8601 UTC, for ``<time datetime>``."""
+    if not isinstance(unix_ms, int | float):
+        return ""
+    return datetime.fromtimestamp(unix_ms / 1000, UTC).isoformat().replace("+00:00", "Z")
+
+
 templates.env.filters["utc"] = _utc
+templates.env.filters["iso"] = _iso
 # How a history record's type reads on its card.
 templates.env.globals["kinds"] = {
     "user_message": "Message",

@@ -1,0 +1,147 @@
+"""The dashboard's Automations page: cron tasks (with a preview of a schedule's next runs)
+and the heartbeat, through the engine's own cron and heartbeat services."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import RedirectResponse, Response
+from pydantic import ValidationError
+
+from claybot.api.dashboard.auth import DashboardAuth, Session
+from claybot.api.dashboard.routes import SECURITY_HEADERS, engine_of, page, session_of, to_login
+from claybot.cron.task import CronTaskSpec
+from claybot.kernel.errors import ClayError
+from claybot.kernel.ids import new_id
+from claybot.scheduling.schedule import CronSchedule
+
+router = APIRouter(include_in_schema=False)
+PREVIEW_RUNS = 5
+
+
+async def _page(
+    request: Request,
+    session: Session,
+    status_code: int = 200,
+    form: dict[str, str] | None = None,
+    preview: list[datetime] | None = None,
+    problem: str = "",
+) -> Response:
+    engine = engine_of(request)
+    cron = engine.cron
+    return page(
+        request,
+        "automations.html",
+        status_code=status_code,
+        session=session,
+        tasks=cron.listing(),
+        problems=[problem.to_dict() for problem in cron.problems],
+        heartbeat=await engine.heartbeat.listing(),
+        form=form or {},
+        preview=preview or [],
+        problem=problem,
+        default_zone=cron.store.default_timezone,
+    )
+
+
+def _done() -> Response:
+    response = RedirectResponse("/automations", status_code=303)
+    response.headers.update(SECURITY_HEADERS)
+    return response
+
+
+@router.get("/automations")
+async def automations(request: Request) -> Response:
+    session = session_of(request)
+    if session is None:
+        return to_login()
+    return await _page(request, session)
+
+
+@router.post("/automations/cron")
+async def new_cron_task(
+    request: Request,
+    action: Annotated[Literal["preview", "create"], Form()],
+    name: Annotated[str, Form(max_length=200)] = "",
+    schedule: Annotated[str, Form(max_length=256)] = "",
+    timezone: Annotated[str, Form(max_length=64)] = "",
+    prompt: Annotated[str, Form(max_length=100_000)] = "",
+    csrf: Annotated[str | None, Form(max_length=200)] = None,
+) -> Response:
+    """Preview a schedule's next runs, or create the task; either way the form keeps what
+    was typed, and a problem is said next to it."""
+    session = session_of(request)
+    if session is None:
+        return to_login()
+    if not DashboardAuth.csrf_ok(session, csrf):
+        return page(request, "refused.html", status_code=403, session=session)
+    cron = engine_of(request).cron
+    form = {"name": name, "schedule": schedule, "timezone": timezone, "prompt": prompt}
+    zone = timezone.strip() or cron.store.default_timezone
+    try:
+        parsed = CronSchedule.parse(schedule, zone)
+    except ClayError as exc:
+        return await _page(request, session, 422, form, problem=str(exc))
+    preview = _next_runs(parsed, PREVIEW_RUNS)
+    if action == "preview":
+        return await _page(request, session, 200, form, preview)
+    fields: dict[str, Any] = {"taskId": new_id(), "name": name.strip(), "schedule": schedule}
+    if timezone.strip():
+        fields["timezone"] = timezone.strip()
+    try:
+        spec = CronTaskSpec.model_validate(fields)
+        if not prompt.strip():
+            raise ValueError("a task needs a prompt: what its agent is asked each run")
+        await cron.add(spec, prompt)
+    except (ValidationError, ValueError, ClayError) as exc:
+        message = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+        return await _page(request, session, 422, form, preview, problem=message)
+    return _done()
+
+
+@router.post("/automations/cron/{task_id}/{verb}")
+async def act_on_cron_task(
+    request: Request,
+    task_id: str,
+    verb: Literal["run", "enable", "disable"],
+    csrf: Annotated[str | None, Form(max_length=200)] = None,
+) -> Response:
+    session = session_of(request)
+    if session is None:
+        return to_login()
+    if not DashboardAuth.csrf_ok(session, csrf):
+        return page(request, "refused.html", status_code=403, session=session)
+    cron = engine_of(request).cron
+    try:
+        if verb == "run":
+            await cron.run_now(task_id)
+        else:
+            await cron.set_enabled(task_id, verb == "enable")
+    except ClayError as exc:
+        return await _page(request, session, exc.status, problem=str(exc))
+    return _done()
+
+
+@router.post("/automations/heartbeat/run")
+async def run_heartbeat(
+    request: Request, csrf: Annotated[str | None, Form(max_length=200)] = None
+) -> Response:
+    session = session_of(request)
+    if session is None:
+        return to_login()
+    if not DashboardAuth.csrf_ok(session, csrf):
+        return page(request, "refused.html", status_code=403, session=session)
+    engine_of(request).heartbeat.run_now(None)
+    return _done()
+
+
+def _next_runs(schedule: CronSchedule, count: int) -> list[datetime]:
+    runs: list[datetime] = []
+    moment: datetime | None = datetime.now(UTC)
+    while moment is not None and len(runs) < count:
+        moment = schedule.next_after(moment)
+        if moment is not None:
+            runs.append(moment)
+    return runs
