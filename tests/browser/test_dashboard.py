@@ -1,0 +1,106 @@
+"""The dashboard in a real browser (Debian's chromium, driven by Playwright) against a real
+engine: the login link, every page, a screenshot of each under the test run's output."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from axe_playwright_python.async_playwright import Axe
+from playwright.async_api import Browser, Page, async_playwright
+
+from tests.cli.test_cli import cli
+from tests.conftest import EngineProcess
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = os.environ.get("CLAYBOT_CHROMIUM", "/usr/bin/chromium")
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+# Screenshots for people to look at: one per page, kept after the run.
+SHOTS = Path(os.environ.get("CLAYBOT_SCREENSHOTS", "test-output/screenshots"))
+PAGES = ["/", "/agents", "/permissions", "/automations", "/settings/keys"]
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Browser]:
+    if shutil.which(CHROMIUM) is None:
+        pytest.fail(f"no chromium at {CHROMIUM}: `apt-get install chromium` (.ci/run does)")
+    async with async_playwright() as playwright:
+        launched = await playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        yield launched
+        await launched.close()
+
+
+@pytest.fixture
+def shots() -> Path:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    return SHOTS
+
+
+async def serious_violations(page: Page) -> list[str]:
+    """axe-core's serious and critical findings on the page as it is."""
+    results = await Axe().run(page)
+    return [
+        f"{page.url}: {violation['id']} ({violation['impact']}): {violation['help']}"
+        for violation in results.response["violations"]
+        if violation["impact"] in ("serious", "critical")
+    ]
+
+
+def login_link(engine: EngineProcess) -> str:
+    answer = cli(engine.paths, "dashboard", "--json")
+    assert answer.returncode == 0, answer.stderr
+    return str(json.loads(answer.stdout)["url"])
+
+
+async def test_a_browser_logs_in_once_and_sees_every_page(
+    engine_process: EngineProcess, browser: Browser, shots: Path
+) -> None:
+    await asyncio.to_thread(engine_process.start)
+    link = await asyncio.to_thread(login_link, engine_process)
+    base = link.split("/login", 1)[0]
+
+    stranger = await browser.new_page()
+    await stranger.goto(base + "/agents")
+    assert stranger.url == base + "/login"  # no session: to the login page
+    assert await stranger.locator("h1").inner_text() == "Log in to the dashboard"
+    await stranger.screenshot(path=shots / "login.png", full_page=True)
+    findings = await serious_violations(stranger)
+
+    page = await browser.new_page()
+    await page.goto(link)
+    assert page.url == base + "/"
+    assert await page.locator("h1").inner_text() == "Overview"
+    for path in PAGES:
+        await page.goto(base + path)
+        assert page.url == base + path
+        heading = await page.locator("h1").inner_text()
+        name = path.strip("/").replace("/", "-") or "overview"
+        await page.screenshot(path=shots / f"{name}.png", full_page=True)
+        assert heading  # every page says what it is
+        findings += await serious_violations(page)
+    assert findings == []
+    # The same link in another browser: spent.
+    again = await browser.new_page()
+    response = await again.goto(link)
+    assert response is not None and response.status == 403
+    assert "used already" in await again.locator(".alert").inner_text()
+
+    # Logging out ends the session in this browser.
+    await page.goto(base + "/")
+    await page.get_by_role("button", name="Log out").click()
+    await page.wait_for_url(base + "/login")
+    await page.goto(base + "/")
+    assert page.url == base + "/login"
