@@ -104,3 +104,26 @@ async def test_a_browser_logs_in_once_and_sees_every_page(
     await page.wait_for_url(base + "/login")
     await page.goto(base + "/")
     assert page.url == base + "/login"
+
+
+async def test_every_page_fits_a_phone_and_follows_dark_mode(
+    engine_process: EngineProcess, browser: Browser, shots: Path
+) -> None:
+    """375 px wide, dark: no page scrolls sideways (tables scroll inside themselves)."""
+    await asyncio.to_thread(engine_process.start)
+    link = await asyncio.to_thread(login_link, engine_process)
+    base = link.split("/login", 1)[0]
+    context = await browser.new_context(viewport={"width": 375, "height": 800}, color_scheme="dark")
+    page = await context.new_page()
+    await page.goto(link)
+    for path in PAGES:
+        await page.goto(base + path)
+        overflow = await page.evaluate(
+            "document.scrollingElement.scrollWidth - document.scrollingElement.clientWidth"
+        )
+        assert overflow <= 0, f"{path} is {overflow} px wider than a 375 px screen"
+        background = await page.evaluate("getComputedStyle(document.body).backgroundColor")
+        assert background == "rgb(20, 20, 20)", background  # the dark palette
+        name = path.strip("/").replace("/", "-") or "overview"
+        await page.screenshot(path=shots / f"{name}-phone-dark.png", full_page=True)
+    await context.close()
