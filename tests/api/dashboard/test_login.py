@@ -7,6 +7,7 @@ from http.cookies import SimpleCookie
 
 from claybot.api.dashboard.auth import IDLE_TTL_S, LINK_TTL_S
 from claybot.api.dashboard.routes import SESSION_COOKIE
+from claybot.engine.engine import Engine
 from tests.api.dashboard.conftest import Dashboard
 
 
@@ -93,3 +94,51 @@ async def test_links_come_from_the_owner_not_from_a_browser(dashboard: Dashboard
     assert (await dashboard.tcp.post("/v1/engine/dashboard/links")).status_code == 401
     assert (await dashboard.tcp.get("/v1/engine/dashboard/sessions")).status_code == 401
     assert (await dashboard.tcp.get("/v1/engine/status")).status_code == 401
+
+
+def login_form_token(page: str) -> str:
+    found = re.search(r'name="csrf" value="([\w-]+)"', page)
+    assert found is not None
+    return found.group(1)
+
+
+async def test_a_key_logs_in_with_its_scopes_only(engine: Engine, dashboard: Dashboard) -> None:
+    """A `jobs:read` key sees no agent page and no settings; an admin key sees them
+    until it is revoked."""
+    _, reader = await engine.keys.create("jobs reader", ["jobs:read"])
+    admin_record, admin = await engine.keys.create("owner", ["admin"])
+    tcp = dashboard.tcp
+    form = await tcp.get("/login")
+    token = login_form_token(form.text)
+    logged_in = await tcp.post("/login", data={"csrf": token, "key": reader})
+    assert logged_in.status_code == 303 and logged_in.headers["location"] == "/"
+    for path in ("/", "/agents", "/permissions", "/automations", "/settings/keys"):
+        response = await tcp.get(path)
+        assert response.status_code == 403 and "Not for this key" in response.text, path
+        assert 'href="/agents"' not in response.text  # the links it may not follow are not shown
+    tcp.cookies.clear()
+
+    token = login_form_token((await tcp.get("/login")).text)
+    assert (await tcp.post("/login", data={"csrf": token, "key": admin})).status_code == 303
+    assert (await tcp.get("/agents")).status_code == 200
+    sessions = (await dashboard.socket.get("/v1/engine/dashboard/sessions")).json()["sessions"]
+    assert {(s["via"].split()[0], tuple(s["scopes"])) for s in sessions} == {
+        ("API", ("jobs:read",)),
+        ("API", ("admin",)),
+    }
+    await engine.keys.revoke(admin_record.id)
+    assert (await tcp.get("/agents")).headers["location"] == "/login"  # the key is gone
+
+
+async def test_a_key_login_needs_the_forms_token_and_a_live_key(
+    engine: Engine, dashboard: Dashboard
+) -> None:
+    _, key = await engine.keys.create("owner", ["admin"])
+    tcp = dashboard.tcp
+    token = login_form_token((await tcp.get("/login")).text)
+    wrong = await tcp.post("/login", data={"csrf": token, "key": "cb_not_a_key"})
+    assert wrong.status_code == 401 and "unknown or revoked" in wrong.text
+    tcp.cookies.clear()  # the form's cookie gone: a POST from elsewhere
+    forged = await tcp.post("/login", data={"csrf": token, "key": key})
+    assert forged.status_code == 403
+    assert (await tcp.get("/")).status_code == 303  # no session came of either

@@ -9,7 +9,7 @@ from fastapi.responses import RedirectResponse, Response
 
 from claybot.agents.system import AgentNotFound
 from claybot.api.dashboard.auth import DashboardAuth
-from claybot.api.dashboard.routes import SECURITY_HEADERS, engine_of, page, session_of, to_login
+from claybot.api.dashboard.routes import SECURITY_HEADERS, engine_of, guard, page
 
 router = APIRouter(include_in_schema=False)
 AGENTS_PER_PAGE = 50
@@ -24,9 +24,9 @@ async def agents(
     q: Annotated[str | None, Query(max_length=200)] = None,
     page_number: Annotated[int, Query(alias="page", ge=1, le=100_000)] = 1,
 ) -> Response:
-    session = session_of(request)
-    if session is None:
-        return to_login()
+    session = await guard(request)
+    if isinstance(session, Response):
+        return session
     listed = engine_of(request).agents.list_agents()
     if kind in KINDS:
         listed = [agent for agent in listed if agent["type"] == kind]
@@ -58,9 +58,9 @@ async def agent(
     agent_id: str,
     before: Annotated[int | None, Query(ge=0)] = None,
 ) -> Response:
-    session = session_of(request)
-    if session is None:
-        return to_login()
+    session = await guard(request)
+    if isinstance(session, Response):
+        return session
     system = engine_of(request).agents
     try:
         history = await system.history(agent_id, after=None, before=before, limit=RECORDS_PER_PAGE)
@@ -85,9 +85,9 @@ async def agent(
 async def reset(
     request: Request, agent_id: str, csrf: Annotated[str | None, Form(max_length=200)] = None
 ) -> Response:
-    session = session_of(request)
-    if session is None:
-        return to_login()
+    session = await guard(request)
+    if isinstance(session, Response):
+        return session
     if not DashboardAuth.csrf_ok(session, csrf):
         return page(request, "refused.html", status_code=403, session=session)
     try:

@@ -6,6 +6,9 @@ session: a second random token, sent back only as an HttpOnly, SameSite=Strict
 cookie, so no script of a page (and no other site) can read or send it. Every form
 of a session carries that session's CSRF token, checked on every POST.
 
+A person may also log in with an API key: the session then has the key's scopes
+(a link's has every one) and ends when the key is revoked.
+
 Tokens are kept as their SHA-256 digests: a token is 256 random bits, so the digest
 is as good as the token for a lookup and a memory dump gives none of them away.
 Sessions live in the engine's memory: they are listed and revocable, expire after
@@ -41,7 +44,12 @@ class Session:
     expires_at: float
     last_seen: float
     csrf: str
-    via: str  # how it began ("login link")
+    via: str  # how it began: "login link", or "API key <prefix>"
+    scopes: tuple[str, ...] = ("admin",)  # a link's session may do anything
+    key_id: str | None = None  # a key's session lasts only while the key does
+
+    def allows(self, scope: str) -> bool:
+        return "admin" in self.scopes or scope in self.scopes
 
     def to_dict(self, wall: Callable[[float], float]) -> dict[str, Any]:
         return {
@@ -50,6 +58,7 @@ class Session:
             "expiresAt": _iso(wall(self.expires_at)),
             "lastSeenAt": _iso(wall(self.last_seen)),
             "via": self.via,
+            "scopes": list(self.scopes),
         }
 
 
@@ -84,12 +93,18 @@ class DashboardAuth:
         """A new session for a link's token (the link is then spent), or None for a
         token that is unknown, spent or expired: the answer does not say which."""
         expiry = self._links.pop(_digest(token), None)
-        now = self.clock()
-        if expiry is None or expiry < now:
+        if expiry is None or expiry < self.clock():
             return None
+        return self.start("login link")
+
+    def start(
+        self, via: str, scopes: tuple[str, ...] = ("admin",), key_id: str | None = None
+    ) -> tuple[str, Session]:
+        """A new session: its cookie's token (given out once) and the session."""
         self._forget_expired()
         while len(self._sessions) >= MAX_SESSIONS:
             del self._sessions[next(iter(self._sessions))]
+        now = self.clock()
         cookie = secrets.token_urlsafe(32)
         session = Session(
             id=secrets.token_hex(6),
@@ -97,7 +112,9 @@ class DashboardAuth:
             expires_at=now + SESSION_TTL_S,
             last_seen=now,
             csrf=secrets.token_urlsafe(32),
-            via="login link",
+            via=via,
+            scopes=scopes,
+            key_id=key_id,
         )
         self._sessions[_digest(cookie)] = session
         return cookie, session

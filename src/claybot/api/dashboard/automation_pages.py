@@ -11,7 +11,7 @@ from fastapi.responses import RedirectResponse, Response
 from pydantic import ValidationError
 
 from claybot.api.dashboard.auth import DashboardAuth, Session
-from claybot.api.dashboard.routes import SECURITY_HEADERS, engine_of, page, session_of, to_login
+from claybot.api.dashboard.routes import SECURITY_HEADERS, engine_of, guard, page
 from claybot.cron.task import CronTaskSpec
 from claybot.kernel.errors import ClayError
 from claybot.kernel.ids import new_id
@@ -54,9 +54,9 @@ def _done() -> Response:
 
 @router.get("/automations")
 async def automations(request: Request) -> Response:
-    session = session_of(request)
-    if session is None:
-        return to_login()
+    session = await guard(request)
+    if isinstance(session, Response):
+        return session
     return await _page(request, session)
 
 
@@ -72,9 +72,9 @@ async def new_cron_task(
 ) -> Response:
     """Preview a schedule's next runs, or create the task; either way the form keeps what
     was typed, and a problem is said next to it."""
-    session = session_of(request)
-    if session is None:
-        return to_login()
+    session = await guard(request)
+    if isinstance(session, Response):
+        return session
     if not DashboardAuth.csrf_ok(session, csrf):
         return page(request, "refused.html", status_code=403, session=session)
     cron = engine_of(request).cron
@@ -108,9 +108,9 @@ async def act_on_cron_task(
     verb: Literal["run", "enable", "disable"],
     csrf: Annotated[str | None, Form(max_length=200)] = None,
 ) -> Response:
-    session = session_of(request)
-    if session is None:
-        return to_login()
+    session = await guard(request)
+    if isinstance(session, Response):
+        return session
     if not DashboardAuth.csrf_ok(session, csrf):
         return page(request, "refused.html", status_code=403, session=session)
     cron = engine_of(request).cron
@@ -128,9 +128,9 @@ async def act_on_cron_task(
 async def run_heartbeat(
     request: Request, csrf: Annotated[str | None, Form(max_length=200)] = None
 ) -> Response:
-    session = session_of(request)
-    if session is None:
-        return to_login()
+    session = await guard(request)
+    if isinstance(session, Response):
+        return session
     if not DashboardAuth.csrf_ok(session, csrf):
         return page(request, "refused.html", status_code=403, session=session)
     engine_of(request).heartbeat.run_now(None)

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import RedirectResponse, Response
 
 from claybot.api.dashboard.auth import DashboardAuth
-from claybot.api.dashboard.routes import SECURITY_HEADERS, engine_of, page, session_of, to_login
+from claybot.api.dashboard.routes import SECURITY_HEADERS, engine_of, guard, page
 from claybot.db.keys import SCOPES
 from claybot.kernel.errors import ClayError
 
@@ -18,9 +18,9 @@ router = APIRouter(include_in_schema=False)
 async def _keys_page(
     request: Request, status_code: int = 200, created: str | None = None, problem: str = ""
 ) -> Response:
-    session = session_of(request)
-    if session is None:
-        return to_login()
+    session = await guard(request)
+    if isinstance(session, Response):
+        return session
     records = await engine_of(request).keys.list()
     return page(
         request,
@@ -46,9 +46,9 @@ async def create_key(
     scopes: Annotated[list[str] | None, Form()] = None,
     csrf: Annotated[str | None, Form(max_length=200)] = None,
 ) -> Response:
-    session = session_of(request)
-    if session is None:
-        return to_login()
+    session = await guard(request)
+    if isinstance(session, Response):
+        return session
     if not DashboardAuth.csrf_ok(session, csrf):
         return page(request, "refused.html", status_code=403, session=session)
     if not name.strip():
@@ -65,9 +65,9 @@ async def create_key(
 async def revoke_key(
     request: Request, key_id: str, csrf: Annotated[str | None, Form(max_length=200)] = None
 ) -> Response:
-    session = session_of(request)
-    if session is None:
-        return to_login()
+    session = await guard(request)
+    if isinstance(session, Response):
+        return session
     if not DashboardAuth.csrf_ok(session, csrf):
         return page(request, "refused.html", status_code=403, session=session)
     if await engine_of(request).keys.revoke(key_id) is None:

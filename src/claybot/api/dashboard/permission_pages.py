@@ -8,7 +8,7 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import RedirectResponse, Response
 
 from claybot.api.dashboard.auth import DashboardAuth
-from claybot.api.dashboard.routes import SECURITY_HEADERS, engine_of, page, session_of, to_login
+from claybot.api.dashboard.routes import SECURITY_HEADERS, engine_of, guard, page
 from claybot.kernel.errors import ClayError
 
 router = APIRouter(include_in_schema=False)
@@ -18,9 +18,9 @@ DECIDER = "dashboard"  # ``decidedBy`` of a decision made here
 
 @router.get("/permissions")
 async def permissions(request: Request) -> Response:
-    session = session_of(request)
-    if session is None:
-        return to_login()
+    session = await guard(request)
+    if isinstance(session, Response):
+        return session
     desk = engine_of(request).permissions
     pending = [item.to_dict() for item in desk.list("pending")]
     decided = [item.to_dict() for item in desk.list(None) if item.status != "pending"]
@@ -41,9 +41,9 @@ async def decide(
     decision: Annotated[Literal["allow", "deny"], Form()],
     csrf: Annotated[str | None, Form(max_length=200)] = None,
 ) -> Response:
-    session = session_of(request)
-    if session is None:
-        return to_login()
+    session = await guard(request)
+    if isinstance(session, Response):
+        return session
     if not DashboardAuth.csrf_ok(session, csrf):
         return page(request, "refused.html", status_code=403, session=session)
     try:

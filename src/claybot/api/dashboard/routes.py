@@ -9,6 +9,8 @@ referrers (a login link's token must not leave in a ``Referer``).
 
 from __future__ import annotations
 
+import hmac
+import secrets
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,6 +28,8 @@ from claybot.engine.engine import Engine
 from claybot.kernel.errors import NotFound
 
 SESSION_COOKIE = "claybot_session"
+LOGIN_COOKIE = "claybot_login"  # the key form's CSRF token, before there is a session
+LOGIN_FORM_TTL_S = 15 * 60
 HERE = Path(__file__).parent
 STATIC = HERE / "static"
 templates = Jinja2Templates(directory=HERE / "templates")
@@ -135,18 +139,23 @@ def session_of(request: Request) -> Session | None:
     return auth_of(request).session(request.cookies.get(SESSION_COOKIE))
 
 
-@pages.get("/login")
-async def login(
-    request: Request, token: Annotated[str | None, Query(max_length=200)] = None
-) -> Response:
-    if token is None:
-        return page(request, "login.html", refused=False)
-    redeemed = auth_of(request).redeem(token)
-    if redeemed is None:
-        return page(request, "login.html", status_code=403, refused=True)
-    cookie, _ = redeemed
-    response = RedirectResponse("/", status_code=303)
-    response.headers.update(SECURITY_HEADERS)
+async def guard(request: Request, scope: str = "admin") -> Session | Response:
+    """The live session allowed ``scope``, or the answer instead: to login without a
+    session (or once its key is revoked), a 403 page when its scopes do not reach."""
+    session = session_of(request)
+    if session is None:
+        return to_login()
+    if session.key_id is not None:
+        record = await engine_of(request).keys.get(session.key_id)
+        if record is None or record.revoked:
+            auth_of(request).revoke(session.id)
+            return to_login()
+    if not session.allows(scope):
+        return page(request, "forbidden.html", status_code=403, session=session)
+    return session
+
+
+def set_session_cookie(request: Request, response: Response, cookie: str) -> None:
     response.set_cookie(
         SESSION_COOKIE,
         cookie,
@@ -156,6 +165,58 @@ async def login(
         samesite="strict",
         secure=request.url.scheme == "https",
     )
+
+
+@pages.get("/login")
+async def login(
+    request: Request, token: Annotated[str | None, Query(max_length=200)] = None
+) -> Response:
+    if token is None:
+        return _login_form(request)
+    redeemed = auth_of(request).redeem(token)
+    if redeemed is None:
+        return page(request, "login.html", status_code=403, refused=True)
+    cookie, _ = redeemed
+    response = RedirectResponse("/", status_code=303)
+    response.headers.update(SECURITY_HEADERS)
+    set_session_cookie(request, response, cookie)
+    return response
+
+
+def _login_form(request: Request, status_code: int = 200, problem: str = "") -> Response:
+    """The login page; its key form's CSRF token is also set as a cookie (a session has
+    no token to give yet), and the POST must bring both, equal."""
+    token = secrets.token_urlsafe(32)
+    response = page(
+        request, "login.html", status_code=status_code, refused=False, csrf=token, problem=problem
+    )
+    response.set_cookie(
+        LOGIN_COOKIE, token, max_age=LOGIN_FORM_TTL_S, path="/login", httponly=True,
+        samesite="strict", secure=request.url.scheme == "https",
+    )  # fmt: skip
+    return response
+
+
+@pages.post("/login")
+async def login_with_key(
+    request: Request,
+    key: Annotated[str, Form(max_length=200)] = "",
+    csrf: Annotated[str | None, Form(max_length=200)] = None,
+) -> Response:
+    """A session with an API key's scopes, for as long as the key lives."""
+    cookie_token = request.cookies.get(LOGIN_COOKIE)
+    if not csrf or not cookie_token or not hmac.compare_digest(csrf, cookie_token):
+        return page(request, "refused.html", status_code=403, session=None)
+    record = await engine_of(request).keys.verify(key.strip()) if key.strip() else None
+    if record is None:
+        return _login_form(request, 401, "That key is unknown or revoked.")
+    cookie, _ = auth_of(request).start(
+        f"API key {record.prefix}", tuple(record.scopes), key_id=record.id
+    )
+    response = RedirectResponse("/", status_code=303)
+    response.headers.update(SECURITY_HEADERS)
+    set_session_cookie(request, response, cookie)
+    response.delete_cookie(LOGIN_COOKIE, path="/login")
     return response
 
 
@@ -176,9 +237,9 @@ async def logout(
 
 @pages.get("/")
 async def overview(request: Request) -> Response:
-    session = session_of(request)
-    if session is None:
-        return to_login()
+    session = await guard(request)
+    if isinstance(session, Response):
+        return session
     status = engine_of(request).status()
     started = datetime.fromisoformat(status["startedAt"].replace("Z", "+00:00"))
     return page(

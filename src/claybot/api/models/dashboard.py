@@ -17,7 +17,8 @@ class DashboardSession(Answer):
     createdAt: str = Field(description="ISO 8601, UTC")
     expiresAt: str = Field(description="ISO 8601, UTC")
     lastSeenAt: str = Field(description="ISO 8601, UTC")
-    via: str = Field(description="How it began: `login link`")
+    via: str = Field(description="How it began: `login link`, or `API key <prefix>`")
+    scopes: list[str] = Field(description="What its pages may do: a link's has `admin`")
 
 
 class DashboardSessions(Ok):
