@@ -9,7 +9,8 @@ from fastapi.responses import RedirectResponse, Response
 
 from claybot.agents.system import AgentNotFound
 from claybot.api.dashboard.auth import DashboardAuth
-from claybot.api.dashboard.routes import SECURITY_HEADERS, engine_of, guard, page
+from claybot.api.dashboard.rendering import SECURITY_HEADERS, page
+from claybot.api.dashboard.routes import engine_of, guard
 
 router = APIRouter(include_in_schema=False)
 AGENTS_PER_PAGE = 50

@@ -11,7 +11,8 @@ from fastapi.responses import RedirectResponse, Response
 from pydantic import ValidationError
 
 from claybot.api.dashboard.auth import DashboardAuth, Session
-from claybot.api.dashboard.routes import SECURITY_HEADERS, engine_of, guard, page
+from claybot.api.dashboard.rendering import SECURITY_HEADERS, page
+from claybot.api.dashboard.routes import engine_of, guard
 from claybot.cron.task import CronTaskSpec
 from claybot.kernel.errors import ClayError
 from claybot.kernel.ids import new_id

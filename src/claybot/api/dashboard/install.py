@@ -11,7 +11,8 @@ from claybot.api.dashboard.automation_pages import router as automation_pages
 from claybot.api.dashboard.key_pages import router as key_pages
 from claybot.api.dashboard.paths import STATIC_ROOT
 from claybot.api.dashboard.permission_pages import router as permission_pages
-from claybot.api.dashboard.routes import STATIC, control, pages
+from claybot.api.dashboard.rendering import STATIC
+from claybot.api.dashboard.routes import control, pages
 
 
 def install_dashboard(app: FastAPI, auth: DashboardAuth | None = None) -> None:

@@ -8,7 +8,8 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import RedirectResponse, Response
 
 from claybot.api.dashboard.auth import DashboardAuth
-from claybot.api.dashboard.routes import SECURITY_HEADERS, engine_of, guard, page
+from claybot.api.dashboard.rendering import SECURITY_HEADERS, page
+from claybot.api.dashboard.routes import engine_of, guard
 from claybot.kernel.errors import ClayError
 
 router = APIRouter(include_in_schema=False)

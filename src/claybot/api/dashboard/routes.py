@@ -1,4 +1,5 @@
-"""The dashboard's pages and the socket routes that let people in.
+"""The dashboard: the socket routes that let people in, logging in and out, the guard
+every page passes, and the Overview.
 
 Pages are rendered on the server (Jinja2, autoescaped: text from agents, users and
 plugins always shows as text) from the engine's own status, never a copy of its
@@ -13,14 +14,13 @@ import hmac
 import secrets
 import time
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Form, Query, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
-from starlette.templating import Jinja2Templates
+from fastapi.responses import RedirectResponse, Response
 
 from claybot.api.dashboard.auth import SESSION_TTL_S, DashboardAuth, Session
+from claybot.api.dashboard.rendering import SECURITY_HEADERS, page, to_login
 from claybot.api.models.base import AnswerRoute, Ok
 from claybot.api.models.dashboard import DashboardLink, DashboardSessions
 from claybot.api.responses import errors
@@ -30,48 +30,6 @@ from claybot.kernel.errors import NotFound
 SESSION_COOKIE = "claybot_session"
 LOGIN_COOKIE = "claybot_login"  # the key form's CSRF token, before there is a session
 LOGIN_FORM_TTL_S = 15 * 60
-HERE = Path(__file__).parent
-STATIC = HERE / "static"
-templates = Jinja2Templates(directory=HERE / "templates")
-
-
-def _utc(unix_ms: object) -> str:
-    """A record's or an agent's time (unix milliseconds) as UTC, to the second."""
-    if not isinstance(unix_ms, int | float):
-        return ""
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(unix_ms / 1000))
-
-
-def _iso(unix_ms: object) -> str:
-    """Unix milliseconds as ISO 8601 UTC, for ``<time datetime>``."""
-    if not isinstance(unix_ms, int | float):
-        return ""
-    return datetime.fromtimestamp(unix_ms / 1000, UTC).isoformat().replace("+00:00", "Z")
-
-
-templates.env.filters["utc"] = _utc
-templates.env.filters["iso"] = _iso
-# How a history record's type reads on its card.
-templates.env.globals["kinds"] = {
-    "user_message": "Message",
-    "assistant_message": "Reply",
-    "tool_result": "Tool result",
-    "reset": "Reset",
-    "start": "Start",
-    "note": "Note",
-    "damaged": "Damaged line",
-}
-SECURITY_HEADERS = {
-    "Content-Security-Policy": (
-        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-        "frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
-    ),
-    "X-Content-Type-Options": "nosniff",
-    "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",
-    "Cache-Control": "no-store",
-}
-
 pages = APIRouter(include_in_schema=False)
 control = APIRouter(prefix="/v1/engine/dashboard", route_class=AnswerRoute)
 
@@ -88,18 +46,6 @@ def engine_of(request: Request) -> Engine:
     return engine
 
 
-def page(request: Request, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
-    response = templates.TemplateResponse(request, name, context, status_code=status_code)
-    response.headers.update(SECURITY_HEADERS)
-    return response
-
-
-def to_login() -> RedirectResponse:
-    response = RedirectResponse("/login", status_code=303)
-    response.headers.update(SECURITY_HEADERS)
-    return response
-
-
 # -- letting people in (the socket's routes; on TCP they need the admin scope) --------------
 
 
@@ -113,6 +59,8 @@ async def new_link(request: Request) -> DashboardLink:
     engine = engine_of(request)
     token, ttl_s = auth_of(request).new_link_token()
     host = engine.settings.engine.host
+    if host in ("0.0.0.0", "::"):  # listening everywhere: this machine's own address works
+        host = "127.0.0.1"
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{engine.tcp_port}/login?token={token}"
     return DashboardLink.model_validate({"ok": True, "url": url, "expiresInS": ttl_s})

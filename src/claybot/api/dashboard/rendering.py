@@ -1,0 +1,67 @@
+"""How the dashboard's pages are made: the templates, their filters, the headers every
+answer carries, and the redirect to the login page."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import HTMLResponse, RedirectResponse
+from starlette.templating import Jinja2Templates
+
+HERE = Path(__file__).parent
+STATIC = HERE / "static"
+templates = Jinja2Templates(directory=HERE / "templates")
+
+
+def _utc(unix_ms: object) -> str:
+    """A record's or an agent's time (unix milliseconds) as UTC, to the second."""
+    if not isinstance(unix_ms, int | float):
+        return ""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(unix_ms / 1000))
+
+
+def _iso(unix_ms: object) -> str:
+    """Unix milliseconds as ISO 8601 UTC, for ``<time datetime>``."""
+    if not isinstance(unix_ms, int | float):
+        return ""
+    return datetime.fromtimestamp(unix_ms / 1000, UTC).isoformat().replace("+00:00", "Z")
+
+
+templates.env.filters["utc"] = _utc
+templates.env.filters["iso"] = _iso
+# How a history record's type reads on its card.
+templates.env.globals["kinds"] = {
+    "user_message": "Message",
+    "assistant_message": "Reply",
+    "tool_result": "Tool result",
+    "reset": "Reset",
+    "start": "Start",
+    "note": "Note",
+    "damaged": "Damaged line",
+}
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+
+
+def page(request: Request, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+    response = templates.TemplateResponse(request, name, context, status_code=status_code)
+    response.headers.update(SECURITY_HEADERS)
+    return response
+
+
+def to_login() -> RedirectResponse:
+    response = RedirectResponse("/login", status_code=303)
+    response.headers.update(SECURITY_HEADERS)
+    return response
