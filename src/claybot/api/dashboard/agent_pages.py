@@ -5,12 +5,11 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Form, Query, Request
-from fastapi.responses import RedirectResponse, Response
+from fastapi.responses import Response
 
 from claybot.agents.system import AgentNotFound
-from claybot.api.dashboard.auth import DashboardAuth
-from claybot.api.dashboard.rendering import SECURITY_HEADERS, page
-from claybot.api.dashboard.routes import engine_of, guard
+from claybot.api.dashboard.rendering import page, see_other
+from claybot.api.dashboard.routes import engine_of, guard, guard_form
 
 router = APIRouter(include_in_schema=False)
 AGENTS_PER_PAGE = 50
@@ -86,15 +85,11 @@ async def agent(
 async def reset(
     request: Request, agent_id: str, csrf: Annotated[str | None, Form(max_length=200)] = None
 ) -> Response:
-    session = await guard(request)
+    session = await guard_form(request, csrf)
     if isinstance(session, Response):
         return session
-    if not DashboardAuth.csrf_ok(session, csrf):
-        return page(request, "refused.html", status_code=403, session=session)
     try:
         await engine_of(request).agents.reset(agent_id)
     except AgentNotFound:
         return page(request, "not_found.html", status_code=404, session=session, what=agent_id)
-    response = RedirectResponse(f"/agents/{agent_id}", status_code=303)
-    response.headers.update(SECURITY_HEADERS)
-    return response
+    return see_other(f"/agents/{agent_id}")

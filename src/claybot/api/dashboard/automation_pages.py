@@ -7,12 +7,12 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Form, Request
-from fastapi.responses import RedirectResponse, Response
+from fastapi.responses import Response
 from pydantic import ValidationError
 
-from claybot.api.dashboard.auth import DashboardAuth, Session
-from claybot.api.dashboard.rendering import SECURITY_HEADERS, page
-from claybot.api.dashboard.routes import engine_of, guard
+from claybot.api.dashboard.auth import Session
+from claybot.api.dashboard.rendering import page, see_other
+from claybot.api.dashboard.routes import engine_of, guard, guard_form
 from claybot.cron.task import CronTaskSpec
 from claybot.kernel.errors import ClayError
 from claybot.kernel.ids import new_id
@@ -48,9 +48,7 @@ async def _page(
 
 
 def _done() -> Response:
-    response = RedirectResponse("/automations", status_code=303)
-    response.headers.update(SECURITY_HEADERS)
-    return response
+    return see_other("/automations")
 
 
 @router.get("/automations")
@@ -73,11 +71,9 @@ async def new_cron_task(
 ) -> Response:
     """Preview a schedule's next runs, or create the task; either way the form keeps what
     was typed, and a problem is said next to it."""
-    session = await guard(request)
+    session = await guard_form(request, csrf)
     if isinstance(session, Response):
         return session
-    if not DashboardAuth.csrf_ok(session, csrf):
-        return page(request, "refused.html", status_code=403, session=session)
     cron = engine_of(request).cron
     form = {"name": name, "schedule": schedule, "timezone": timezone, "prompt": prompt}
     zone = timezone.strip() or cron.store.default_timezone
@@ -99,7 +95,7 @@ async def new_cron_task(
     except (ValidationError, ValueError, ClayError) as exc:
         message = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
         return await _page(request, session, 422, form, preview, problem=message)
-    return _done()
+    return see_other("/automations")
 
 
 @router.post("/automations/cron/{task_id}/{verb}")
@@ -109,11 +105,9 @@ async def act_on_cron_task(
     verb: Literal["run", "enable", "disable"],
     csrf: Annotated[str | None, Form(max_length=200)] = None,
 ) -> Response:
-    session = await guard(request)
+    session = await guard_form(request, csrf)
     if isinstance(session, Response):
         return session
-    if not DashboardAuth.csrf_ok(session, csrf):
-        return page(request, "refused.html", status_code=403, session=session)
     cron = engine_of(request).cron
     try:
         if verb == "run":
@@ -122,20 +116,18 @@ async def act_on_cron_task(
             await cron.set_enabled(task_id, verb == "enable")
     except ClayError as exc:
         return await _page(request, session, exc.status, problem=str(exc))
-    return _done()
+    return see_other("/automations")
 
 
 @router.post("/automations/heartbeat/run")
 async def run_heartbeat(
     request: Request, csrf: Annotated[str | None, Form(max_length=200)] = None
 ) -> Response:
-    session = await guard(request)
+    session = await guard_form(request, csrf)
     if isinstance(session, Response):
         return session
-    if not DashboardAuth.csrf_ok(session, csrf):
-        return page(request, "refused.html", status_code=403, session=session)
     engine_of(request).heartbeat.run_now(None)
-    return _done()
+    return see_other("/automations")
 
 
 def _next_runs(schedule: CronSchedule, count: int) -> list[datetime]:

@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Form, Request
-from fastapi.responses import RedirectResponse, Response
+from fastapi.responses import Response
 
-from claybot.api.dashboard.auth import DashboardAuth
-from claybot.api.dashboard.rendering import SECURITY_HEADERS, page
-from claybot.api.dashboard.routes import engine_of, guard
+from claybot.api.dashboard.rendering import page, see_other
+from claybot.api.dashboard.routes import engine_of, guard, guard_form
 from claybot.db.keys import SCOPES
 from claybot.kernel.errors import ClayError
 
@@ -47,11 +46,9 @@ async def create_key(
     scopes: Annotated[list[str] | None, Form()] = None,
     csrf: Annotated[str | None, Form(max_length=200)] = None,
 ) -> Response:
-    session = await guard(request)
+    session = await guard_form(request, csrf)
     if isinstance(session, Response):
         return session
-    if not DashboardAuth.csrf_ok(session, csrf):
-        return page(request, "refused.html", status_code=403, session=session)
     if not name.strip():
         return await _keys_page(request, 422, problem="A key needs a name.")
     try:
@@ -66,13 +63,9 @@ async def create_key(
 async def revoke_key(
     request: Request, key_id: str, csrf: Annotated[str | None, Form(max_length=200)] = None
 ) -> Response:
-    session = await guard(request)
+    session = await guard_form(request, csrf)
     if isinstance(session, Response):
         return session
-    if not DashboardAuth.csrf_ok(session, csrf):
-        return page(request, "refused.html", status_code=403, session=session)
     if await engine_of(request).keys.revoke(key_id) is None:
         return await _keys_page(request, 404, problem=f"No API key {key_id}.")
-    response = RedirectResponse("/settings/keys", status_code=303)
-    response.headers.update(SECURITY_HEADERS)
-    return response
+    return see_other("/settings/keys")

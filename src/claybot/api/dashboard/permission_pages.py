@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Form, Request
-from fastapi.responses import RedirectResponse, Response
+from fastapi.responses import Response
 
-from claybot.api.dashboard.auth import DashboardAuth
-from claybot.api.dashboard.rendering import SECURITY_HEADERS, page
-from claybot.api.dashboard.routes import engine_of, guard
+from claybot.api.dashboard.rendering import page, see_other
+from claybot.api.dashboard.routes import engine_of, guard, guard_form
 from claybot.kernel.errors import ClayError
 
 router = APIRouter(include_in_schema=False)
@@ -42,17 +41,13 @@ async def decide(
     decision: Annotated[Literal["allow", "deny"], Form()],
     csrf: Annotated[str | None, Form(max_length=200)] = None,
 ) -> Response:
-    session = await guard(request)
+    session = await guard_form(request, csrf)
     if isinstance(session, Response):
         return session
-    if not DashboardAuth.csrf_ok(session, csrf):
-        return page(request, "refused.html", status_code=403, session=session)
     try:
         await engine_of(request).permissions.decide(request_id, decision == "allow", DECIDER)
     except ClayError as exc:  # unknown, or decided already (by someone else, or in time)
         return page(
             request, "problem.html", status_code=exc.status, session=session, message=str(exc)
         )
-    response = RedirectResponse("/permissions", status_code=303)
-    response.headers.update(SECURITY_HEADERS)
-    return response
+    return see_other("/permissions")

@@ -61,7 +61,12 @@ def page(request: Request, name: str, status_code: int = 200, **context: Any) ->
     return response
 
 
-def to_login() -> RedirectResponse:
-    response = RedirectResponse("/login", status_code=303)
+def see_other(path: str) -> RedirectResponse:
+    """After a form: the page to show next (303, so a reload does not post again)."""
+    response = RedirectResponse(path, status_code=303)
     response.headers.update(SECURITY_HEADERS)
     return response
+
+
+def to_login() -> RedirectResponse:
+    return see_other("/login")

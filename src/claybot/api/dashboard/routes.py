@@ -17,10 +17,10 @@ from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Form, Query, Request
-from fastapi.responses import RedirectResponse, Response
+from fastapi.responses import Response
 
 from claybot.api.dashboard.auth import SESSION_TTL_S, DashboardAuth, Session
-from claybot.api.dashboard.rendering import SECURITY_HEADERS, page, to_login
+from claybot.api.dashboard.rendering import page, see_other, to_login
 from claybot.api.models.base import AnswerRoute, Ok
 from claybot.api.models.dashboard import DashboardLink, DashboardSessions
 from claybot.api.responses import errors
@@ -103,6 +103,18 @@ async def guard(request: Request, scope: str = "admin") -> Session | Response:
     return session
 
 
+async def guard_form(
+    request: Request, csrf: str | None, scope: str = "admin"
+) -> Session | Response:
+    """``guard`` for a POST, which must also bring the session's CSRF token (403 without)."""
+    session = await guard(request, scope)
+    if isinstance(session, Response):
+        return session
+    if not DashboardAuth.csrf_ok(session, csrf):
+        return page(request, "refused.html", status_code=403, session=session)
+    return session
+
+
 def set_session_cookie(request: Request, response: Response, cookie: str) -> None:
     response.set_cookie(
         SESSION_COOKIE,
@@ -125,8 +137,7 @@ async def login(
     if redeemed is None:
         return page(request, "login.html", status_code=403, refused=True)
     cookie, _ = redeemed
-    response = RedirectResponse("/", status_code=303)
-    response.headers.update(SECURITY_HEADERS)
+    response = see_other("/")
     set_session_cookie(request, response, cookie)
     return response
 
@@ -161,8 +172,7 @@ async def login_with_key(
     cookie, _ = auth_of(request).start(
         f"API key {record.prefix}", tuple(record.scopes), key_id=record.id
     )
-    response = RedirectResponse("/", status_code=303)
-    response.headers.update(SECURITY_HEADERS)
+    response = see_other("/")
     set_session_cookie(request, response, cookie)
     response.delete_cookie(LOGIN_COOKIE, path="/login")
     return response
