@@ -35,7 +35,7 @@ from claybot.agents.records import (
     UserMessageRecord,
     parse_record,
 )
-from claybot.durable.jsonl_index import parse_line
+from claybot.durable.jsonl import parse_line
 from claybot.providers.base import ChatMessage, TokenUsage, ToolCall
 
 Record = dict[str, Any]

@@ -129,19 +129,29 @@ def cut_torn_tail(path: Path) -> int:
     good_end = size
     if not last.endswith(b"\n"):
         good_end -= len(last)  # the last line never got its newline
-    elif last.strip() and _garbled(last[:-1]):
+    elif last.strip() and garbled(last[:-1]):
         good_end -= len(last)  # a garbled last line is a torn write (not one before a tail)
     if good_end < size:
         _cut(path, good_end, size - good_end)
     return size - good_end
 
 
-def _garbled(line: bytes) -> bool:
+def garbled(line: bytes) -> bool:
+    """Whether a line is no JSON at all (at the end of a file: a torn write)."""
     try:
         orjson.loads(line)
     except orjson.JSONDecodeError:
         return True
     return False
+
+
+def parse_line(line: bytes) -> dict[str, Any] | None:
+    """A line's record, or None when it is no JSON object (a damaged line)."""
+    try:
+        value = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 TAIL_CHUNK = 64 * 1024

@@ -37,6 +37,7 @@ from typing import Any
 import orjson
 
 from claybot.durable.atomic import write_all
+from claybot.durable.jsonl import garbled, parse_line
 
 log = logging.getLogger(__name__)
 
@@ -224,7 +225,7 @@ class JsonlIndex:
             # record (yet). Lines appended after it make it a damaged one.
             file.seek(last_start)
             line = file.read(position - last_start - 1)
-            if line.strip() and _garbled(line):
+            if line.strip() and garbled(line):
                 covered.lines -= 1
                 covered.count -= 1
                 if covered.count % self.stride == 0:
@@ -330,20 +331,3 @@ def _parsed(numbered: list[NumberedLine], placeholder: Placeholder | None) -> li
             record = placeholder(line.line, line.data)
         records.append({"seq": line.record, **record})
     return records
-
-
-def _garbled(line: bytes) -> bool:
-    try:
-        orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return True
-    return False
-
-
-def parse_line(line: bytes) -> dict[str, Any] | None:
-    """A line's record, or None when it is no JSON object (a damaged line)."""
-    try:
-        value = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return None
-    return value if isinstance(value, dict) else None
