@@ -14,8 +14,9 @@ import pytest
 from axe_playwright_python.async_playwright import Axe
 from playwright.async_api import Browser, Page, async_playwright
 
+from tests.agents.test_subagents import call, rules_settings
 from tests.cli.test_cli import cli
-from tests.conftest import EngineProcess
+from tests.conftest import EngineProcess, write_settings
 
 pytestmark = pytest.mark.slow
 
@@ -127,3 +128,94 @@ async def test_every_page_fits_a_phone_and_follows_dark_mode(
         name = path.strip("/").replace("/", "-") or "overview"
         await page.screenshot(path=shots / f"{name}-phone-dark.png", full_page=True)
     await context.close()
+
+
+async def logged_in_page(engine: EngineProcess, browser: Browser) -> tuple[Page, str]:
+    await asyncio.to_thread(engine.start)
+    link = await asyncio.to_thread(login_link, engine)
+    page = await browser.new_page()
+    await page.goto(link)
+    return page, link.split("/login", 1)[0]
+
+
+async def test_a_cron_task_is_previewed_created_and_run_now(
+    engine_process: EngineProcess, browser: Browser, shots: Path
+) -> None:
+    page, base = await logged_in_page(engine_process, browser)
+    await page.goto(base + "/automations")
+    await page.get_by_label("Name").fill("Morning report")
+    await page.get_by_label("Schedule").fill("0 9 * * 1-5")
+    await page.get_by_label("Time zone").fill("Europe/Berlin")
+    await page.get_by_label("Prompt").fill("Summarise the night.")
+    await page.get_by_role("button", name="Preview the next runs").click()
+    await page.wait_for_selector("#preview")
+    assert await page.locator("#preview + ol li").count() == 5
+    assert await page.get_by_label("Name").input_value() == "Morning report"  # kept
+    await page.screenshot(path=shots / "automations-preview.png", full_page=True)
+    await page.get_by_role("button", name="Create").click()
+    await page.wait_for_url(base + "/automations")
+    row = page.locator("tr", has_text="Morning report")
+    assert await row.count() == 1
+    await page.get_by_role("button", name="Run Morning report now").click()
+    await page.wait_for_url(base + "/automations")
+    async with asyncio.timeout(30):  # the run's agent answers and the ledger says so
+        while "never" in await page.locator("tr", has_text="Morning report").inner_text():
+            await asyncio.sleep(0.2)
+            await page.reload()
+    assert "ran, " in await page.locator("tr", has_text="Morning report").inner_text()
+
+
+async def test_an_api_key_is_created_shown_once_and_revoked(
+    engine_process: EngineProcess, browser: Browser
+) -> None:
+    page, base = await logged_in_page(engine_process, browser)
+    await page.goto(base + "/settings/keys")
+    await page.get_by_label("Name").fill("scraper")
+    await page.get_by_label("metrics").check()
+    await page.get_by_role("button", name="Create").click()
+    shown = await page.locator(".created code").inner_text()
+    assert shown.startswith("cb_")
+    await page.goto(base + "/settings/keys")
+    assert shown not in await page.content()  # shown once
+    await page.get_by_role("button", name="Revoke scraper").click()
+    await page.wait_for_url(base + "/settings/keys")
+    assert "revoked" in await page.locator("tr", has_text="scraper").inner_text()
+
+
+async def test_a_permission_request_is_allowed_from_the_permissions_page(
+    engine_process: EngineProcess, browser: Browser
+) -> None:
+    """An agent asks (the scripted model calls request_permission); a person allows it in
+    the browser; the agent is told and goes on."""
+    rules = [
+        {
+            "match": "read my notes",
+            "response": call("request_permission", permission="@read:/etc", reason="notes"),
+        },
+        {"match": "was sent to the user", "response": "Asked."},
+        {"match": "Permission granted: @read:/etc", "response": "Thanks, reading."},
+    ]
+    write_settings(engine_process.paths, rules_settings(rules))
+    page, base = await logged_in_page(engine_process, browser)
+    async with engine_process.async_client() as client:
+        posted = await client.post(
+            "/v1/engine/messages", json={"userId": "ann", "channelId": "c", "text": "read my notes"}
+        )
+    assert posted.status_code == 202, posted.text
+    await page.goto(base + "/permissions")
+    async with asyncio.timeout(30):  # the request shows once the agent has asked
+        while await page.get_by_role("button", name="Allow").count() == 0:
+            await asyncio.sleep(0.2)
+            await page.reload()
+    assert "@read:/etc" in await page.locator(".card").inner_text()
+    await page.get_by_role("button", name="Allow").click()
+    await page.wait_for_url(base + "/permissions")
+    assert "No request is waiting." in await page.content()
+    assert "granted" in await page.locator("table").inner_text()
+    agent_id = posted.json()["agentId"]
+    async with asyncio.timeout(30), engine_process.async_client() as client:
+        while True:  # the agent was told, and answered
+            page_of = await client.get(f"/v1/engine/agents/{agent_id}/history", params={"limit": 5})
+            if any(r.get("text") == "Thanks, reading." for r in page_of.json()["records"]):
+                break
+            await asyncio.sleep(0.1)
