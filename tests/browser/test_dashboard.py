@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -31,7 +32,7 @@ FLAGS = [
 ]
 # Screenshots for people to look at: one per page, kept after the run.
 SHOTS = Path(os.environ.get("CLAYBOT_SCREENSHOTS", "test-output/screenshots"))
-PAGES = ["/", "/agents", "/permissions", "/automations", "/settings/keys"]
+PAGES = ["/", "/agents", "/permissions", "/automations", "/proactive", "/settings/keys"]
 
 
 @pytest.fixture
@@ -219,3 +220,26 @@ async def test_a_permission_request_is_allowed_from_the_permissions_page(
             if any(r.get("text") == "Thanks, reading." for r in page_of.json()["records"]):
                 break
             await asyncio.sleep(0.1)
+
+
+async def test_a_proactive_agent_is_created_and_its_run_shows_its_output(
+    engine_process: EngineProcess, browser: Browser, shots: Path
+) -> None:
+    page, base = await logged_in_page(engine_process, browser)
+    await page.goto(base + "/proactive")
+    await page.get_by_label("Name").fill("Digest")
+    await page.get_by_label("Objective").fill("Write the digest.")
+    await page.get_by_label("Schedule").fill("0 7 * * *")
+    await page.get_by_label("Runner").select_option("engine")
+    await page.get_by_role("button", name="Create").click()
+    await page.wait_for_url(re.compile(re.escape(base) + r"/proactive/\w+"))
+    assert await page.locator("h1").inner_text() == "Digest"
+    await page.get_by_role("button", name="Run now").click()
+    async with asyncio.timeout(30):  # the run is recorded (its row), then asserted on
+        while await page.locator("table").count() == 0:
+            await asyncio.sleep(0.2)
+            await page.reload()
+    assert "success" in await page.locator("table").inner_text()
+    assert await page.locator("pre.output").count() == 1  # what it wrote
+    await page.screenshot(path=shots / "proactive-agent.png", full_page=True)
+    assert await serious_violations(page) == []

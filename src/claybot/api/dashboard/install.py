@@ -11,6 +11,7 @@ from claybot.api.dashboard.automation_pages import router as automation_pages
 from claybot.api.dashboard.key_pages import router as key_pages
 from claybot.api.dashboard.paths import STATIC_ROOT
 from claybot.api.dashboard.permission_pages import router as permission_pages
+from claybot.api.dashboard.proactive_pages import router as proactive_pages
 from claybot.api.dashboard.rendering import STATIC
 from claybot.api.dashboard.routes import control, pages
 
@@ -18,6 +19,7 @@ from claybot.api.dashboard.routes import control, pages
 def install_dashboard(app: FastAPI, auth: DashboardAuth | None = None) -> None:
     app.state.dashboard_auth = auth or DashboardAuth()
     app.include_router(control)  # the socket's: login links and sessions
-    for router in (pages, agent_pages, permission_pages, automation_pages, key_pages):
+    routers = (pages, agent_pages, permission_pages, automation_pages, proactive_pages, key_pages)
+    for router in routers:
         app.include_router(router)
     app.mount(STATIC_ROOT, StaticFiles(directory=STATIC), name="static")

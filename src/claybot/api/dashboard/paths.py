@@ -4,7 +4,7 @@ from __future__ import annotations
 
 PAGES = frozenset({"/", "/login", "/logout"})
 # Pages with pages below them (``/agents/{id}``).
-SECTIONS = ("/agents", "/permissions", "/automations", "/settings")
+SECTIONS = ("/agents", "/permissions", "/automations", "/proactive", "/settings")
 STATIC_ROOT = "/static"
 
 

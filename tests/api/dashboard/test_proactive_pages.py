@@ -1,0 +1,70 @@
+"""The Proactive agents page: one is created, run now (its output and run listed), paused
+and resumed; bad forms say what is wrong."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+from claybot.engine.engine import Engine
+from tests.api.dashboard.conftest import Dashboard
+
+
+def csrf_of(page: str) -> str:
+    found = re.search(r'name="csrf" value="([\w-]+)"', page)
+    assert found is not None
+    return found.group(1)
+
+
+async def test_an_agent_is_created_run_paused_and_resumed(
+    engine: Engine, dashboard: Dashboard
+) -> None:
+    await dashboard.log_in()
+    listing = await dashboard.tcp.get("/proactive")
+    assert listing.status_code == 200 and "No proactive agent yet." in listing.text
+    csrf = csrf_of(listing.text)
+    form = {
+        "csrf": csrf,
+        "name": "Digest <daily>",
+        "objective": "Write the digest.",
+        "schedule": "0 7 * * *",
+        "runner": "engine",
+    }
+    created = await dashboard.tcp.post("/proactive", data=form)
+    assert created.status_code == 303
+    path = created.headers["location"]
+    agent_id = path.rsplit("/", 1)[1]
+    page = await dashboard.tcp.get(path)
+    assert "Digest &lt;daily&gt;" in page.text and "It has not run yet." in page.text
+    ran = await dashboard.tcp.post(f"{path}/run", data={"csrf": csrf})
+    assert ran.status_code == 303
+    service = engine.proactive
+    async with asyncio.timeout(30):  # the run ends and is recorded
+        while service.detail(agent_id)["totalExecutions"] < 1:
+            await asyncio.sleep(0.05)
+    page = await dashboard.tcp.get(path)
+    assert "<td>success</td>" in page.text  # the run's row
+    assert "No output yet." not in page.text  # and what it wrote
+    paused = await dashboard.tcp.post(f"{path}/pause", data={"csrf": csrf})
+    assert paused.status_code == 303 and service.detail(agent_id)["status"] == "paused"
+    resumed = await dashboard.tcp.post(f"{path}/resume", data={"csrf": csrf})
+    assert resumed.status_code == 303 and service.detail(agent_id)["status"] == "active"
+
+
+async def test_bad_proactive_forms_say_what_is_wrong(engine: Engine, dashboard: Dashboard) -> None:
+    await dashboard.log_in()
+    csrf = csrf_of((await dashboard.tcp.get("/proactive")).text)
+    base = {"csrf": csrf, "name": "x", "objective": "o", "schedule": "0 7 * * *"}
+    cases = [
+        ({**base, "schedule": "often"}, 422, "schedule"),
+        ({**base, "cwd": "/workspace/my-project"}, 422, "proactive.workspace"),
+        ({**base, "objective": "--flag"}, 422, "objective"),
+        ({k: v for k, v in base.items() if k != "csrf"}, 403, "did not carry"),
+    ]
+    for form, status, said in cases:
+        response = await dashboard.tcp.post("/proactive", data=form)
+        assert response.status_code == status, (form, response.text)
+        assert said in response.text, (form, said)
+    assert engine.proactive.summaries() == []
+    missing = await dashboard.tcp.post("/proactive/nope/run", data={"csrf": csrf})
+    assert missing.status_code == 404
