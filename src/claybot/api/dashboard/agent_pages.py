@@ -27,26 +27,20 @@ async def agents(
     session = await guard(request)
     if isinstance(session, Response):
         return session
-    listed = engine_of(request).agents.list_agents()
-    if kind in KINDS:
-        listed = [agent for agent in listed if agent["type"] == kind]
-    if q:
-        needle = q.casefold()
-        listed = [
-            agent
-            for agent in listed
-            if needle in agent["agentId"].casefold() or needle in str(agent["label"]).casefold()
-        ]
+    chosen_kind = kind if kind in KINDS else None
     first = (page_number - 1) * AGENTS_PER_PAGE
+    listed, total = engine_of(request).agents.agents_page(
+        kind=chosen_kind, text=q, offset=first, limit=AGENTS_PER_PAGE
+    )
     return page(
         request,
         "agents.html",
         session=session,
-        agents=listed[first : first + AGENTS_PER_PAGE],
-        total=len(listed),
+        agents=listed,
+        total=total,
         page_number=page_number,
-        pages=max(1, -(-len(listed) // AGENTS_PER_PAGE)),
-        kind=kind if kind in KINDS else None,
+        pages=max(1, -(-total // AGENTS_PER_PAGE)),
+        kind=chosen_kind,
         kinds=KINDS,
         q=q or "",
     )
@@ -66,7 +60,7 @@ async def agent(
         history = await system.history(agent_id, after=None, before=before, limit=RECORDS_PER_PAGE)
     except AgentNotFound:
         return page(request, "not_found.html", status_code=404, session=session, what=agent_id)
-    listing = next((a for a in system.list_agents() if a["agentId"] == agent_id), None)
+    listing = system.agent_listing(agent_id)
     records: list[dict[str, Any]] = history.records
     return page(
         request,
