@@ -55,3 +55,10 @@ async def dashboard(engine: Engine) -> AsyncIterator[Dashboard]:
         ) as tcp,
     ):
         yield Dashboard(socket, tcp, clock)
+
+
+def csrf_of(page: str) -> str:
+    """The CSRF token a page's forms carry (the session's, or the login form's)."""
+    found = re.search(r'name="csrf" value="([\w-]+)"', page)
+    assert found is not None, "the page has no form token"
+    return found.group(1)

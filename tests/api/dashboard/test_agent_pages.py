@@ -7,7 +7,7 @@ import re
 
 from claybot.connectors.base import InboundMessage
 from claybot.engine.engine import Engine
-from tests.api.dashboard.conftest import Dashboard
+from tests.api.dashboard.conftest import Dashboard, csrf_of
 
 HOSTILE = '<script>alert("x")</script> and **bold** <img src=x onerror=alert(1)>'
 
@@ -63,11 +63,10 @@ async def test_reset_from_the_page_needs_the_forms_token(
     await turn.outcome(10)
     await dashboard.log_in()
     page = await dashboard.tcp.get(f"/agents/{turn.agent_id}")
-    csrf = re.search(r'name="csrf" value="([\w-]+)"', page.text)
-    assert csrf is not None
+    csrf = csrf_of(page.text)
     refused = await dashboard.tcp.post(f"/agents/{turn.agent_id}/reset")
     assert refused.status_code == 403
-    done = await dashboard.tcp.post(f"/agents/{turn.agent_id}/reset", data={"csrf": csrf.group(1)})
+    done = await dashboard.tcp.post(f"/agents/{turn.agent_id}/reset", data={"csrf": csrf})
     assert done.status_code == 303
 
     async def newest_type() -> str:

@@ -5,13 +5,7 @@ from __future__ import annotations
 import re
 
 from claybot.engine.engine import Engine
-from tests.api.dashboard.conftest import Dashboard
-
-
-def csrf_of(page: str) -> str:
-    found = re.search(r'name="csrf" value="([\w-]+)"', page)
-    assert found is not None
-    return found.group(1)
+from tests.api.dashboard.conftest import Dashboard, csrf_of
 
 
 async def test_a_cron_task_is_previewed_created_run_and_disabled(

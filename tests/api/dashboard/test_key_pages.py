@@ -4,13 +4,7 @@ from __future__ import annotations
 
 import re
 
-from tests.api.dashboard.conftest import Dashboard
-
-
-def csrf_of(page: str) -> str:
-    found = re.search(r'name="csrf" value="([\w-]+)"', page)
-    assert found is not None
-    return found.group(1)
+from tests.api.dashboard.conftest import Dashboard, csrf_of
 
 
 async def test_a_key_is_created_shown_once_and_revoked(dashboard: Dashboard) -> None:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from http.cookies import SimpleCookie
 
 from claybot.api.dashboard.auth import IDLE_TTL_S, LINK_TTL_S
 from claybot.api.dashboard.routes import SESSION_COOKIE
 from claybot.engine.engine import Engine
-from tests.api.dashboard.conftest import Dashboard
+from tests.api.dashboard.conftest import Dashboard, csrf_of
 
 
 async def test_a_link_logs_in_once_and_a_page_without_a_session_goes_to_login(
@@ -63,14 +62,13 @@ async def test_a_revoked_or_idle_session_is_refused(dashboard: Dashboard) -> Non
 async def test_a_post_without_the_csrf_token_is_refused(dashboard: Dashboard) -> None:
     await dashboard.log_in()
     page = (await dashboard.tcp.get("/")).text
-    csrf = re.search(r'name="csrf" value="([\w-]+)"', page)
-    assert csrf is not None
+    csrf = csrf_of(page)
     missing = await dashboard.tcp.post("/logout")
     assert missing.status_code == 403
     wrong = await dashboard.tcp.post("/logout", data={"csrf": "not-it"})
     assert wrong.status_code == 403
     assert (await dashboard.tcp.get("/")).status_code == 200  # still logged in
-    out = await dashboard.tcp.post("/logout", data={"csrf": csrf.group(1)})
+    out = await dashboard.tcp.post("/logout", data={"csrf": csrf})
     assert out.status_code == 303 and out.headers["location"] == "/login"
     assert (await dashboard.tcp.get("/")).status_code == 303
 
@@ -96,12 +94,6 @@ async def test_links_come_from_the_owner_not_from_a_browser(dashboard: Dashboard
     assert (await dashboard.tcp.get("/v1/engine/status")).status_code == 401
 
 
-def login_form_token(page: str) -> str:
-    found = re.search(r'name="csrf" value="([\w-]+)"', page)
-    assert found is not None
-    return found.group(1)
-
-
 async def test_a_key_logs_in_with_its_scopes_only(engine: Engine, dashboard: Dashboard) -> None:
     """A `jobs:read` key sees no agent page and no settings; an admin key sees them
     until it is revoked."""
@@ -109,7 +101,7 @@ async def test_a_key_logs_in_with_its_scopes_only(engine: Engine, dashboard: Das
     admin_record, admin = await engine.keys.create("owner", ["admin"])
     tcp = dashboard.tcp
     form = await tcp.get("/login")
-    token = login_form_token(form.text)
+    token = csrf_of(form.text)
     logged_in = await tcp.post("/login", data={"csrf": token, "key": reader})
     assert logged_in.status_code == 303 and logged_in.headers["location"] == "/"
     for path in ("/", "/agents", "/permissions", "/automations", "/settings/keys"):
@@ -118,7 +110,7 @@ async def test_a_key_logs_in_with_its_scopes_only(engine: Engine, dashboard: Das
         assert 'href="/agents"' not in response.text  # the links it may not follow are not shown
     tcp.cookies.clear()
 
-    token = login_form_token((await tcp.get("/login")).text)
+    token = csrf_of((await tcp.get("/login")).text)
     assert (await tcp.post("/login", data={"csrf": token, "key": admin})).status_code == 303
     assert (await tcp.get("/agents")).status_code == 200
     sessions = (await dashboard.socket.get("/v1/engine/dashboard/sessions")).json()["sessions"]
@@ -135,7 +127,7 @@ async def test_a_key_login_needs_the_forms_token_and_a_live_key(
 ) -> None:
     _, key = await engine.keys.create("owner", ["admin"])
     tcp = dashboard.tcp
-    token = login_form_token((await tcp.get("/login")).text)
+    token = csrf_of((await tcp.get("/login")).text)
     wrong = await tcp.post("/login", data={"csrf": token, "key": "cb_not_a_key"})
     assert wrong.status_code == 401 and "unknown or revoked" in wrong.text
     tcp.cookies.clear()  # the form's cookie gone: a POST from elsewhere

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import re
-
 from claybot.connectors.base import InboundMessage
 from claybot.engine.engine import Engine
 from claybot.permissions.requests import Conversation
-from tests.api.dashboard.conftest import Dashboard
+from tests.api.dashboard.conftest import Dashboard, csrf_of
 
 
 async def test_a_permission_request_is_allowed_from_the_permissions_page(
@@ -26,9 +24,8 @@ async def test_a_permission_request_is_allowed_from_the_permissions_page(
     page = await dashboard.tcp.get("/permissions")
     assert page.status_code == 200 and "@read:/etc" in page.text
     assert "&lt;b&gt;my notes&lt;/b&gt;" in page.text
-    csrf = re.search(r'name="csrf" value="([\w-]+)"', page.text)
-    assert csrf is not None
-    form = {"csrf": csrf.group(1), "decision": "allow"}
+    csrf = csrf_of(page.text)
+    form = {"csrf": csrf, "decision": "allow"}
     refused = await dashboard.tcp.post(f"/permissions/{asked.id}", data={"decision": "allow"})
     assert refused.status_code == 403 and engine.permissions.get(asked.id).status == "pending"
     allowed = await dashboard.tcp.post(f"/permissions/{asked.id}", data=form)

@@ -4,16 +4,9 @@ and resumed; bad forms say what is wrong."""
 from __future__ import annotations
 
 import asyncio
-import re
 
 from claybot.engine.engine import Engine
-from tests.api.dashboard.conftest import Dashboard
-
-
-def csrf_of(page: str) -> str:
-    found = re.search(r'name="csrf" value="([\w-]+)"', page)
-    assert found is not None
-    return found.group(1)
+from tests.api.dashboard.conftest import Dashboard, csrf_of
 
 
 async def test_an_agent_is_created_run_paused_and_resumed(
