@@ -4,67 +4,19 @@ engine: the login link, every page, a screenshot of each under the test run's ou
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import re
-import shutil
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from axe_playwright_python.async_playwright import Axe
-from playwright.async_api import Browser, Page, async_playwright
+from playwright.async_api import Browser
 
 from tests.agents.test_subagents import call, rules_settings
-from tests.cli.test_cli import cli
+from tests.browser.conftest import logged_in_page, login_link, serious_violations
 from tests.conftest import EngineProcess, write_settings
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM = os.environ.get("CLAYBOT_CHROMIUM", "/usr/bin/chromium")
-FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-# Screenshots for people to look at: one per page, kept after the run.
-SHOTS = Path(os.environ.get("CLAYBOT_SCREENSHOTS", "test-output/screenshots"))
 PAGES = ["/", "/agents", "/permissions", "/automations", "/proactive", "/settings/keys"]
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
-    if shutil.which(CHROMIUM) is None:
-        pytest.fail(f"no chromium at {CHROMIUM}: `apt-get install chromium` (.ci/run does)")
-    async with async_playwright() as playwright:
-        launched = await playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        yield launched
-        await launched.close()
-
-
-@pytest.fixture
-def shots() -> Path:
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    return SHOTS
-
-
-async def serious_violations(page: Page) -> list[str]:
-    """axe-core's serious and critical findings on the page as it is."""
-    results = await Axe().run(page)
-    return [
-        f"{page.url}: {violation['id']} ({violation['impact']}): {violation['help']}"
-        for violation in results.response["violations"]
-        if violation["impact"] in ("serious", "critical")
-    ]
-
-
-def login_link(engine: EngineProcess) -> str:
-    answer = cli(engine.paths, "dashboard", "--json")
-    assert answer.returncode == 0, answer.stderr
-    return str(json.loads(answer.stdout)["url"])
 
 
 async def test_a_browser_logs_in_once_and_sees_every_page(
@@ -129,14 +81,6 @@ async def test_every_page_fits_a_phone_and_follows_dark_mode(
         name = path.strip("/").replace("/", "-") or "overview"
         await page.screenshot(path=shots / f"{name}-phone-dark.png", full_page=True)
     await context.close()
-
-
-async def logged_in_page(engine: EngineProcess, browser: Browser) -> tuple[Page, str]:
-    await asyncio.to_thread(engine.start)
-    link = await asyncio.to_thread(login_link, engine)
-    page = await browser.new_page()
-    await page.goto(link)
-    return page, link.split("/login", 1)[0]
 
 
 async def test_a_cron_task_is_previewed_created_and_run_now(

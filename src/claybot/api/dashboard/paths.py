@@ -4,7 +4,7 @@ from __future__ import annotations
 
 PAGES = frozenset({"/", "/login", "/logout"})
 # Pages with pages below them (``/agents/{id}``).
-SECTIONS = ("/agents", "/permissions", "/automations", "/proactive", "/settings")
+SECTIONS = ("/chat", "/agents", "/permissions", "/automations", "/proactive", "/jobs", "/settings")
 STATIC_ROOT = "/static"
 
 
