@@ -16,7 +16,16 @@ from tests.conftest import EngineProcess, write_settings
 
 pytestmark = pytest.mark.slow
 
-PAGES = ["/", "/agents", "/permissions", "/automations", "/proactive", "/settings/keys"]
+PAGES = [
+    "/",
+    "/chat",
+    "/chat/dashboard/web",
+    "/agents",
+    "/permissions",
+    "/automations",
+    "/proactive",
+    "/settings/keys",
+]
 
 
 async def test_a_browser_logs_in_once_and_sees_every_page(

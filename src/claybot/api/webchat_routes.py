@@ -15,6 +15,7 @@ from claybot.api.schemas import NAME_PATTERN, WebchatMessage
 from claybot.api.sse import EventStream
 from claybot.connectors.base import InboundMessage
 from claybot.connectors.webchat import LIVE_EVENTS, WEBCHAT_CONNECTOR, conversation_event
+from claybot.engine.engine import Engine
 from claybot.kernel.events import frame_event
 
 router = APIRouter(prefix="/v1/engine/webchat", route_class=AnswerRoute)
@@ -54,8 +55,16 @@ async def events(
     ] = "web",
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
 ) -> EventStream:
-    engine = engine_of(request)
-    subscription = engine.events.subscribe(resume_after(last_event_id))
+    return conversation_stream(engine_of(request), user_id, channel_id, resume_after(last_event_id))
+
+
+def conversation_stream(
+    engine: Engine, user_id: str, channel_id: str, after: int | None
+) -> EventStream:
+    """One webchat conversation's events after event ``after`` (all still buffered when
+    None), opened by an init frame that lists its pending permission prompts. The
+    dashboard's Chat page follows the same stream."""
+    subscription = engine.events.subscribe(after)
     pending = [
         item.to_dict()
         for item in engine.permissions.list("pending")

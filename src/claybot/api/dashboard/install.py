@@ -7,8 +7,9 @@ from starlette.staticfiles import StaticFiles
 
 from claybot.api.dashboard.agent_pages import router as agent_pages
 from claybot.api.dashboard.auth import DashboardAuth
-from claybot.api.dashboard.job_pages import router as job_pages
 from claybot.api.dashboard.automation_pages import router as automation_pages
+from claybot.api.dashboard.chat_pages import router as chat_pages
+from claybot.api.dashboard.job_pages import router as job_pages
 from claybot.api.dashboard.key_pages import router as key_pages
 from claybot.api.dashboard.paths import STATIC_ROOT
 from claybot.api.dashboard.permission_pages import router as permission_pages
@@ -23,6 +24,7 @@ def install_dashboard(app: FastAPI, auth: DashboardAuth | None = None) -> None:
     app.include_router(control)  # the socket's: login links and sessions
     routers = (
         pages,
+        chat_pages,
         agent_pages,
         permission_pages,
         automation_pages,

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
 
-from claybot.api.dashboard.rendering import page, see_other
+from claybot.api.dashboard.rendering import done, page
 from claybot.api.dashboard.routes import engine_of, guard, guard_form
 from claybot.kernel.errors import ClayError
 
@@ -40,14 +40,17 @@ async def decide(
     request_id: str,
     decision: Annotated[Literal["allow", "deny"], Form()],
     csrf: Annotated[str | None, Form(max_length=200)] = None,
+    back: Annotated[str, Form(max_length=1000)] = "/permissions",
 ) -> Response:
+    """Allow or deny; then back where it was decided (this page, or a chat)."""
+    if not back.startswith(("/permissions", "/chat/")):
+        back = "/permissions"  # never a redirect off the dashboard
     session = await guard_form(request, csrf)
     if isinstance(session, Response):
         return session
     try:
         await engine_of(request).permissions.decide(request_id, decision == "allow", DECIDER)
     except ClayError as exc:  # unknown, or decided already (by someone else, or in time)
-        return page(
-            request, "problem.html", status_code=exc.status, session=session, message=str(exc)
-        )
-    return see_other("/permissions")
+        return page(request, "problem.html", status_code=exc.status, session=session,
+                    message=str(exc), back=back)  # fmt: skip
+    return done(request, back)

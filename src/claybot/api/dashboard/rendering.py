@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import Request
-from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.templating import Jinja2Templates
 
 HERE = Path(__file__).parent
@@ -66,6 +66,18 @@ def see_other(path: str) -> RedirectResponse:
     response = RedirectResponse(path, status_code=303)
     response.headers.update(SECURITY_HEADERS)
     return response
+
+
+# Sent by the pages' script when it posts a form itself: it wants no page back.
+FETCH_HEADER = "x-claybot-fetch"
+
+
+def done(request: Request, path: str) -> Response:
+    """After a form: the page to show next, or only "done" (204) to the script that
+    posted it and updates the page in place."""
+    if request.headers.get(FETCH_HEADER) == "1":
+        return Response(status_code=204, headers=SECURITY_HEADERS)
+    return see_other(path)
 
 
 def to_login() -> RedirectResponse:
