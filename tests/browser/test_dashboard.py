@@ -196,3 +196,19 @@ async def test_a_proactive_agent_is_created_and_its_run_shows_its_output(
     assert await page.locator("pre.output").count() == 1  # what it wrote
     await page.screenshot(path=shots / "proactive-agent.png", full_page=True)
     assert await serious_violations(page) == []
+
+
+async def test_the_overview_feed_shows_events_as_they_happen(
+    engine_process: EngineProcess, browser: Browser
+) -> None:
+    page, base = await logged_in_page(engine_process, browser)
+    assert page.url == base + "/"
+    async with engine_process.async_client() as client:
+        posted = await client.post(
+            "/v1/engine/messages", json={"userId": "ann", "channelId": "c", "text": "hello"}
+        )
+    assert posted.status_code == 202, posted.text
+    agent_id = posted.json()["agentId"]
+    reply = page.locator("#feed li", has_text="agent.outgoing").filter(has_text=agent_id)
+    await reply.wait_for()
+    assert await page.locator("#feed-empty").is_hidden()

@@ -212,6 +212,19 @@ class AgentSystem:
     def loaded_count(self) -> int:
         return len(self.residency.loaded)
 
+    def counts_by_kind(self) -> dict[str, int]:
+        """How many agents there are of each descriptor type (user, subagent, ...)."""
+        counts: dict[str, int] = {}
+        for entry in self.directory:
+            kind = entry.descriptor.type
+            counts[kind] = counts.get(kind, 0) + 1
+        return counts
+
+    def turn_counts(self) -> tuple[int, int]:
+        """Turns running now, and items accepted that wait for their turn."""
+        running = sum(1 for agent in self.residency.loaded.values() if agent.running)
+        return running, max(0, self.pending_count() - running)
+
     def agent_id_for(self, descriptor: AgentDescriptor) -> str | None:
         """The agent id a descriptor maps to, without creating one."""
         return self.directory.id_for(descriptor)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-PAGES = frozenset({"/", "/login", "/logout"})
+PAGES = frozenset({"/", "/login", "/logout", "/activity"})
 # Pages with pages below them (``/agents/{id}``).
 SECTIONS = ("/chat", "/agents", "/permissions", "/automations", "/proactive", "/jobs", "/settings")
 STATIC_ROOT = "/static"

@@ -10,13 +10,14 @@ referrers (a login link's token must not leave in a ``Referer``).
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import secrets
 import time
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Form, Query, Request
+from fastapi import APIRouter, Form, Header, Query, Request
 from fastapi.responses import Response
 
 from claybot.api.dashboard.auth import SESSION_TTL_S, DashboardAuth, Session
@@ -24,12 +25,29 @@ from claybot.api.dashboard.rendering import page, see_other, to_login
 from claybot.api.models.base import AnswerRoute, Ok
 from claybot.api.models.dashboard import DashboardLink, DashboardSessions
 from claybot.api.responses import errors
+from claybot.api.routes import SSE_PING_S, resume_after
+from claybot.api.sse import EventStream
+from claybot.db.errors import StoreError
 from claybot.engine.engine import Engine
-from claybot.kernel.errors import NotFound
+from claybot.kernel.errors import ClayError, NotFound
+from claybot.kernel.event_types import EventType
 
 SESSION_COOKIE = "claybot_session"
 LOGIN_COOKIE = "claybot_login"  # the key form's CSRF token, before there is a session
 LOGIN_FORM_TTL_S = 15 * 60
+# The Overview's recent errors: looked for among the bus's newest events.
+ERROR_EVENTS = frozenset(
+    {
+        EventType.AGENT_ERROR,
+        EventType.AGENT_DAMAGED,
+        EventType.AGENT_STORAGE_FAILED,
+        EventType.SUBAGENT_FAILED,
+        EventType.CRON_TASK_INVALID,
+    }
+)
+RECENT_SCANNED = 2_000
+ERRORS_SHOWN = 10
+JOB_COUNTS_WAIT_S = 0.5
 pages = APIRouter(include_in_schema=False)
 control = APIRouter(prefix="/v1/engine/dashboard", route_class=AnswerRoute)
 
@@ -99,7 +117,7 @@ async def guard(request: Request, scope: str = "admin") -> Session | Response:
             auth_of(request).revoke(session.id)
             return to_login()
     if not session.allows(scope):
-        return page(request, "forbidden.html", status_code=403, session=session)
+        return page(request, "forbidden.html", status_code=403, session=session, scope=scope)
     return session
 
 
@@ -198,16 +216,70 @@ async def overview(request: Request) -> Response:
     session = await guard(request)
     if isinstance(session, Response):
         return session
-    status = engine_of(request).status()
+    engine = engine_of(request)
+    status = engine.status()
     started = datetime.fromisoformat(status["startedAt"].replace("Z", "+00:00"))
+    running, queued = engine.agents.turn_counts()
+    jobs, workers, jobs_problem = await _job_counts(engine)
     return page(
         request,
         "overview.html",
         session=session,
         status=status,
         uptime=_duration((datetime.now(UTC) - started).total_seconds()),
+        kinds=engine.agents.counts_by_kind(),
+        running=running,
+        queued=queued,
+        jobs=jobs,
+        workers=workers,
+        jobs_problem=jobs_problem,
+        errors=_recent_errors(engine),
+        after=engine.events.last_id,
         rendered_at=time.strftime("%H:%M:%S UTC", time.gmtime()),
     )
+
+
+def _recent_errors(engine: Engine) -> list[dict[str, Any]]:
+    """The newest error events still in the bus's buffer, newest first."""
+    found = [event for event in engine.events.recent(RECENT_SCANNED) if event.type in ERROR_EVENTS]
+    return [event.to_dict() for event in reversed(found[-ERRORS_SHOWN:])]
+
+
+async def _job_counts(engine: Engine) -> tuple[dict[str, int], dict[str, int], str]:
+    """Jobs by status and workers by status, or why the job database cannot tell."""
+    try:
+        async with asyncio.timeout(JOB_COUNTS_WAIT_S):
+            database = await engine.jobs.database()
+        jobs = await database.jobs.counts()
+        workers: dict[str, int] = {}
+        for row in await database.workers.listing():
+            workers[row.status] = workers.get(row.status, 0) + 1
+    except TimeoutError:
+        return {}, {}, "the job database is still opening"
+    except StoreError as exc:
+        return {}, {}, str(exc)
+    return jobs, workers, ""
+
+
+@pages.get("/activity")
+async def activity(
+    request: Request,
+    after: Annotated[int | None, Query(ge=0)] = None,
+    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+) -> Response:
+    """Every engine event (SSE), for the Overview's live feed; a reconnect resumes after
+    the last one seen."""
+    session = await guard(request)
+    if isinstance(session, Response):
+        return session
+    try:
+        resume = resume_after(last_event_id, after)
+    except ClayError as exc:
+        return Response(str(exc), status_code=400, media_type="text/plain")
+    engine = engine_of(request)
+    subscription = engine.events.subscribe(resume)
+    init = {"id": engine.events.last_id, "type": "init", "payload": {"gap": subscription.gap}}
+    return EventStream(init, subscription, ping_s=SSE_PING_S)
 
 
 def _duration(seconds: float) -> str:
