@@ -20,6 +20,7 @@ from uuid import UUID
 
 from fastapi import APIRouter, File, Form, Query, Request, UploadFile
 from fastapi.responses import Response, StreamingResponse
+from starlette import datastructures
 
 from claybot import __version__
 from claybot.api.models.jobs import (
@@ -40,7 +41,17 @@ from claybot.api.models.jobs import (
 )
 from claybot.api.responses import seed_errors
 from claybot.api.routes import engine_of
-from claybot.jobs.model import EVERYONE, HitlMode, JobStatus, NewJob, Owner, response_text
+from claybot.jobs.model import (
+    EVERYONE,
+    HitlMode,
+    Job,
+    JobStatus,
+    NewJob,
+    Owner,
+    StoredFile,
+    response_text,
+    visible_to,
+)
 from claybot.kernel.errors import InvalidInput
 
 if TYPE_CHECKING:  # the database modules load SQLAlchemy: not at boot
@@ -64,9 +75,9 @@ def key_id(request: Request) -> str | None:
 def viewer(request: Request) -> Owner:
     """Whose jobs this request may see: a key's own, or all (admin, the socket)."""
     record = request.scope.get("state", {}).get("api_key")
-    if record is None or "admin" in record.scopes:
+    if record is None:
         return EVERYONE
-    return str(record.id)
+    return visible_to(str(record.id), record.scopes)
 
 
 async def jobs_db(request: Request) -> JobDatabase:
@@ -78,10 +89,12 @@ async def health() -> Health:
     return Health(status="healthy", timestamp=datetime.now(UTC).isoformat(), version=__version__)
 
 
-@router.post("/jobs", status_code=201, summary="Queue a job")
-async def create_job(request: Request, body: CreateJob) -> JobCreated:
-    db = await jobs_db(request)
-    job = await db.jobs.create(
+# -- what the API and the dashboard's Jobs pages both do ---------------------------------
+
+
+async def queue_job(db: JobDatabase, body: CreateJob, creator: str | None) -> Job:
+    """A new queued job; ``creator``: the key that made it (None: the engine's owner)."""
+    return await db.jobs.create(
         NewJob(
             task=body.task,
             priority=body.priority,
@@ -89,10 +102,100 @@ async def create_job(request: Request, body: CreateJob) -> JobCreated:
             model=body.model,
             hitl_mode=HitlMode(body.hitl_mode),
             allow_network=body.allow_network,
-            api_key_id=key_id(request),
+            api_key_id=creator,
             attachment_ids=tuple(body.attachments),
         )
     )
+
+
+async def respond_to(
+    db: JobDatabase, job_id: str, body: RespondToJob, owner: Owner
+) -> tuple[Job, str]:
+    """Answer a waiting job: the job, queued again, and the text its model reads."""
+    if body.action in ("reject", "respond") and not body.answer:
+        raise InvalidInput(f"{body.action} needs an answer", field="answer")
+    text = response_text(body.action, body.answer, body.editedPlan)
+    job = await db.jobs.respond(job_id, text, owner)
+    await db.logs.add(job.id, f"User responded ({body.action})")
+    return job, text
+
+
+async def store_upload(
+    db: JobDatabase,
+    file: datastructures.UploadFile,  # FastAPI's is one; the dashboard reads Starlette's
+    *,
+    owner: str | None,
+    viewer: Owner,
+    job_id: str | None = None,
+) -> StoredFile:
+    """An uploaded file, kept as an attachment (``owner``: the key uploading it)."""
+    cap = db.tables.max_file_bytes
+    content = await file.read(cap + 1)
+    if len(content) > cap:
+        raise InvalidInput(
+            f"the file is over {cap} bytes", field="file", code="FILE_TOO_LARGE", status=413
+        )
+    name = UNSAFE_NAME.sub("_", (file.filename or "upload").rsplit("/", 1)[-1])[:255] or "upload"
+    return await db.files.add_attachment(
+        name, content, file.content_type, owner=owner, viewer=viewer, job_id=job_id
+    )
+
+
+async def artifact_download(
+    db: JobDatabase, job_id: str, artifact_id: str, owner: Owner
+) -> Response:
+    """An artifact as a download (never shown inline: it is a job's output)."""
+    job = await db.jobs.get(job_id, owner)
+    artifact = await db.files.artifact(job.id, artifact_id)
+    name = UNSAFE_NAME.sub("_", artifact.filename.rsplit("/", 1)[-1]) or "artifact"
+    return Response(
+        artifact.content or b"",
+        media_type=artifact.mime_type or "application/octet-stream",
+        headers={
+            "Content-Disposition": f'attachment; filename="{name}"',
+            "X-Content-Type-Options": "nosniff",
+        },
+    )
+
+
+async def follow_log(db: JobDatabase, job_id: str, after: int) -> AsyncIterator[bytes]:
+    """A job's log as server-sent events: every line after ``after`` (each with its id,
+    so a reconnecting reader resumes), then new ones as they come, until the job ends.
+    Woken by this engine's writes; lines another process writes are read every half
+    second."""
+    news = asyncio.Event()
+
+    def heard(kind: str, payload: dict[str, object]) -> None:
+        if payload.get("jobId") == job_id:
+            news.set()
+
+    unsubscribe = db.tables.subscribe(heard)
+    try:
+        while True:
+            news.clear()
+            for line in await db.logs.page(job_id, after_id=after, limit=1000):
+                after = line.id
+                yield b"id: %d\nevent: log\ndata: %s\n\n" % (
+                    line.id,
+                    LogEntry.of(line).model_dump_json().encode(),
+                )
+            job = await db.jobs.get(job_id)
+            if job.status in TERMINAL:
+                yield b'event: end\ndata: {"status": "%s"}\n\n' % job.status.value.encode()
+                return
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(FOLLOW_POLL_S):
+                    await news.wait()
+    finally:
+        unsubscribe()
+
+
+# -- the routes ----------------------------------------------------------------------------
+
+
+@router.post("/jobs", status_code=201, summary="Queue a job")
+async def create_job(request: Request, body: CreateJob) -> JobCreated:
+    job = await queue_job(await jobs_db(request), body, key_id(request))
     return JobCreated(
         id=job.id,
         status=status_name(job.status),
@@ -122,12 +225,7 @@ async def get_job(request: Request, job_id: UUID) -> JobDetail:
 
 @router.post("/jobs/{job_id:uuid}/respond", summary="Answer a job that waits for you")
 async def respond(request: Request, job_id: UUID, body: RespondToJob) -> Responded:
-    if body.action in ("reject", "respond") and not body.answer:
-        raise InvalidInput(f"{body.action} needs an answer", field="answer")
-    text = response_text(body.action, body.answer, body.editedPlan)
-    db = await jobs_db(request)
-    job = await db.jobs.respond(str(job_id), text, viewer(request))
-    await db.logs.add(job.id, f"User responded ({body.action})")
+    job, text = await respond_to(await jobs_db(request), str(job_id), body, viewer(request))
     return Responded(id=job.id, status=status_name(job.status), message=text)
 
 
@@ -164,41 +262,11 @@ async def job_logs(
     db = await jobs_db(request)
     job = await db.jobs.get(str(job_id), viewer(request))
     if follow or "text/event-stream" in request.headers.get("accept", ""):
-        return StreamingResponse(_follow(db, job.id, after), media_type="text/event-stream")
+        return StreamingResponse(follow_log(db, job.id, after), media_type="text/event-stream")
     lines = await db.logs.page(job.id, after_id=after, limit=limit, offset=offset)
     return LogPage(
         logs=[LogEntry.of(line) for line in lines], count=len(lines), offset=offset, limit=limit
     )
-
-
-async def _follow(db: JobDatabase, job_id: str, after: int) -> AsyncIterator[bytes]:
-    """Every line after ``after``, then new ones as they come, until the job ends. Woken
-    by this engine's writes; lines another process writes are read every half second."""
-    news = asyncio.Event()
-
-    def heard(kind: str, payload: dict[str, object]) -> None:
-        if payload.get("jobId") == job_id:
-            news.set()
-
-    unsubscribe = db.tables.subscribe(heard)
-    try:
-        while True:
-            news.clear()
-            for line in await db.logs.page(job_id, after_id=after, limit=1000):
-                after = line.id
-                yield b"id: %d\nevent: log\ndata: %s\n\n" % (
-                    line.id,
-                    LogEntry.of(line).model_dump_json().encode(),
-                )
-            job = await db.jobs.get(job_id)
-            if job.status in TERMINAL:
-                yield b'event: end\ndata: {"status": "%s"}\n\n' % job.status.value.encode()
-                return
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(FOLLOW_POLL_S):
-                    await news.wait()
-    finally:
-        unsubscribe()
 
 
 @router.get("/jobs/{job_id:uuid}/artifacts", summary="A job's artifacts")
@@ -219,17 +287,7 @@ async def list_artifacts(request: Request, job_id: UUID) -> ArtifactList:
 )
 async def download_artifact(request: Request, job_id: UUID, artifact_id: UUID) -> Response:
     db = await jobs_db(request)
-    job = await db.jobs.get(str(job_id), viewer(request))
-    artifact = await db.files.artifact(job.id, str(artifact_id))
-    name = UNSAFE_NAME.sub("_", artifact.filename.rsplit("/", 1)[-1]) or "artifact"
-    return Response(
-        artifact.content or b"",
-        media_type=artifact.mime_type or "application/octet-stream",
-        headers={
-            "Content-Disposition": f'attachment; filename="{name}"',
-            "X-Content-Type-Options": "nosniff",
-        },
-    )
+    return await artifact_download(db, str(job_id), str(artifact_id), viewer(request))
 
 
 @router.post("/jobs/upload", status_code=201, summary="Upload a file for a job")
@@ -239,20 +297,8 @@ async def upload(
     jobId: Annotated[str | None, Form(description="One of your jobs (else: for the next)")] = None,
 ) -> Uploaded:
     db = await jobs_db(request)
-    cap = db.tables.max_file_bytes
-    content = await file.read(cap + 1)
-    if len(content) > cap:
-        raise InvalidInput(
-            f"the file is over {cap} bytes", field="file", code="FILE_TOO_LARGE", status=413
-        )
-    name = UNSAFE_NAME.sub("_", (file.filename or "upload").rsplit("/", 1)[-1])[:255] or "upload"
-    stored = await db.files.add_attachment(
-        name,
-        content,
-        file.content_type,
-        owner=key_id(request),
-        viewer=viewer(request),
-        job_id=jobId,
+    stored = await store_upload(
+        db, file, owner=key_id(request), viewer=viewer(request), job_id=jobId
     )
     return Uploaded(
         id=stored.id,

@@ -9,6 +9,7 @@ stays ended whatever arrives late.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -157,6 +158,14 @@ class NewJob:
 # Who may see a job: a key id (its own jobs only), or EVERYONE (the socket's owner, admin keys).
 EVERYONE: None = None
 Owner = str | None
+
+
+def visible_to(key_id: str | None, scopes: Iterable[str]) -> Owner:
+    """Whose jobs a caller sees: every job for the engine's owner (no key) and for an
+    ``admin`` key, else only those its key created. The API and the dashboard both ask."""
+    if key_id is None or "admin" in scopes:
+        return EVERYONE
+    return key_id
 
 
 @dataclass(frozen=True)

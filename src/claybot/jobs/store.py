@@ -513,12 +513,13 @@ class JobStore:
             )
             return {"created": int(created.scalar_one()), "completed": int(completed.scalar_one())}
 
-    async def counts(self) -> dict[str, int]:
-        """Jobs by status (the metrics route)."""
+    async def counts(self, owner: Owner = EVERYONE) -> dict[str, int]:
+        """Jobs by status (the metrics route; the dashboard's, of the jobs ``owner`` sees)."""
+        query = select(job_queue.c.status, func.count()).group_by(job_queue.c.status)
+        if owner is not EVERYONE:
+            query = query.where(job_queue.c.api_key_id == owner)
         async with wrap_database_errors("counting jobs"), self._db.engine.connect() as connection:
-            rows = await connection.execute(
-                select(job_queue.c.status, func.count()).group_by(job_queue.c.status)
-            )
+            rows = await connection.execute(query)
             return {str(row[0]): int(row[1]) for row in rows}
 
     async def delete(self, job_ids: Iterable[str]) -> None:
