@@ -175,9 +175,22 @@ async def test_a_permission_request_is_allowed_from_the_permissions_page(
             await asyncio.sleep(0.1)
 
 
-async def test_a_proactive_agent_is_created_and_its_run_shows_its_output(
+async def test_a_proactive_agent_is_created_and_its_output_shows_live(
     engine_process: EngineProcess, browser: Browser, shots: Path
 ) -> None:
+    """The run says something, works a while, then answers: what it said shows while
+    it still runs, on the page as it was loaded."""
+    rules = [
+        {
+            "match": "Write the digest.",
+            "response": {
+                "text": "Gathering the news.",
+                "toolCalls": [{"name": "list_agents", "arguments": {}}],
+            },
+        },
+        {"match": "", "response": "The digest is done."},
+    ]
+    write_settings(engine_process.paths, rules_settings(rules, delayS=2.0))
     page, base = await logged_in_page(engine_process, browser)
     await page.goto(base + "/proactive")
     await page.get_by_label("Name").fill("Digest")
@@ -188,13 +201,16 @@ async def test_a_proactive_agent_is_created_and_its_run_shows_its_output(
     await page.wait_for_url(re.compile(re.escape(base) + r"/proactive/\w+"))
     assert await page.locator("h1").inner_text() == "Digest"
     await page.get_by_role("button", name="Run now").click()
-    async with asyncio.timeout(30):  # the run is recorded (its row), then asserted on
-        while await page.locator("table").count() == 0:
-            await asyncio.sleep(0.2)
-            await page.reload()
-    assert "success" in await page.locator("table").inner_text()
-    assert await page.locator("pre.output").count() == 1  # what it wrote
+    await page.wait_for_load_state()
+    loaded = await page.evaluate("performance.timeOrigin")
+    assert await page.locator("#output").is_hidden()  # nothing written yet
+    await page.locator("#output", has_text="Gathering the news.").wait_for()
+    assert "running" in await page.locator("#state").inner_text()
+    assert await page.evaluate("performance.timeOrigin") == loaded  # live, not reloaded
     await page.screenshot(path=shots / "proactive-agent.png", full_page=True)
+    # When the run ends the page shows its row.
+    await page.locator("table", has_text="success").wait_for(timeout=30_000)
+    assert "The digest is done." in await page.locator("#output").inner_text()
     assert await serious_violations(page) == []
 
 

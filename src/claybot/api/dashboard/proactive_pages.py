@@ -1,20 +1,24 @@
 """The dashboard's Proactive agents page (seed 004's Agents section): cards with their
-status, next run and last result; run now, pause, resume; create; an agent's executions
-and its latest output. Through the engine's own proactive service."""
+status, next run and last result; run now, pause, resume; create, edit and delete; an
+agent's executions with their logs, and its output live while it runs. Through the
+engine's own proactive service (the same messages its WebSocket clients get)."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Form, Request
-from fastapi.responses import Response
+from fastapi import APIRouter, Form, Query, Request
+from fastapi.responses import FileResponse, Response, StreamingResponse
 from pydantic import ValidationError
 
 from claybot.api.dashboard.auth import Session
-from claybot.api.dashboard.rendering import page, see_other
+from claybot.api.dashboard.rendering import SECURITY_HEADERS, page, see_other
 from claybot.api.dashboard.routes import engine_of, guard, guard_form
 from claybot.kernel.errors import ClayError
-from claybot.proactive.inputs import CreateAgentInput
+from claybot.proactive.broadcast import Listener
+from claybot.proactive.inputs import CreateAgentInput, UpdateAgentInput
 
 router = APIRouter(include_in_schema=False)
 EXECUTIONS_SHOWN = 20
@@ -72,12 +76,16 @@ async def create(
     try:
         created = await engine_of(request).proactive.create(CreateAgentInput(**fields))
     except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(part) for part in error["loc"])
-        return await _list_page(request, session, 422, form, f"{where}: {error['msg']}")
+        return await _list_page(request, session, 422, form, _first_problem(exc))
     except ClayError as exc:
         return await _list_page(request, session, exc.status, form, str(exc))
     return see_other(f"/proactive/{created['id']}")
+
+
+def _first_problem(exc: ValidationError) -> str:
+    error = exc.errors()[0]
+    where = ".".join(str(part) for part in error["loc"])
+    return f"{where}: {error['msg']}"
 
 
 @router.get("/proactive/{agent_id}")
@@ -85,6 +93,17 @@ async def agent(request: Request, agent_id: str) -> Response:
     session = await guard(request)
     if isinstance(session, Response):
         return session
+    return await _agent_page(request, session, agent_id)
+
+
+async def _agent_page(
+    request: Request,
+    session: Session,
+    agent_id: str,
+    status_code: int = 200,
+    form: dict[str, str] | None = None,
+    problem: str = "",
+) -> Response:
     service = engine_of(request).proactive
     try:
         detail = service.detail(agent_id)
@@ -98,11 +117,129 @@ async def agent(request: Request, agent_id: str) -> Response:
     return page(
         request,
         "proactive_agent.html",
+        status_code=status_code,
         session=session,
         agent=detail,
         executions=executions,
         output=output,
+        form=form or {key: str(detail.get(key) or "") for key in EDITABLE},
+        problem=problem,
     )
+
+
+EDITABLE = ("name", "objective", "schedule", "timezone", "cwd", "runner")
+
+
+@router.post("/proactive/{agent_id}/edit")
+async def edit(
+    request: Request,
+    agent_id: str,
+    name: Annotated[str, Form(max_length=200)] = "",
+    objective: Annotated[str, Form(max_length=20_000)] = "",
+    schedule: Annotated[str, Form(max_length=256)] = "",
+    timezone: Annotated[str, Form(max_length=64)] = "",
+    cwd: Annotated[str, Form(max_length=4096)] = "",
+    runner: Annotated[Literal["claude", "engine"], Form()] = "claude",
+    csrf: Annotated[str | None, Form(max_length=200)] = None,
+) -> Response:
+    """Change what the form holds; an empty time zone or folder keeps the current one."""
+    session = await guard_form(request, csrf)
+    if isinstance(session, Response):
+        return session
+    form = {"name": name, "objective": objective, "schedule": schedule, "timezone": timezone,
+            "cwd": cwd, "runner": runner}  # fmt: skip
+    fields: dict[str, Any] = {"name": name, "objective": objective, "schedule": schedule,
+                              "runner": runner}  # fmt: skip
+    if timezone.strip():
+        fields["timezone"] = timezone.strip()
+    if cwd.strip():
+        fields["cwd"] = cwd.strip()
+    service = engine_of(request).proactive
+    try:
+        await service.update(agent_id, UpdateAgentInput(**fields))
+    except ValidationError as exc:
+        return await _agent_page(request, session, agent_id, 422, form, _first_problem(exc))
+    except ClayError as exc:
+        if exc.status == 404:
+            return page(request, "not_found.html", status_code=404, session=session, what=agent_id)
+        return await _agent_page(request, session, agent_id, exc.status, form, str(exc))
+    return see_other(f"/proactive/{agent_id}")
+
+
+@router.post("/proactive/{agent_id}/delete")
+async def delete(
+    request: Request, agent_id: str, csrf: Annotated[str | None, Form(max_length=200)] = None
+) -> Response:
+    session = await guard_form(request, csrf)
+    if isinstance(session, Response):
+        return session
+    try:
+        await engine_of(request).proactive.delete(agent_id)
+    except ClayError:
+        return page(request, "not_found.html", status_code=404, session=session, what=agent_id)
+    return see_other("/proactive")
+
+
+@router.get("/proactive/{agent_id}/log")
+async def run_log(
+    request: Request,
+    agent_id: str,
+    execution: Annotated[str | None, Query(max_length=100)] = None,
+) -> Response:
+    """A run's log as plain text (the newest run's without ``execution``)."""
+    session = await guard(request)
+    if isinstance(session, Response):
+        return session
+    try:
+        path = await engine_of(request).proactive.log_path(agent_id, execution)
+    except ClayError as exc:
+        return page(request, "problem.html", status_code=exc.status, session=session,
+                    message=str(exc), back=f"/proactive/{agent_id}")  # fmt: skip
+    return FileResponse(path, media_type="text/plain; charset=utf-8", headers=SECURITY_HEADERS)
+
+
+@router.get("/proactive/{agent_id}/live")
+async def live(request: Request, agent_id: str) -> Response:
+    """The agent's output as it is written, and its state as it changes (SSE): first
+    what it has written so far, then each new piece. A reconnect starts over with the
+    whole output, so nothing needs replaying."""
+    session = await guard(request)
+    if isinstance(session, Response):
+        return session
+    service = engine_of(request).proactive
+    listener = service.broadcaster.listen()  # before the snapshot: nothing falls between
+    try:
+        service.detail(agent_id)
+    except ClayError:
+        listener.close()
+        return page(request, "not_found.html", status_code=404, session=session, what=agent_id)
+    try:
+        output = service.live_output(agent_id)
+    except ClayError:
+        output = ""
+    return StreamingResponse(
+        _live_frames(listener, agent_id, output),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
+
+
+async def _live_frames(listener: Listener, agent_id: str, output: str) -> AsyncIterator[bytes]:
+    def frame(kind: str, data: dict[str, Any]) -> bytes:
+        return f"data: {json.dumps({'type': kind, 'payload': data})}\n\n".encode()
+
+    try:
+        yield frame("snapshot", {"text": output})
+        async for message in listener:
+            data = message.get("data") or {}
+            if data.get("agentId", data.get("id")) != agent_id:
+                continue
+            if message["type"] == "agent:output":
+                yield frame("output", {"text": data.get("text", "")})
+            elif message["type"] in ("agent:update", "agent:deleted"):
+                yield frame(message["type"], data)
+    finally:
+        listener.close()
 
 
 @router.post("/proactive/{agent_id}/{verb}")
