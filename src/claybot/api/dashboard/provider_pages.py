@@ -46,7 +46,7 @@ def _first_problem(exc: ValidationError) -> str:
 def _provider_rows(engine: Engine) -> list[dict[str, Any]]:
     """settings.json's providers in priority order, with the label and the state the
     engine reports (ready, not built and why, or disabled)."""
-    status = {item["id"]: item for item in engine.status()["providers"]}
+    labels = {provider.id: provider.label for provider in engine.providers.router.providers}
     failures = engine.providers.failures
     rows = []
     for provider in engine.settings.providers:
@@ -61,7 +61,7 @@ def _provider_rows(engine: Engine) -> list[dict[str, Any]]:
             "id": provider.id,
             "type": provider.provider_type,
             "model": provider.model or "",
-            "label": status.get(provider.id, {}).get("label") or "",
+            "label": labels.get(provider.id, ""),
             "options": json.dumps(public["options"]) if public.get("options") else "",
             "state": state,
             "problem": problem,
