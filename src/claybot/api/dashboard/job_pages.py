@@ -15,6 +15,7 @@ the template only) and follows a job's log as server-sent events.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from datetime import datetime
@@ -86,6 +87,11 @@ def question_of(raw: str | None) -> Question | None:
 def _ms(moment: datetime | None) -> float | None:
     """A time as the templates' ``utc`` and ``iso`` filters take it (unix ms)."""
     return None if moment is None else moment.timestamp() * 1000
+
+
+def _version(*parts: object) -> str:
+    """What a live block shows, in short: jobs.js replaces the block when it changes."""
+    return hashlib.blake2b(repr(parts).encode(), digest_size=8).hexdigest()
 
 
 def _owner(session: Session) -> Owner:
@@ -161,6 +167,7 @@ async def _list_page(
         "page_number": page_number,
         "pages": max(1, -(-total // JOBS_PER_PAGE)),
         "ms": _ms,
+        "version": _version(total, counts, [(job.id, job.status, job.updated_at) for job in jobs]),
     }
     if request.headers.get(FRAGMENT_HEADER) and status_code == 200:
         return _live_block(request, "jobs.html", context)
@@ -304,6 +311,7 @@ async def _job_page(
         "form": form or {},
         "problem": problem,
         "ms": _ms,
+        "version": _version(job.status, job.updated_at, [file.id for file in artifacts]),
     }
     if request.headers.get(FRAGMENT_HEADER) and status_code == 200:
         return _live_block(request, "job.html", context)

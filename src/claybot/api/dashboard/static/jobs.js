@@ -21,7 +21,6 @@ function localTimes(root) {
 function liveRegion(region) {
   const notice = document.querySelector("[data-offline]");
   const offlineText = notice ? notice.textContent : "";
-  let last = null; // the last HTML the server sent: a region that did not change stays as it is
   let stopped = false;
   let timer = null;
 
@@ -51,15 +50,17 @@ function liveRegion(region) {
           return;
         }
         if (!answer.ok) throw new Error(`HTTP ${answer.status}`);
-        const html = await answer.text();
+        const fresh = document.createElement("template");
+        fresh.innerHTML = await answer.text(); // the server's own escaped HTML
         if (notice) { notice.hidden = true; notice.textContent = offlineText; }
-        // Not while someone works inside it: a half-typed answer or a focused link stays.
-        if (html !== last && !region.contains(document.activeElement)) {
-          if (last !== null) {
-            region.innerHTML = html;
-            localTimes(region);
-          }
-          last = html;
+        const now = fresh.content.querySelector("[data-version]");
+        const shown = region.querySelector("[data-version]");
+        // Only when what it shows changed, and not while someone works inside it: a
+        // half-typed answer or a focused link stays.
+        if (now && (!shown || now.dataset.version !== shown.dataset.version)
+            && !region.contains(document.activeElement)) {
+          region.replaceChildren(fresh.content);
+          localTimes(region);
         }
       } catch (error) {
         show(offlineText);
