@@ -34,7 +34,13 @@ from claybot.connectors.base import OutgoingMessage
 from claybot.kernel.event_types import EventType
 from claybot.kernel.events import EventBus
 from claybot.permissions.model import Permissions
-from claybot.permissions.tags import PermissionTagError, apply_grant, parse_tag
+from claybot.permissions.tags import (
+    PermissionTagError,
+    apply_grant,
+    parse_tag,
+    remove_grant,
+    revoked_tag,
+)
 from claybot.providers.base import TokenUsage
 
 log = logging.getLogger(__name__)
@@ -135,6 +141,9 @@ class Agent:
         if item.kind == "reset":
             await self._reset(item)
             outcome = TurnOutcome("")
+        elif item.kind == "revoke":
+            await self._revoke(item)
+            outcome = TurnOutcome("")
         else:
             routing = conversation_routing(self.descriptor, item)
             if routing is not None:
@@ -195,6 +204,26 @@ class Agent:
         self.context = build_context([record])
         self.runtime.events.emit(
             EventType.AGENT_RESET, {"agentId": self.id, "context": item.context}
+        )
+
+    async def _revoke(self, item: InboxItem) -> None:
+        """Take a grant back, in the inbox's order: a turn queued before the revocation
+        still has the grant, and every turn after it does not."""
+        try:
+            tag = revoked_tag(str(item.context.get("permission", "")))
+        except PermissionTagError:
+            log.error("ignoring a malformed revocation", extra={"agentId": self.id})
+            return
+        before = self.state.permissions
+        after = remove_grant(before, tag)
+        if after != before:
+            self.state.permissions = after
+            self.state.updatedAt = self.runtime.now_ms()
+            self.state_dirty = False
+            await self.runtime.store.write_state(self.id, self.state)
+        self.runtime.events.emit(
+            EventType.AGENT_GRANT_REVOKED,
+            {"agentId": self.id, "permission": str(tag), "held": after != before},
         )
 
     async def _apply_grant(self, item: InboxItem) -> None:

@@ -144,6 +144,43 @@ class AgentDirectory:
             if isinstance(descriptor, SubagentDescriptor) and descriptor.parentAgentId == parent_id:
                 yield agent_id
 
+    def subagent_tree(self, root_id: str, limit: int) -> tuple[list[dict[str, Any]], int]:
+        """The subagents below ``root_id``, each with its own (``children``), oldest first,
+        and how many there are in all; at most ``limit`` are given. One pass over the
+        directory builds every parent's children, then the tree is walked from the root."""
+        children: dict[str, list[str]] = {}
+        for agent_id, entry in self._entries.items():
+            descriptor = entry.descriptor
+            if isinstance(descriptor, SubagentDescriptor):
+                children.setdefault(descriptor.parentAgentId, []).append(agent_id)
+        given = 0
+        total = 0
+        seen = {root_id}
+
+        def below(parent_id: str) -> list[dict[str, Any]]:
+            nonlocal given, total
+            nodes: list[dict[str, Any]] = []
+            for child_id in children.get(parent_id, ()):
+                if child_id in seen:  # a cycle can only come from hand-edited files
+                    continue
+                seen.add(child_id)
+                total += 1
+                if given >= limit:
+                    below(child_id)  # counted, not given
+                    continue
+                given += 1
+                descriptor = self._entries[child_id].descriptor
+                nodes.append(
+                    {
+                        "agentId": child_id,
+                        "label": descriptor_label(descriptor),
+                        "children": below(child_id),
+                    }
+                )
+            return nodes
+
+        return below(root_id), total
+
     # -- listings -----------------------------------------------------------------------
 
     def listing(self, agent_id: str, live: int | None) -> dict[str, Any]:

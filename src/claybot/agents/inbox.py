@@ -29,7 +29,8 @@ from claybot.durable.atomic import atomic_write_bytes
 from claybot.durable.group_commit import GroupCommitWriter, replay_journal
 from claybot.durable.jsonl import encode_record, read_jsonl
 
-ItemKind = Literal["message", "reset"]
+ItemKind = Literal["message", "reset", "revoke"]
+ITEM_KINDS = frozenset({"message", "reset", "revoke"})
 # Checkpoint once this many inbox records were appended since the last one.
 COMPACT_AFTER_RECORDS = 100_000
 
@@ -121,7 +122,7 @@ class InboxLog:
                 key = (str(record["agentId"]), str(record["id"]))
             except KeyError:
                 continue
-            if op in ("message", "reset"):
+            if op in ITEM_KINDS:
                 if key not in finished and key not in pending:
                     pending[key] = InboxItem.from_record(record)
             elif op == "sent":

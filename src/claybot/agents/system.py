@@ -40,6 +40,7 @@ from claybot.kernel.errors import ClayError
 from claybot.kernel.ids import IdFactory, new_id
 from claybot.kernel.supervise import Supervisor
 from claybot.permissions.model import Permissions
+from claybot.permissions.tags import revoked_tag
 
 __all__ = [
     "AgentNotFound",
@@ -364,6 +365,15 @@ class AgentSystem:
             raise AgentNotFound(agent_id)
         context = {"message": message} if message else {}
         return await self._accept(agent_id, "reset", item_id, "", context)
+
+    async def revoke_grant(self, agent_id: str, permission: str) -> Turn:
+        """Queue taking a grant back (``@read:/abs``, ``@write:/abs``, ``@network``): it
+        is applied in the agent's inbox order, as grants are (``PermissionTagError``
+        for a malformed tag)."""
+        if agent_id not in self.directory:
+            raise AgentNotFound(agent_id)
+        tag = revoked_tag(permission)
+        return await self._accept(agent_id, "revoke", None, "", {"permission": str(tag)})
 
     async def _accept(
         self,

@@ -26,6 +26,7 @@ class EventType(StrEnum):
     AGENT_RESTORED = "agent.restored"
     AGENT_SLEEP = "agent.sleep"
     AGENT_RESET = "agent.reset"
+    AGENT_GRANT_REVOKED = "agent.grant_revoked"
     AGENT_OUTGOING = "agent.outgoing"
     AGENT_DELTA = "agent.delta"
     AGENT_TOOL_CALL = "agent.tool_call"
@@ -86,6 +87,13 @@ class AgentReset(TypedDict):
     __pydantic_config__ = _CLOSED  # type: ignore[misc]
     agentId: str
     context: dict[str, Any]  # what the reset was asked with
+
+
+class AgentGrantRevoked(TypedDict):
+    __pydantic_config__ = _CLOSED  # type: ignore[misc]
+    agentId: str
+    permission: str  # the tag taken back
+    held: bool  # False: the agent did not have it, and nothing changed
 
 
 class OutgoingMessagePayload(TypedDict):
@@ -328,6 +336,7 @@ PAYLOAD_TYPES: dict[EventType, type] = {
     EventType.AGENT_RESTORED: AgentId,
     EventType.AGENT_SLEEP: AgentSleep,
     EventType.AGENT_RESET: AgentReset,
+    EventType.AGENT_GRANT_REVOKED: AgentGrantRevoked,
     EventType.AGENT_OUTGOING: AgentOutgoing,
     EventType.AGENT_DELTA: AgentDelta,
     EventType.AGENT_TOOL_CALL: AgentToolCall,

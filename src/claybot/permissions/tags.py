@@ -117,6 +117,25 @@ def apply_grant(permissions: Permissions, tag: PermissionTag) -> Permissions:
     return permissions.model_copy(update={"readDirs": read_dirs, "writeDirs": write_dirs})
 
 
+def revoked_tag(tag: str) -> PermissionTag:
+    """A tag to take back: its path as held (normalised, not resolved again, so a folder
+    since replaced by a link is still the one named)."""
+    return parse_tag(tag, resolve=os.path.normpath)
+
+
+def remove_grant(permissions: Permissions, tag: PermissionTag) -> Permissions:
+    """Permissions without ``tag``: taking read back takes write too (write implies
+    read); taking write back leaves read. Only the folder named is taken back, not a
+    grant of a folder above or below it."""
+    if tag.access == "network":
+        return permissions.model_copy(update={"network": False})
+    write_dirs = [folder for folder in permissions.writeDirs if folder != tag.path]
+    read_dirs = list(permissions.readDirs)
+    if tag.access == "read":
+        read_dirs = [folder for folder in read_dirs if folder != tag.path]
+    return permissions.model_copy(update={"readDirs": read_dirs, "writeDirs": write_dirs})
+
+
 def subset_of(tags: Iterable[PermissionTag], holder: Permissions) -> list[PermissionTag]:
     """The tags ``holder`` does not have (empty when a caller may pass them all on)."""
     return [tag for tag in tags if not grants(holder, tag)]

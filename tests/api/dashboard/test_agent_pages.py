@@ -1,12 +1,15 @@
-"""The Agents pages: the table, an agent's history as cards, and reset."""
+"""The Agents pages: the table, an agent's history as cards, its grants and subagents,
+and reset."""
 
 from __future__ import annotations
 
 import asyncio
 import re
+from pathlib import Path
 
 from claybot.connectors.base import InboundMessage
 from claybot.engine.engine import Engine
+from claybot.permissions.requests import Conversation
 from tests.api.dashboard.conftest import Dashboard, csrf_of
 
 HOSTILE = '<script>alert("x")</script> and **bold** <img src=x onerror=alert(1)>'
@@ -85,3 +88,67 @@ async def test_an_unknown_agent_is_a_404_page_and_no_session_goes_to_login(
     await dashboard.log_in()
     missing = await dashboard.tcp.get("/agents/nobody")
     assert missing.status_code == 404 and "Not found" in missing.text
+
+
+async def test_a_grant_is_shown_and_revoked_in_inbox_order(
+    engine: Engine, dashboard: Dashboard, tmp_path: Path
+) -> None:
+    turn = await engine.agents.submit_inbound(InboundMessage("local", "hal", "desk", "hi", "m1"))
+    await turn.outcome(10)
+    agent_id = turn.agent_id
+    notes = (tmp_path / "notes").resolve()
+    notes.mkdir()
+    for permission in (f"@write:{notes}", "@network"):
+        asked = await engine.permissions.request(
+            agent_id=agent_id,
+            agent_label="hal",
+            permission=permission,
+            reason="work",
+            where=Conversation("local", "hal", "desk"),
+        )
+        await engine.permissions.decide(asked.id, True, "test")
+    async with asyncio.timeout(10):  # each decision is applied by the agent, in turn
+        while not (await engine.agents.permissions_of(agent_id)).network:
+            await asyncio.sleep(0.02)
+    await dashboard.log_in()
+    page = await dashboard.tcp.get(f"/agents/{agent_id}")
+    assert f"<code>@write:{notes}</code>" in page.text and "<code>@network</code>" in page.text
+    assert f"<code>@read:{notes}</code>" not in page.text  # write implies it: shown once
+    csrf = csrf_of(page.text)
+
+    form = {"csrf": csrf, "permission": f"@write:{notes}"}
+    assert (await dashboard.tcp.post(f"/agents/{agent_id}/revoke", data={})).status_code == 403
+    revoked = await dashboard.tcp.post(f"/agents/{agent_id}/revoke", data=form)
+    assert revoked.status_code == 303
+    held = await engine.agents.permissions_of(agent_id)
+    assert str(notes) not in held.writeDirs and str(notes) in held.readDirs and held.network
+    page = await dashboard.tcp.get(f"/agents/{agent_id}")
+    assert f"<code>@read:{notes}</code>" in page.text  # read stays
+    network = {"csrf": csrf, "permission": "@network"}
+    assert (await dashboard.tcp.post(f"/agents/{agent_id}/revoke", data=network)).status_code == 303
+    assert not (await engine.agents.permissions_of(agent_id)).network
+
+    bad = await dashboard.tcp.post(
+        f"/agents/{agent_id}/revoke", data={"csrf": csrf, "permission": "@read:relative"}
+    )
+    assert bad.status_code == 422 and "absolute" in bad.text
+    unknown = await dashboard.tcp.post("/agents/nobody/revoke", data=network)
+    assert unknown.status_code == 404
+
+
+async def test_an_agents_subagents_show_as_a_tree(engine: Engine, dashboard: Dashboard) -> None:
+    turn = await engine.agents.submit_inbound(InboundMessage("local", "ann", "desk", "hi", "m1"))
+    await turn.outcome(10)
+    system = engine.agents
+    child = await system.start_subagent(turn.agent_id, "researcher", "look things up")
+    grandchild = await system.start_subagent(child, "reader", "read one page")
+    await dashboard.log_in()
+    page = (await dashboard.tcp.get(f"/agents/{turn.agent_id}")).text
+    assert "Subagents (2)" in page
+    tree = page[page.index('<ul class="tree">') :]
+    # The grandchild is inside the child's item: a tree, not a list.
+    child_at = tree.index(f'href="/agents/{child}"')
+    assert child_at < tree.index(f'href="/agents/{grandchild}"') < tree.index("</li>", child_at)
+    below = (await dashboard.tcp.get(f"/agents/{grandchild}")).text
+    assert f'A subagent of <a href="/agents/{child}">' in below
+    assert "Subagents (" not in below
