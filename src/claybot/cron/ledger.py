@@ -17,11 +17,13 @@ from typing import Any, Literal
 
 from claybot.durable.atomic import atomic_write_bytes
 from claybot.durable.group_commit import GroupCommitWriter
-from claybot.durable.jsonl import encode_record, read_jsonl
+from claybot.durable.jsonl import encode_record, parse_line, read_jsonl, read_lines_backward
 
 LEDGER_FILE = ".runs.jsonl"  # in <home>/cron, beside the task folders
 COMPACT_AFTER = 50_000  # records appended since the last compaction
 Status = Literal["ran", "failed", "skipped"]
+Run = dict[str, Any]  # at, status, and startedAt / finishedAt / reason as known
+HISTORY_SCAN = 200_000  # lines a task's run history looks back through at most
 
 
 @dataclass
@@ -59,6 +61,41 @@ class RunLedger:
 
     def runs(self, task_id: str) -> TaskRuns:
         return self.tasks.setdefault(task_id, TaskRuns())
+
+    def history(self, task_id: str, limit: int, scan_lines: int = HISTORY_SCAN) -> list[Run]:
+        """A task's newest ``limit`` runs (ran, failed, skipped, or started and still
+        going), newest first, read from the end of the file: what it holds since its
+        last compaction (which keeps each task's last run only), looking at no more than
+        ``scan_lines`` lines. Blocking: call it off the event loop."""
+        runs: dict[int, Run] = {}
+        for number, line in enumerate(read_lines_backward(self.path)):
+            if number >= scan_lines:
+                break
+            record = parse_line(line)
+            if record is None or record.get("task") != task_id:
+                continue
+            op, at = record.get("op"), record.get("at")
+            if op == "deleted":
+                break  # what is older belonged to an earlier task of the same id
+            if op == "state":  # the compaction: it kept the last finished run only
+                finished = record.get("lastFinished")
+                if isinstance(finished, dict) and isinstance(finished.get("at"), int):
+                    runs.setdefault(finished["at"], dict(finished))
+                break
+            if op == "seen" or not isinstance(at, int):
+                continue  # a mark that nothing before it is owed, not a run
+            if at not in runs:
+                if len(runs) >= limit:
+                    break
+                runs[at] = {"at": at, "status": "running"}
+            run = runs[at]
+            if op == "finished":
+                run.update(status=record.get("status"), finishedAt=record.get("finishedAt"))
+            elif op == "started":
+                run["startedAt"] = record.get("t")
+            elif op == "skipped":
+                run.update(status="skipped", reason=record.get("reason"))
+        return sorted(runs.values(), key=lambda run: run["at"], reverse=True)
 
     def _fold(self, record: dict[str, Any]) -> None:
         try:

@@ -29,7 +29,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
-from claybot.cron.ledger import RunLedger, Status, skipped_records, started_record
+from claybot.cron.ledger import Run, RunLedger, Status, skipped_records, started_record
 from claybot.cron.store import TASK_FILE, CronStore, CronTask, TaskProblem
 from claybot.cron.task import CronTaskNotFound, CronTaskSpec, TaskFileError
 from claybot.kernel.clock import Clock, from_ms, to_ms
@@ -554,6 +554,26 @@ class CronScheduler:
         updated = await asyncio.to_thread(self.store.load, task.directory)
         await self._adopt(updated, source="api")
         return updated
+
+    async def edit(
+        self, task_id: str, *, name: str, schedule: str, timezone: str | None, prompt: str
+    ) -> CronTask:
+        """Change a task's name, schedule, zone and prompt (ValidationError or
+        ScheduleError, nothing written, when one is wrong); its runs so far stay."""
+        task = self._get(task_id)
+        fields = {**task.spec.model_dump(), "name": name, "schedule": schedule,
+                  "timezone": timezone}  # fmt: skip
+        spec = CronTaskSpec.model_validate(fields)
+        CronSchedule.parse(spec.schedule, spec.timezone or self.store.default_timezone)
+        await asyncio.to_thread(self.store.write_spec, task.directory, spec, prompt)
+        updated = await asyncio.to_thread(self.store.load, task.directory)
+        await self._adopt(updated, source="api")
+        return updated
+
+    async def run_history(self, task_id: str, limit: int) -> list[Run]:
+        """The task's newest runs from the ledger, newest first."""
+        self._get(task_id)
+        return await asyncio.to_thread(self.ledger.history, task_id, limit)
 
     async def remove(self, task_id: str) -> CronTask:
         task = self._get(task_id)

@@ -1,5 +1,6 @@
-"""The dashboard's Automations page: cron tasks (with a preview of a schedule's next runs)
-and the heartbeat, through the engine's own cron and heartbeat services."""
+"""The dashboard's Automations pages: cron tasks (created and edited with a preview of a
+schedule's next runs; a task's runs from the ledger) and the heartbeat, through the
+engine's own cron and heartbeat services."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from claybot.scheduling.schedule import CronSchedule
 
 router = APIRouter(include_in_schema=False)
 PREVIEW_RUNS = 5
+RUNS_SHOWN = 50
 
 
 async def _page(
@@ -98,11 +100,84 @@ async def new_cron_task(
     return see_other("/automations")
 
 
+async def _task_page(
+    request: Request,
+    session: Session,
+    task_id: str,
+    status_code: int = 200,
+    form: dict[str, str] | None = None,
+    preview: list[datetime] | None = None,
+    problem: str = "",
+) -> Response:
+    cron = engine_of(request).cron
+    task = next((task for task in cron.listing() if task["taskId"] == task_id), None)
+    if task is None:
+        return page(request, "not_found.html", status_code=404, session=session, what=task_id)
+    fields = ("name", "schedule", "timezone", "prompt")
+    return page(
+        request,
+        "automation_task.html",
+        status_code=status_code,
+        session=session,
+        task=task,
+        runs=await cron.run_history(task_id, RUNS_SHOWN),
+        form=form or {field: str(task[field] or "") for field in fields},
+        preview=preview or [],
+        problem=problem,
+        default_zone=cron.store.default_timezone,
+    )
+
+
+@router.get("/automations/cron/{task_id}")
+async def cron_task(request: Request, task_id: str) -> Response:
+    session = await guard(request)
+    if isinstance(session, Response):
+        return session
+    return await _task_page(request, session, task_id)
+
+
+@router.post("/automations/cron/{task_id}/edit")
+async def edit_cron_task(
+    request: Request,
+    task_id: str,
+    action: Annotated[Literal["preview", "save"], Form()],
+    name: Annotated[str, Form(max_length=200)] = "",
+    schedule: Annotated[str, Form(max_length=256)] = "",
+    timezone: Annotated[str, Form(max_length=64)] = "",
+    prompt: Annotated[str, Form(max_length=100_000)] = "",
+    csrf: Annotated[str | None, Form(max_length=200)] = None,
+) -> Response:
+    """Preview the changed schedule's next runs, or save the changes; the form keeps
+    what was typed either way."""
+    session = await guard_form(request, csrf)
+    if isinstance(session, Response):
+        return session
+    cron = engine_of(request).cron
+    form = {"name": name, "schedule": schedule, "timezone": timezone, "prompt": prompt}
+    zone = timezone.strip() or cron.store.default_timezone
+    try:
+        preview = _next_runs(CronSchedule.parse(schedule, zone), PREVIEW_RUNS)
+    except ClayError as exc:
+        return await _task_page(request, session, task_id, 422, form, problem=str(exc))
+    if action == "preview":
+        return await _task_page(request, session, task_id, 200, form, preview)
+    try:
+        if not prompt.strip():
+            raise ValueError("a task needs a prompt: what its agent is asked each run")
+        await cron.edit(task_id, name=name.strip(), schedule=schedule,
+                        timezone=timezone.strip() or None, prompt=prompt)  # fmt: skip
+    except (ValidationError, ValueError, ClayError) as exc:
+        message = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+        status = exc.status if isinstance(exc, ClayError) else 422
+        return await _task_page(request, session, task_id, status, form, preview, message)
+    return see_other(f"/automations/cron/{task_id}")
+
+
 @router.post("/automations/cron/{task_id}/{verb}")
 async def act_on_cron_task(
     request: Request,
     task_id: str,
-    verb: Literal["run", "enable", "disable"],
+    verb: Literal["run", "enable", "disable", "delete"],
     csrf: Annotated[str | None, Form(max_length=200)] = None,
 ) -> Response:
     session = await guard_form(request, csrf)
@@ -112,6 +187,8 @@ async def act_on_cron_task(
     try:
         if verb == "run":
             await cron.run_now(task_id)
+        elif verb == "delete":
+            await cron.remove(task_id)
         else:
             await cron.set_enabled(task_id, verb == "enable")
     except ClayError as exc:

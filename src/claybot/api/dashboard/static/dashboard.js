@@ -6,3 +6,10 @@ for (const element of document.querySelectorAll("time[datetime]")) {
     element.title = element.getAttribute("datetime");
   }
 }
+
+// A form that deletes asks first.
+for (const form of document.querySelectorAll("form[data-confirm]")) {
+  form.addEventListener("submit", (event) => {
+    if (!confirm(form.dataset.confirm)) event.preventDefault();
+  });
+}

@@ -27,9 +27,3 @@
     }
   });
 })();
-
-for (const form of document.querySelectorAll("form[data-confirm]")) {
-  form.addEventListener("submit", (event) => {
-    if (!confirm(form.dataset.confirm)) event.preventDefault();
-  });
-}
