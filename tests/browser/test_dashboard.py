@@ -117,6 +117,12 @@ async def test_a_cron_task_is_previewed_created_and_run_now(
             await asyncio.sleep(0.2)
             await page.reload()
     assert "ran, " in await page.locator("tr", has_text="Morning report").inner_text()
+    # Its own page: the run from the ledger, and the edit form.
+    await page.get_by_role("link", name="Morning report").click()
+    await page.wait_for_url(re.compile(re.escape(base) + r"/automations/cron/[\w-]+"))
+    assert "ran" in await page.locator("table").inner_text()
+    await page.screenshot(path=shots / "automation-task.png", full_page=True)
+    assert await serious_violations(page) == []
 
 
 async def test_an_api_key_is_created_shown_once_and_revoked(
@@ -137,7 +143,7 @@ async def test_an_api_key_is_created_shown_once_and_revoked(
 
 
 async def test_a_permission_request_is_allowed_from_the_permissions_page(
-    engine_process: EngineProcess, browser: Browser
+    engine_process: EngineProcess, browser: Browser, shots: Path
 ) -> None:
     """An agent asks (the scripted model calls request_permission); a person allows it in
     the browser; the agent is told and goes on."""
@@ -173,6 +179,14 @@ async def test_a_permission_request_is_allowed_from_the_permissions_page(
             if any(r.get("text") == "Thanks, reading." for r in page_of.json()["records"]):
                 break
             await asyncio.sleep(0.1)
+    # The agent's page shows the grant, which can be taken back there.
+    await page.goto(f"{base}/agents/{agent_id}")
+    assert "@read:/etc" in await page.locator(".grants").inner_text()
+    await page.screenshot(path=shots / "agent.png", full_page=True)
+    assert await serious_violations(page) == []
+    await page.get_by_role("button", name="Revoke @read:/etc").click()
+    await page.wait_for_url(f"{base}/agents/{agent_id}")
+    assert await page.get_by_role("button", name="Revoke @read:/etc").count() == 0
 
 
 async def test_a_proactive_agent_is_created_and_its_output_shows_live(
