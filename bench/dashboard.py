@@ -1,32 +1,127 @@
-"""Benchmark the dashboard's pages: time to render each, with 10,000 agents.
+"""Benchmark the dashboard's pages: time to render each, with 10,000 agents and 10,000 jobs.
 
 Starts an engine on a home that already holds 10,000 agents of 100 history records each
-(written straight in the on-disk format, as ``bench/agents.py`` does), logs in through a
+(written straight in the on-disk format, as ``bench/agents.py`` does) and 10,000 jobs in
+every status (inserted through the job database's writer, a thousand rows a transaction,
+before the engine starts; its workers are off, so none of them moves), logs in through a
 one-time link as a browser would, and requests each page ``--runs`` times over loopback
 TCP, one at a time. Prints p50 and p99 per page: the time from sending the request to the
 last byte of the page, which on loopback is the engine's render time. The target of
-issue 14 is a p99 under 50 ms for every page. (The job pages are not built yet.)
+issue 14 is a p99 under 50 ms for every page. The job timed on its own page waits for
+its plan to be approved (the markdown is rendered) and has 200 log lines and an artifact.
 
-    .venv/bin/python bench/dashboard.py [--agents N] [--runs N]
+    .venv/bin/python bench/dashboard.py [--agents N] [--jobs N] [--runs N]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
 import os
 import shutil
 import statistics
 import sys
 import time
+import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import httpx
+from sqlalchemy import Connection, insert
 
 import claybot
-from agents import compile_bytecode, fresh_home, populate, start_engine
+from agents import SETTINGS, compile_bytecode, fresh_home, populate, start_engine
+from claybot.config.home import HomePaths
+from claybot.db.database import create_database_engine, migrate
+from claybot.db.location import database_url
+from claybot.db.tables import job_artifacts, job_logs, job_queue
+from claybot.jobs.database import JobDatabase
+from claybot.jobs.model import JobStatus
+from claybot.jobs.writer import Events
+
+JOB_BATCH = 1000  # rows a transaction
+STATUSES = list(JobStatus)
+PLAN = "## Proposed plan\n\n" + "\n".join(f"{n}. Step {n}: do *that* `thing`" for n in range(1, 21))
+WORKERS = 20
 
 
-def measure(base: str, link: str, agent_id: str, runs: int) -> list[tuple[str, float, float]]:
+def _job_row(n: int, now: datetime) -> dict[str, Any]:
+    status = STATUSES[n % len(STATUSES)]
+    created = now - timedelta(seconds=n)
+    ended = status in (JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED)
+    return {
+        "id": str(uuid.uuid4()),
+        "task": f"bench task {n}: summarise report {n} and write the findings down",
+        "status": status.value,
+        "hitl_mode": "plan_approval",
+        "created_at": created,
+        "updated_at": created,
+        "started_at": None if status is JobStatus.QUEUED else created,
+        "completed_at": created if ended else None,
+        "result": "Done." if status is JobStatus.COMPLETED else None,
+        "error_message": "It broke." if status is JobStatus.FAILED else None,
+        "agent_question": (
+            json.dumps({"type": "plan", "plan": PLAN, "question": "Go?"})
+            if status is JobStatus.WAITING_FOR_USER
+            else None
+        ),
+    }
+
+
+async def seed_jobs(paths: HomePaths, count: int) -> str:
+    """``count`` jobs through the job database's writer, in batches; the id of a waiting
+    one with 200 log lines and an artifact, and ``WORKERS`` workers' heartbeats."""
+    engine = create_database_engine(database_url(paths, os.environ))
+    await migrate(engine)
+    db = JobDatabase(engine)
+    now = datetime.now(UTC)
+    try:
+        for first in range(0, count, JOB_BATCH):
+            rows = [_job_row(n, now) for n in range(first, min(count, first + JOB_BATCH))]
+
+            def write(connection: Connection, _events: Events, rows: list[Any] = rows) -> None:
+                connection.execute(insert(job_queue), rows)
+
+            await db.tables.write("seeding jobs", write)
+        waiting = _job_row(STATUSES.index(JobStatus.WAITING_FOR_USER), now + timedelta(hours=1))
+        lines = [
+            {
+                "job_id": waiting["id"],
+                "level": "info",
+                "message": f"step {n} done",
+                "timestamp": now,
+            }
+            for n in range(200)
+        ]
+        artifact = {"id": str(uuid.uuid4()), "job_id": waiting["id"], "filename": "report.md",
+                    "mime_type": "text/markdown", "content": b"# R\n" * 100, "size_bytes": 400,
+                    "created_at": now}  # fmt: skip
+
+        def write_detail(connection: Connection, _events: Events) -> None:
+            connection.execute(insert(job_queue), [waiting])
+            connection.execute(insert(job_logs), lines)
+            connection.execute(insert(job_artifacts), [artifact])
+
+        await db.tables.write("seeding a job's detail", write_detail)
+        for n in range(WORKERS):
+            await db.workers.heartbeat(
+                f"worker-{n}",
+                hostname=f"host-{n}",
+                pid=1000 + n,
+                version="bench",
+                active_jobs=n % 4,
+            )
+        return str(waiting["id"])
+    finally:
+        await db.close()
+        await engine.dispose()
+
+
+def measure(
+    base: str, link: str, agent_id: str, job_id: str, runs: int
+) -> list[tuple[str, float, float]]:
     rows = []
     with httpx.Client(base_url=base, timeout=60) as browser:
         assert browser.get(link).status_code == 303, "the login link did not log in"
@@ -40,6 +135,11 @@ def measure(base: str, link: str, agent_id: str, runs: int) -> list[tuple[str, f
             "/automations",
             "/proactive",
             "/settings/keys",
+            "/jobs",
+            "/jobs?status=waiting_for_user",
+            "/jobs?status=completed&page=20",
+            f"/jobs/{job_id}",
+            "/jobs/workers",
         ]
         for path in pages:
             browser.get(path)  # warm: the first render compiles the template
@@ -60,15 +160,18 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--agents", type=int, default=10_000, help="agents in the home")
+    parser.add_argument("--jobs", type=int, default=10_000, help="jobs in the database")
     parser.add_argument("--runs", type=int, default=200, help="requests per page")
     args = parser.parse_args()
     compile_bytecode(Path(claybot.__file__).parent)
-    paths = fresh_home()
+    paths = fresh_home({**SETTINGS, "jobs": {"workers": 0}})  # the jobs stay as they are
     paths.agents.mkdir(parents=True)
     print(f"writing {args.agents:,} agents...", file=sys.stderr, flush=True)
     populate(paths, args.agents, 100)
     os.sync()
     agent_id = next(p.name for p in paths.agents.iterdir() if p.is_dir())
+    print(f"inserting {args.jobs:,} jobs...", file=sys.stderr, flush=True)
+    job_id = asyncio.run(seed_jobs(paths, args.jobs))
     process, _ = start_engine(paths)
     try:
         transport = httpx.HTTPTransport(uds=str(paths.socket))
@@ -76,12 +179,13 @@ def main() -> None:
             url = owner.post("/v1/engine/dashboard/links").json()["url"]
         base, link = url.split("/login", 1)[0], "/login" + url.split("/login", 1)[1]
         print("timing the pages...", file=sys.stderr, flush=True)
-        rows = measure(base, link, agent_id, args.runs)
+        rows = measure(base, link, agent_id, job_id, args.runs)
     finally:
         process.terminate()
         process.wait(30)
         shutil.rmtree(paths.home, ignore_errors=True)
     print(f"\nDashboard render time, {args.agents:,} agents x 100 records, ", end="")
+    print(f"{args.jobs:,} jobs, ", end="")
     print(f"{args.runs} requests a page\n")
     print("| page | p50 | p99 |")
     print("|---|---:|---:|")
