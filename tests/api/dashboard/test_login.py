@@ -103,7 +103,8 @@ async def test_a_key_logs_in_with_its_scopes_only(engine: Engine, dashboard: Das
     form = await tcp.get("/login")
     token = csrf_of(form.text)
     logged_in = await tcp.post("/login", data={"csrf": token, "key": reader})
-    assert logged_in.status_code == 303 and logged_in.headers["location"] == "/"
+    assert logged_in.status_code == 303 and logged_in.headers["location"] == "/jobs"
+    assert (await tcp.get("/jobs")).status_code == 200  # where its scope reaches
     for path in ("/", "/agents", "/permissions", "/automations", "/settings/keys"):
         response = await tcp.get(path)
         assert response.status_code == 403 and "Not for this key" in response.text, path

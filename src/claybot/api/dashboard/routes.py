@@ -187,10 +187,12 @@ async def login_with_key(
     record = await engine_of(request).keys.verify(key.strip()) if key.strip() else None
     if record is None:
         return _login_form(request, 401, "That key is unknown or revoked.")
-    cookie, _ = auth_of(request).start(
+    cookie, session = auth_of(request).start(
         f"API key {record.prefix}", tuple(record.scopes), key_id=record.id
     )
-    response = see_other("/")
+    # Where its scopes reach: the Overview needs admin; a jobs key starts at its jobs.
+    landing = "/jobs" if not session.allows("admin") and session.allows("jobs:read") else "/"
+    response = see_other(landing)
     set_session_cookie(request, response, cookie)
     response.delete_cookie(LOGIN_COOKIE, path="/login")
     return response
