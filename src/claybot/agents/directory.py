@@ -42,6 +42,8 @@ class AgentDirectory:
         self._store = store
         self._entries: dict[str, IndexEntry] = {}
         self._by_key: dict[str, str] = {}
+        # Each parent's subagents, oldest first (entries are never removed).
+        self._children: dict[str, list[str]] = {}
         # Recency, by the agent's slot: raw integers in arrays, because an int object
         # stored per agent on every unload outlives the load that made it and keeps
         # that load's memory from going back to the system (see packed_context.py).
@@ -52,6 +54,9 @@ class AgentDirectory:
         self._touch_seq = 0
 
     def add(self, entry: IndexEntry) -> None:
+        descriptor = entry.descriptor
+        if entry.agent_id not in self._entries and isinstance(descriptor, SubagentDescriptor):
+            self._children.setdefault(descriptor.parentAgentId, []).append(entry.agent_id)
         self._entries[entry.agent_id] = entry
         self._by_key[descriptor_key(entry.descriptor)] = entry.agent_id
         if entry.agent_id not in self._slots:
@@ -139,20 +144,12 @@ class AgentDirectory:
         return depth
 
     def children_of(self, parent_id: str) -> Iterator[str]:
-        for agent_id, entry in self._entries.items():
-            descriptor = entry.descriptor
-            if isinstance(descriptor, SubagentDescriptor) and descriptor.parentAgentId == parent_id:
-                yield agent_id
+        return iter(self._children.get(parent_id, ()))
 
     def subagent_tree(self, root_id: str, limit: int) -> tuple[list[dict[str, Any]], int]:
         """The subagents below ``root_id``, each with its own (``children``), oldest first,
-        and how many there are in all; at most ``limit`` are given. One pass over the
-        directory builds every parent's children, then the tree is walked from the root."""
-        children: dict[str, list[str]] = {}
-        for agent_id, entry in self._entries.items():
-            descriptor = entry.descriptor
-            if isinstance(descriptor, SubagentDescriptor):
-                children.setdefault(descriptor.parentAgentId, []).append(agent_id)
+        and how many there are in all; at most ``limit`` are given."""
+        children = self._children
         given = 0
         total = 0
         seen = {root_id}
