@@ -107,6 +107,8 @@ job_queue = Table(
     CheckConstraint(_one_of("status", JOB_STATUSES), name="status"),
     CheckConstraint(_one_of("hitl_mode", HITL_MODES), name="hitl_mode"),
     Index("ix_job_queue_claim", "status", "priority", "created_at"),
+    Index("ix_job_queue_newest", "created_at", "id"),  # the lists: newest first
+    Index("ix_job_queue_status_newest", "status", "created_at", "id"),
     Index("ix_job_queue_api_key_id", "api_key_id"),
     Index("ix_job_queue_worker_id", "worker_id"),
 )

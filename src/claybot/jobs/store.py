@@ -174,7 +174,7 @@ class JobStore:
                 await connection.execute(
                     select(job_queue)
                     .where(where)
-                    .order_by(job_queue.c.created_at.desc(), job_queue.c.id)
+                    .order_by(job_queue.c.created_at.desc(), job_queue.c.id.desc())
                     .limit(limit)
                     .offset(offset)
                 )
