@@ -119,22 +119,56 @@ async def seed_jobs(paths: HomePaths, count: int) -> str:
         await engine.dispose()
 
 
-def measure(
-    base: str, link: str, agent_id: str, job_id: str, runs: int
-) -> list[tuple[str, float, float]]:
+def make_one_of_each(owner: httpx.Client) -> tuple[str, str]:
+    """A webchat conversation with a turn in it, a cron task and a proactive agent, made
+    through the owner's socket: their pages are timed too. Returns the task's and the
+    proactive agent's ids."""
+    posted = owner.post(
+        "/v1/engine/webchat/messages",
+        json={"userId": "dashboard", "channelId": "bench", "text": "hello"},
+    )
+    assert posted.status_code == 202, posted.text
+    task = owner.post(
+        "/v1/engine/cron/tasks",
+        json={"name": "Digest", "schedule": "0 7 * * *", "prompt": "Write the digest."},
+    )
+    assert task.status_code == 201, task.text
+    proactive = owner.post(
+        "/api/agents",
+        json={
+            "name": "Watcher",
+            "objective": "Watch.",
+            "schedule": "0 8 * * *",
+            "runner": "engine",
+        },
+    )
+    assert proactive.status_code == 201, proactive.text
+    return str(task.json()["task"]["taskId"]), str(proactive.json()["agent"]["id"])
+
+
+def measure(base: str, link: str, ids: dict[str, str], runs: int) -> list[tuple[str, float, float]]:
     rows = []
+    agent_id, job_id = ids["agent"], ids["job"]
     with httpx.Client(base_url=base, timeout=60) as browser:
         assert browser.get(link).status_code == 303, "the login link did not log in"
         pages = [
             "/",
+            "/chat",
+            "/chat/dashboard/bench",
             "/agents",
             "/agents?q=user42",
             f"/agents/{agent_id}",
             f"/agents/{agent_id}?before=50",
             "/permissions",
             "/automations",
+            f"/automations/cron/{ids['task']}",
             "/proactive",
+            f"/proactive/{ids['proactive']}",
+            "/settings",
+            "/settings/providers",
+            "/settings/credentials",
             "/settings/keys",
+            "/settings/log",
             "/jobs",
             "/jobs?status=waiting_for_user",
             "/jobs?status=completed&page=20",
@@ -176,10 +210,12 @@ def main() -> None:
     try:
         transport = httpx.HTTPTransport(uds=str(paths.socket))
         with httpx.Client(transport=transport, base_url="http://claybot") as owner:
+            task_id, proactive_id = make_one_of_each(owner)
             url = owner.post("/v1/engine/dashboard/links").json()["url"]
         base, link = url.split("/login", 1)[0], "/login" + url.split("/login", 1)[1]
         print("timing the pages...", file=sys.stderr, flush=True)
-        rows = measure(base, link, agent_id, job_id, args.runs)
+        ids = {"agent": agent_id, "job": job_id, "task": task_id, "proactive": proactive_id}
+        rows = measure(base, link, ids, args.runs)
     finally:
         process.terminate()
         process.wait(30)
