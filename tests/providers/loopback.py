@@ -9,6 +9,7 @@ entry of a script.
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import threading
 from collections import deque
@@ -30,6 +31,7 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]  # lower-case names
     body: dict[str, Any]
+    raw: bytes = b""  # the body as it came
 
 
 @dataclass(frozen=True)
@@ -70,8 +72,9 @@ class ScriptedVendor:
         self._script.append(ScriptedResponse(status, body, headers or {}))
 
     async def handle(self, request: Request) -> JSONResponse:
+        raw = await request.body()
         self.requests.append(
-            RecordedRequest(request.url.path, dict(request.headers), await request.json())
+            RecordedRequest(request.url.path, dict(request.headers), json.loads(raw), raw)
         )
         if not self._script:
             return JSONResponse({"error": {"message": "the fake has no scripted response"}}, 500)

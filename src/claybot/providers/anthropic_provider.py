@@ -5,6 +5,11 @@ The SDK is imported when a provider is created, never when the engine boots.
 Options (settings.json, camelCase): ``baseUrl``, ``timeoutS`` (60), ``maxRetries`` (1),
 ``temperature``, ``maxTokens`` (1024; the API requires a limit). The key is the auth
 entry's ``apiKey``, else ``ANTHROPIC_API_KEY``.
+
+As with the OpenAI provider, the body is built here as JSON and sent through the
+SDK's own ``post``, which keeps its retries, errors, response types and streaming; each
+message's JSON is kept by the agent's context (``providers/encoded.py``) and only
+regrouped into turns on each call.
 """
 
 from __future__ import annotations
@@ -14,9 +19,12 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from claybot.config.auth import AuthEntry
 from claybot.config.settings import ProviderSettings
 from claybot.providers.base import (
+    ChatMessage,
     DeltaSink,
     Endpoint,
     InferenceRequest,
@@ -27,6 +35,7 @@ from claybot.providers.base import (
     ToolCall,
     ToolSchema,
 )
+from claybot.providers.encoded import EncodedRun, encoded_messages
 from claybot.providers.options import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT_S,
@@ -43,6 +52,7 @@ if TYPE_CHECKING:
     from anthropic.types import Message, RawMessageStreamEvent
 
 DEFAULT_MODEL = "claude-sonnet-4-6"
+MESSAGES_PATH = "/v1/messages"
 DEFAULT_MAX_TOKENS = 1024
 VENDOR_HOST = "api.anthropic.com"
 KEY_VARIABLE = "ANTHROPIC_API_KEY"
@@ -64,34 +74,106 @@ def to_anthropic_messages(request: InferenceRequest) -> list[dict[str, Any]]:
     turns: list[dict[str, Any]] = []
     for message in request.messages:
         if message.role == "tool":
-            block: dict[str, Any] = {
-                "type": "tool_result",
-                "tool_use_id": message.tool_call_id or "",
-                "content": message.text,
-            }
-            if message.is_error:
-                block["is_error"] = True
+            block = _tool_result(message)
             if turns and turns[-1]["role"] == "user" and _only_tool_results(turns[-1]):
                 turns[-1]["content"].append(block)
             else:
                 turns.append({"role": "user", "content": [block]})
         elif message.role == "assistant":
-            content: list[dict[str, Any]] = []
-            if message.text.strip():
-                content.append({"type": "text", "text": message.text})
-            content.extend(
-                {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
-                for call in message.tool_calls
-            )
-            if content:  # an empty assistant turn would be refused; it said nothing anyway
-                turns.append({"role": "assistant", "content": content})
+            turn = _assistant_turn(message)
+            if turn is not None:
+                turns.append(turn)
         else:
-            text = {"type": "text", "text": message.text if message.text.strip() else EMPTY_TEXT}
+            text = _user_text(message)
             if turns and turns[-1]["role"] == "user":
                 turns[-1]["content"].append(text)  # text may follow tool results in one turn
             else:
                 turns.append({"role": "user", "content": [text]})
     return turns
+
+
+def _tool_result(message: ChatMessage) -> dict[str, Any]:
+    block: dict[str, Any] = {
+        "type": "tool_result",
+        "tool_use_id": message.tool_call_id or "",
+        "content": message.text,
+    }
+    if message.is_error:
+        block["is_error"] = True
+    return block
+
+
+def _assistant_turn(message: ChatMessage) -> dict[str, Any] | None:
+    """None for a message that said nothing: an empty turn would be refused."""
+    content: list[dict[str, Any]] = []
+    if message.text.strip():
+        content.append({"type": "text", "text": message.text})
+    content.extend(
+        {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
+        for call in message.tool_calls
+    )
+    return {"role": "assistant", "content": content} if content else None
+
+
+def _user_text(message: ChatMessage) -> dict[str, Any]:
+    return {"type": "text", "text": message.text if message.text.strip() else EMPTY_TEXT}
+
+
+# What a message is in a turn: a user's text block, a tool result block, a whole
+# assistant turn, or nothing (an assistant that said nothing).
+USER_TEXT, TOOL_RESULT, ASSISTANT, NOTHING = b"u"[0], b"t"[0], b"a"[0], b"-"[0]
+
+
+class MessagesCodec:
+    """A message as Messages API JSON: a user's text or a tool result as a block (turns
+    are grouped on each call, as ``to_anthropic_messages`` groups them), an assistant
+    message as its whole turn."""
+
+    key = "anthropic.messages"
+
+    def encode(self, message: ChatMessage) -> tuple[int, bytes]:
+        if message.role == "tool":
+            return TOOL_RESULT, orjson.dumps(_tool_result(message))
+        if message.role == "assistant":
+            turn = _assistant_turn(message)
+            return (ASSISTANT, orjson.dumps(turn)) if turn is not None else (NOTHING, b"")
+        return USER_TEXT, orjson.dumps(_user_text(message))
+
+
+MESSAGES_CODEC = MessagesCodec()
+
+
+def turns_json(run: EncodedRun) -> orjson.Fragment:
+    """The ``messages`` array from encoded messages: consecutive tool results share a
+    user turn, and a user's text joins the user turn before it."""
+    parts = [b"["]
+    blocks: list[bytes] = []  # the open user turn's
+    only_results = False
+
+    def close_user_turn() -> None:
+        if blocks:
+            if len(parts) > 1:
+                parts.append(b",")
+            parts.extend((b'{"role":"user","content":[', b",".join(blocks), b"]}"))
+            blocks.clear()
+
+    for kind, fragment in run.fragments():
+        if kind == ASSISTANT:
+            close_user_turn()
+            if len(parts) > 1:
+                parts.append(b",")
+            parts.append(fragment)
+        elif kind == TOOL_RESULT:
+            if blocks and not only_results:
+                close_user_turn()  # results of a turn go together, not after its text
+            blocks.append(fragment)
+            only_results = True
+        elif kind == USER_TEXT:
+            only_results = False
+            blocks.append(fragment)
+    close_user_turn()
+    parts.append(b"]")
+    return orjson.Fragment(b"".join(parts))
 
 
 def _only_tool_results(turn: dict[str, Any]) -> bool:
@@ -237,7 +319,10 @@ class AnthropicProvider:
         env: Mapping[str, str],
     ) -> None:
         import anthropic
+        from anthropic.types import Message, RawMessageStreamEvent
 
+        self._message_type = Message
+        self._stream_type = anthropic.AsyncStream[RawMessageStreamEvent]  # made once
         self._id = settings.id
         self._model = settings.model or DEFAULT_MODEL
         endpoint = locate(settings, auth, env)
@@ -264,26 +349,48 @@ class AnthropicProvider:
     def model(self) -> str:
         return self._model
 
+    def request_body(
+        self, request: InferenceRequest, *, stream: bool, messages: Any = None
+    ) -> dict[str, Any]:
+        """The JSON body of the call, as ``messages.create`` takes its arguments
+        (``messages``: the turns already as JSON, else built as dicts)."""
+        body: dict[str, Any] = {
+            "model": self._model,
+            "max_tokens": request.max_output_tokens or self._max_tokens,
+            "messages": to_anthropic_messages(request) if messages is None else messages,
+        }
+        if request.system_prompt:
+            body["system"] = request.system_prompt
+        if request.tools:
+            body["tools"] = to_anthropic_tools(list(request.tools))
+        if self._temperature is not None:
+            body["temperature"] = self._temperature
+        if stream:
+            body["stream"] = True
+        return body
+
     async def complete(
         self, request: InferenceRequest, on_delta: DeltaSink | None = None
     ) -> InferenceResult:
-        arguments: dict[str, Any] = {
-            "model": self._model,
-            "max_tokens": request.max_output_tokens or self._max_tokens,
-            "messages": to_anthropic_messages(request),
-        }
-        if request.system_prompt:
-            arguments["system"] = request.system_prompt
-        if request.tools:
-            arguments["tools"] = to_anthropic_tools(list(request.tools))
-        if self._temperature is not None:
-            arguments["temperature"] = self._temperature
+        turns = turns_json(encoded_messages(request.messages, MESSAGES_CODEC))
+        payload = orjson.dumps(
+            self.request_body(request, stream=on_delta is not None, messages=turns)
+        )
+        client = self._client
         try:
             if on_delta is None:
-                response = await self._client.messages.create(**arguments)
+                response = await client.post(
+                    MESSAGES_PATH, cast_to=self._message_type, content=payload
+                )
                 return from_anthropic_response(self._id, self._model, response)
             streamed = StreamedMessage(on_delta)
-            stream = await self._client.messages.create(**arguments, stream=True)
+            stream = await client.post(
+                MESSAGES_PATH,
+                cast_to=self._message_type,
+                content=payload,
+                stream=True,
+                stream_cls=self._stream_type,
+            )
             async with stream:
                 async for event in stream:
                     streamed.add(event)

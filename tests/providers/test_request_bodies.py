@@ -1,0 +1,145 @@
+"""The providers send their request bodies through the SDK's own ``post`` (no per-call
+transform of the body, each message's JSON kept by the agent's context): what reaches
+the vendor is what the SDK's ``create`` would have sent for the same arguments (the
+same JSON, as long, with the same headers), streamed or not, whether the messages come
+as a list or as a context window that encoded some of them on an earlier call.
+
+Images are not part of a context yet (files in conversations are issue 15): when they
+are, a turn with one belongs here."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from claybot.agents.packed_context import PackedContext
+from claybot.providers.anthropic_provider import AnthropicProvider
+from claybot.providers.base import ChatMessage, InferenceRequest, ToolCall, ToolSchema
+from claybot.providers.openai_provider import OpenAIProvider
+from tests.providers.fake_anthropic import FakeAnthropic
+from tests.providers.fake_openai import FakeOpenAI
+from tests.providers.loopback import RecordedRequest
+
+WEATHER = ToolSchema(
+    "weather",
+    "Weather for a city",
+    {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+)
+READ = ToolSchema(
+    "read",
+    "Read lines of a file",
+    {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string"},
+            "lines": {"type": "array", "items": {"type": "integer", "minimum": 1}},
+        },
+    },
+)
+# A turn with every kind of message: a system prompt, text beyond ASCII, control
+# characters, a reply that calls two tools (nested, float and null arguments), their
+# results (one an error), and the conversation going on after them.
+RICH = InferenceRequest(
+    messages=[
+        ChatMessage("user", 'Plan my trip to Zürich ✈, "quoted"\n\tand <tagged>'),
+        ChatMessage(
+            "assistant",
+            "Let me look.",
+            (
+                ToolCall("call_1", "weather", {"city": "Zürich"}),
+                ToolCall(
+                    "call_2",
+                    "read",
+                    {"path": "/tmp/ü.txt", "lines": [1, 2], "deep": {"x": 1.5, "y": None}},
+                ),
+            ),
+        ),
+        ChatMessage("tool", "12 °C, rain", tool_call_id="call_1", tool_name="weather"),
+        ChatMessage("tool", "no such file", tool_call_id="call_2", tool_name="read", is_error=True),
+        ChatMessage("assistant", "It rains; pack a coat."),
+        ChatMessage("user", "thanks \u2028 bye"),
+    ],
+    system_prompt="You are careful.\nAnswer briefly.",
+    tools=(WEATHER, READ),
+    max_output_tokens=300,
+)
+# Headers that say how a request was sent, not what it carries.
+PER_SEND = {"x-stainless-retry-count", "x-stainless-read-timeout", "x-stainless-timeout"}
+
+
+def same_request(ours: RecordedRequest, sdks: RecordedRequest) -> None:
+    assert ours.path == sdks.path
+    assert ours.body == sdks.body
+    # The same keys in another order: ours are the order the body is built in.
+    assert len(ours.raw) == len(sdks.raw)  # no escape or number written differently
+    assert {k: v for k, v in ours.headers.items() if k not in PER_SEND} == {
+        k: v for k, v in sdks.headers.items() if k not in PER_SEND
+    }
+
+
+async def send_ours(
+    provider: OpenAIProvider | AnthropicProvider, source: str, streamed: bool
+) -> int:
+    """RICH sent by the provider: its messages as a plain list, or as an agent's context
+    window whose first messages were encoded by an earlier call (that call is sent too).
+    Returns how many requests it sent."""
+    on_delta = (lambda _: None) if streamed else None
+    if source == "list":
+        await provider.complete(RICH, on_delta)
+        return 1
+    context = PackedContext(RICH.messages[:2])
+    await provider.complete(replace(RICH, messages=context.window(100)), on_delta)
+    context.extend(RICH.messages[2:])
+    await provider.complete(replace(RICH, messages=context.window(100)), on_delta)
+    return 2
+
+
+async def consume(stream: Any) -> None:
+    async with stream:
+        async for _ in stream:
+            pass
+
+
+@pytest.mark.parametrize("source", ["list", "context"])
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+async def test_openai_bodies_are_the_sdks(
+    fake_openai: FakeOpenAI, openai_provider: OpenAIProvider, streamed: bool, source: str
+) -> None:
+    for _ in range(3):
+        fake_openai.reply_text("fine")
+    sent = await send_ours(openai_provider, source, streamed)
+    arguments = openai_provider.request_body(RICH, stream=streamed)
+    # The SDK's own way, through the same client (a private attribute: the test's only).
+    answer = await openai_provider._client.chat.completions.create(**arguments)
+    if streamed:
+        await consume(answer)
+    ours, sdks = fake_openai.requests[sent - 1 :]
+    same_request(ours, sdks)
+    assert [message["role"] for message in ours.body["messages"]] == [
+        "system", "user", "assistant", "tool", "tool", "assistant", "user"
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("source", ["list", "context"])
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+async def test_anthropic_bodies_are_the_sdks(
+    fake_anthropic: FakeAnthropic,
+    anthropic_provider: AnthropicProvider,
+    streamed: bool,
+    source: str,
+) -> None:
+    for _ in range(3):
+        fake_anthropic.reply_text("fine")
+    sent = await send_ours(anthropic_provider, source, streamed)
+    arguments = anthropic_provider.request_body(RICH, stream=streamed)
+    answer = await anthropic_provider._client.messages.create(**arguments)
+    if streamed:
+        await consume(answer)
+    ours, sdks = fake_anthropic.requests[sent - 1 :]
+    same_request(ours, sdks)
+    assert ours.body["system"] == RICH.system_prompt
+    assert [turn["role"] for turn in ours.body["messages"]] == [
+        "user", "assistant", "user", "assistant", "user"
+    ]  # fmt: skip
