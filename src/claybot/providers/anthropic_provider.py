@@ -49,7 +49,6 @@ from claybot.providers.options import (
 
 if TYPE_CHECKING:
     import anthropic
-    from anthropic.types import Message, RawMessageStreamEvent
 
 DEFAULT_MODEL = "claude-sonnet-4-6"
 MESSAGES_PATH = "/v1/messages"
@@ -190,36 +189,46 @@ def to_anthropic_tools(tools: list[ToolSchema]) -> list[dict[str, Any]]:
 # -- the response back to ours ------------------------------------------------------------
 
 
-def from_anthropic_response(provider_id: str, model: str, response: Message) -> InferenceResult:
+def from_anthropic_response(provider_id: str, model: str, response: Any) -> InferenceResult:
+    """A message, as the JSON the SDK parsed (not its models: see StreamedMessage)."""
+    if not isinstance(response, dict):
+        raise ProviderError(provider_id, "the response was not a message")
     texts: list[str] = []
     calls: list[ToolCall] = []
-    for block in response.content:
+    for block in response.get("content") or ():
         # Thinking and server-tool blocks are the vendor's business; we keep text and calls.
-        if block.type == "text":
-            texts.append(block.text)
-        elif block.type == "tool_use":
-            arguments = block.input if isinstance(block.input, dict) else {"_raw": block.input}
-            calls.append(ToolCall(block.id, block.name, dict(arguments)))
-    usage = response.usage
+        if block.get("type") == "text":
+            texts.append(block.get("text") or "")
+        elif block.get("type") == "tool_use":
+            arguments = block.get("input")
+            arguments = arguments if isinstance(arguments, dict) else {"_raw": arguments}
+            calls.append(ToolCall(block.get("id") or "", block.get("name") or "", arguments))
     return InferenceResult(
         text="".join(texts),
         tool_calls=tuple(calls),
-        usage=TokenUsage(
-            input=usage.input_tokens or 0,
-            output=usage.output_tokens or 0,
-            cache_read=usage.cache_read_input_tokens or 0,
-            cache_write=usage.cache_creation_input_tokens or 0,
-        ),
+        usage=_usage(response.get("usage") or {}),
         provider_id=provider_id,
-        model=response.model or model,
-        cut_off=response.stop_reason == "max_tokens",
+        model=response.get("model") or model,
+        cut_off=response.get("stop_reason") == "max_tokens",
+    )
+
+
+def _usage(usage: dict[str, Any]) -> TokenUsage:
+    return TokenUsage(
+        input=usage.get("input_tokens") or 0,
+        output=usage.get("output_tokens") or 0,
+        cache_read=usage.get("cache_read_input_tokens") or 0,
+        cache_write=usage.get("cache_creation_input_tokens") or 0,
     )
 
 
 class StreamedMessage:
     """A streamed answer put back together from its events: text as it comes (to
     ``on_delta``), each tool call from its block's JSON pieces, usage from the start
-    (input) and the end (output) of the message."""
+    (input) and the end (output) of the message.
+
+    Events come as the JSON the SDK parsed: building its event models cost more of the
+    event loop than everything else a call does, once per event (about one a token)."""
 
     def __init__(self, on_delta: DeltaSink) -> None:
         self._on_delta = on_delta
@@ -229,35 +238,39 @@ class StreamedMessage:
         self._stop_reason: str | None = None
         self._model = ""
 
-    def add(self, event: RawMessageStreamEvent) -> None:
-        if event.type == "message_start":
-            usage = event.message.usage
-            self._model = event.message.model
-            self._usage = TokenUsage(
-                input=usage.input_tokens or 0,
-                output=usage.output_tokens or 0,
-                cache_read=usage.cache_read_input_tokens or 0,
-                cache_write=usage.cache_creation_input_tokens or 0,
-            )
-        elif event.type == "content_block_start":
-            block = event.content_block
-            if block.type == "tool_use":
-                self._calls[event.index] = (block.id, block.name, [])
-            elif block.type == "text" and block.text:
-                self._piece(block.text)
-        elif event.type == "content_block_delta":
-            delta = event.delta
-            if delta.type == "text_delta":
-                self._piece(delta.text)
-            elif delta.type == "input_json_delta" and event.index in self._calls:
-                self._calls[event.index][2].append(delta.partial_json)
-        elif event.type == "message_delta":
-            self._stop_reason = event.delta.stop_reason or self._stop_reason
-            self._usage = replace(self._usage, output=event.usage.output_tokens or 0)
+    def add(self, event: object) -> None:
+        if not isinstance(event, dict):
+            return  # not an event: nothing to take from it
+        kind = event.get("type")
+        if kind == "content_block_delta":
+            delta = event.get("delta") or {}
+            if delta.get("type") == "text_delta":
+                self._piece(delta.get("text") or "")
+            elif delta.get("type") == "input_json_delta" and event.get("index") in self._calls:
+                self._calls[event["index"]][2].append(delta.get("partial_json") or "")
+        elif kind == "message_start":
+            message = event.get("message") or {}
+            self._model = message.get("model") or ""
+            self._usage = _usage(message.get("usage") or {})
+        elif kind == "content_block_start":
+            block = event.get("content_block") or {}
+            if block.get("type") == "tool_use":
+                self._calls[event.get("index") or 0] = (
+                    block.get("id") or "",
+                    block.get("name") or "",
+                    [],
+                )
+            elif block.get("type") == "text" and block.get("text"):
+                self._piece(block["text"])
+        elif kind == "message_delta":
+            self._stop_reason = (event.get("delta") or {}).get("stop_reason") or self._stop_reason
+            output = (event.get("usage") or {}).get("output_tokens") or 0
+            self._usage = replace(self._usage, output=output)
 
     def _piece(self, text: str) -> None:
-        self._text.append(text)
-        self._on_delta(text)
+        if text:
+            self._text.append(text)
+            self._on_delta(text)
 
     def result(self, provider_id: str, model: str) -> InferenceResult:
         calls = []
@@ -319,10 +332,9 @@ class AnthropicProvider:
         env: Mapping[str, str],
     ) -> None:
         import anthropic
-        from anthropic.types import Message, RawMessageStreamEvent
 
-        self._message_type = Message
-        self._stream_type = anthropic.AsyncStream[RawMessageStreamEvent]  # made once
+        # The JSON as parsed, not the SDK's models (see StreamedMessage); made once.
+        self._stream_type = anthropic.AsyncStream[object]
         self._id = settings.id
         self._model = settings.model or DEFAULT_MODEL
         endpoint = locate(settings, auth, env)
@@ -379,14 +391,12 @@ class AnthropicProvider:
         client = self._client
         try:
             if on_delta is None:
-                response = await client.post(
-                    MESSAGES_PATH, cast_to=self._message_type, content=payload
-                )
+                response = await client.post(MESSAGES_PATH, cast_to=object, content=payload)
                 return from_anthropic_response(self._id, self._model, response)
             streamed = StreamedMessage(on_delta)
             stream = await client.post(
                 MESSAGES_PATH,
-                cast_to=self._message_type,
+                cast_to=object,
                 content=payload,
                 stream=True,
                 stream_cls=self._stream_type,
