@@ -13,6 +13,11 @@ Prints one table:
 - boot time (process start to a socket that answers) and resident memory with
   10,000 agents of 100 history records each.
 
+The full run also prints the long-history table (``long_history.py``, alone with
+``--long-history``) and the provider-overhead table (``provider_overhead.py``, alone
+with ``--provider-overhead``): a provider call's CPU and posted-to-sent by context
+length, against fake OpenAI- and Anthropic-compatible servers.
+
 ``--memory`` prints instead the engine's resident memory at boot, after 50,000
 messages to 1,000 agents, after the engine unloaded them all as idle, after the
 same load again, and with 200 SSE readers.
@@ -555,6 +560,11 @@ async def main() -> None:
         help="only the long-history run: one agent with 1,000 to 100,000 records",
     )
     parser.add_argument(
+        "--provider-overhead",
+        action="store_true",
+        help="only the provider-overhead run: CPU per call and posted-to-sent by context length",
+    )
+    parser.add_argument(
         "--memory",
         action="store_true",
         help="only the memory run: resident memory at boot, after load, after idle unload",
@@ -572,6 +582,11 @@ async def main() -> None:
         return
     if args.long_history:
         await run_long_history()
+        return
+    if args.provider_overhead:
+        from provider_overhead import run_provider_overhead
+
+        await run_provider_overhead()
         return
     rows = []
     for path, bench in (("in-process", bench_in_process), ("socket", bench_socket)):
@@ -621,6 +636,9 @@ async def main() -> None:
     print(f"| process start to a ready socket | {boot_s * 1000:.0f} ms |")
     print(f"| resident memory after boot | {rss_mb:.0f} MB |")
     await run_long_history()
+    from provider_overhead import run_provider_overhead
+
+    await run_provider_overhead()
 
 
 async def run_long_history() -> None:
