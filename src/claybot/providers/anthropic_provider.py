@@ -7,9 +7,9 @@ Options (settings.json, camelCase): ``baseUrl``, ``timeoutS`` (60), ``maxRetries
 entry's ``apiKey``, else ``ANTHROPIC_API_KEY``.
 
 As with the OpenAI provider, the body is built here as JSON and sent through the
-SDK's own ``post``, which keeps its retries, errors, response types and streaming; each
-message's JSON is kept by the agent's context (``providers/encoded.py``) and only
-regrouped into turns on each call.
+SDK's own ``post``, which keeps its retries, errors and streaming; each message's JSON
+is kept by the agent's context (``providers/encoded.py``) and only regrouped into turns
+on each call, and answers are read as the JSON the SDK parsed.
 """
 
 from __future__ import annotations
