@@ -117,6 +117,17 @@ class JobSettings(CamelModel):
     python_memory_mb: int = Field(default=512, ge=32, le=65536)  # run_python's address space
 
 
+class FileSettings(CamelModel):
+    """The file store (``<home>/files``): what messages carry in and out."""
+
+    max_file_bytes: int = Field(default=20 * 1024**2, ge=1024, le=4 * 1024**3)
+    max_message_bytes: int = Field(default=50 * 1024**2, ge=1024, le=16 * 1024**3)  # all files
+    quota_bytes: int = Field(default=2 * 1024**3, ge=1024**2)  # everything stored
+    # A file no history references is removed once it is this old (it may belong to a
+    # message still on its way into a history).
+    collect_after_s: float = Field(default=24 * 3600.0, ge=60.0)
+
+
 class ChatSettings(CamelModel):
     """The OpenAI-compatible door (``/v1/chat/completions``)."""
 
@@ -138,6 +149,7 @@ class Settings(CamelModel):
     proactive: ProactiveSettings = Field(default_factory=ProactiveSettings)
     jobs: JobSettings = Field(default_factory=JobSettings)
     chat: ChatSettings = Field(default_factory=ChatSettings)
+    files: FileSettings = Field(default_factory=FileSettings)
 
     def enabled_providers(self) -> list[ProviderSettings]:
         return [provider for provider in self.providers if provider.enabled]
