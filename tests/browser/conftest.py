@@ -68,5 +68,3 @@ async def logged_in_page(engine: EngineProcess, browser: Browser) -> tuple[Page,
     page = await browser.new_page()
     await page.goto(link)
     return page, link.split("/login", 1)[0]
-
-

@@ -16,13 +16,16 @@ from claybot.providers.anthropic_provider import (
     to_anthropic_messages,
     turns_json,
 )
-from claybot.providers.base import ChatMessage, InferenceRequest, ToolCall
+from claybot.providers.base import Attachment, ChatMessage, InferenceRequest, ToolCall
 from claybot.providers.encoded import EncodedRun, MessageCodec, encode_messages
 from claybot.providers.openai_provider import messages_json, to_openai_messages
+from tests.providers.test_request_bodies import IMAGE, PNG
 
 TEXTS = st.sampled_from(["", "  ", "hi", "Zürich ✈", 'say "no"\n'])
+PHOTO = Attachment("map.png", "image/png", len(PNG), str(IMAGE))
 MESSAGES = st.one_of(
     st.builds(lambda text: ChatMessage("user", text), TEXTS),
+    st.builds(lambda text: ChatMessage("user", text, files=(PHOTO,)), TEXTS),
     st.builds(lambda text: ChatMessage("assistant", text), TEXTS),
     st.builds(
         lambda text, n: ChatMessage(

@@ -4,19 +4,27 @@ the vendor is what the SDK's ``create`` would have sent for the same arguments (
 same JSON, as long, with the same headers), streamed or not, whether the messages come
 as a list or as a context window that encoded some of them on an earlier call.
 
-Images are not part of a context yet (files in conversations are issue 15): when they
-are, a turn with one belongs here."""
+The turn has everything a body can hold: a system prompt, tools, tool calls and their
+results, and an image the user sent (an image part for both vendors)."""
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from claybot.agents.packed_context import PackedContext
 from claybot.providers.anthropic_provider import AnthropicProvider
-from claybot.providers.base import ChatMessage, InferenceRequest, ToolCall, ToolSchema
+from claybot.providers.base import (
+    Attachment,
+    ChatMessage,
+    InferenceRequest,
+    ToolCall,
+    ToolSchema,
+)
 from claybot.providers.openai_provider import OpenAIProvider
 from tests.providers.fake_anthropic import FakeAnthropic
 from tests.providers.fake_openai import FakeOpenAI
@@ -38,12 +46,24 @@ READ = ToolSchema(
         },
     },
 )
+# A one-pixel PNG, in a file as an agent's folder holds one.
+PNG = (
+    b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00"
+    b"\x00\x00\x1f\x15\xc4\x89\x00\x00\x00\rIDATx\x9cc\xf8\x0f\x00\x00\x01\x01\x00\x05"
+    b"\x18\xd8N\x00\x00\x00\x00IEND\xaeB`\x82"
+)
+IMAGE = Path(tempfile.mkdtemp(prefix="claybot-bodies-")) / "map.png"
+IMAGE.write_bytes(PNG)
 # A turn with every kind of message: a system prompt, text beyond ASCII, control
-# characters, a reply that calls two tools (nested, float and null arguments), their
-# results (one an error), and the conversation going on after them.
+# characters, an image, a reply that calls two tools (nested, float and null
+# arguments), their results (one an error), and the conversation going on after them.
 RICH = InferenceRequest(
     messages=[
-        ChatMessage("user", 'Plan my trip to Zürich ✈, "quoted"\n\tand <tagged>'),
+        ChatMessage(
+            "user",
+            'Plan my trip to Zürich ✈, "quoted"\n\tand <tagged>',
+            files=(Attachment("map.png", "image/png", len(PNG), str(IMAGE)),),
+        ),
         ChatMessage(
             "assistant",
             "Let me look.",
@@ -120,6 +140,8 @@ async def test_openai_bodies_are_the_sdks(
     assert [message["role"] for message in ours.body["messages"]] == [
         "system", "user", "assistant", "tool", "tool", "assistant", "user"
     ]  # fmt: skip
+    image = ours.body["messages"][1]["content"][1]
+    assert image["image_url"]["url"].startswith("data:image/png;base64,iVBORw0KGgo")
 
 
 @pytest.mark.parametrize("source", ["list", "context"])
@@ -140,6 +162,9 @@ async def test_anthropic_bodies_are_the_sdks(
     ours, sdks = fake_anthropic.requests[sent - 1 :]
     same_request(ours, sdks)
     assert ours.body["system"] == RICH.system_prompt
+    image = ours.body["messages"][0]["content"][0]
+    assert image["source"]["media_type"] == "image/png"
+    assert image["source"]["data"].startswith("iVBORw0KGgo")
     assert [turn["role"] for turn in ours.body["messages"]] == [
         "user", "assistant", "user", "assistant", "user"
     ]  # fmt: skip

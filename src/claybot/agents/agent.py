@@ -13,6 +13,8 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
 
 from claybot.agents.descriptors import AgentDescriptor, UserDescriptor, agent_kind
 from claybot.agents.history import (
@@ -31,6 +33,8 @@ from claybot.agents.transcript import FileTranscript
 from claybot.agents.turn import TurnOutcome
 from claybot.agents.turn_loop import TurnLoop, TurnWork
 from claybot.connectors.base import OutgoingMessage
+from claybot.files.placement import place_files
+from claybot.files.store import FileStore
 from claybot.kernel.event_types import EventType
 from claybot.kernel.events import EventBus
 from claybot.permissions.model import Permissions
@@ -62,6 +66,7 @@ class AgentRuntime:
     now_ms: Callable[[], int]
     default_permissions: Permissions = field(default_factory=Permissions)
     meter: TurnMeter = UNMETERED  # the engine's metrics
+    files: FileStore | None = None  # where the files messages carry are kept
 
 
 def conversation_routing(descriptor: AgentDescriptor, item: InboxItem) -> dict[str, str] | None:
@@ -163,6 +168,7 @@ class Agent:
             self.transcript,
             self.context,
             self._resume.pop(item.id, None),
+            await self._files_of(item),
         )
         loop = self.runtime.loop
         self._stop_requested = False
@@ -190,6 +196,16 @@ class Agent:
         finally:
             self._current = None
             self._stop_requested = False
+
+    async def _files_of(self, item: InboxItem) -> tuple[dict[str, Any], ...]:
+        """The item's files, each put where the agent may read it: ``files/<agent id>/``
+        in its working folder (a hard link to the store's copy where one can be made)."""
+        listed = item.context.get("files")
+        store = self.runtime.files
+        if not listed or store is None or not self.state.permissions.workingDir:
+            return ()
+        folder = Path(self.state.permissions.workingDir) / "files" / self.id
+        return tuple(await asyncio.to_thread(place_files, store, listed, folder))
 
     async def _turn(self, item: InboxItem, work: TurnWork) -> TurnOutcome:
         await self._apply_grant(item)  # idempotent: also on a resumed turn

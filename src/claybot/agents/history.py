@@ -36,7 +36,7 @@ from claybot.agents.records import (
     parse_record,
 )
 from claybot.durable.jsonl import parse_line
-from claybot.providers.base import ChatMessage, TokenUsage, ToolCall
+from claybot.providers.base import Attachment, ChatMessage, TokenUsage, ToolCall
 
 Record = dict[str, Any]
 MARKER_TYPES = frozenset({"start", "reset"})
@@ -71,10 +71,17 @@ def reset_record(at: int, message_id: str, message: str | None = None) -> Record
 
 
 def user_message_record(
-    at: int, text: str, message_id: str, *, origin: str | None = None
+    at: int,
+    text: str,
+    message_id: str,
+    *,
+    origin: str | None = None,
+    files: Sequence[dict[str, Any]] = (),
 ) -> Record:
+    """``files``: the message's file references, each with the ``path`` the agent
+    reads it at (seed 001's ``FileReference``)."""
     record: Record = {"type": "user_message", "at": at, "messageId": message_id, "text": text}
-    record["files"] = []
+    record["files"] = list(files)
     if origin:
         record["origin"] = origin
     return record
@@ -193,11 +200,37 @@ def since_last_marker(records: Sequence[Record]) -> Sequence[Record]:
     return records
 
 
-def user_message(text: str, origin: str | None = None) -> ChatMessage:
-    """A user message as the model sees it: a message nobody typed says who sent it."""
+def user_message(
+    text: str, origin: str | None = None, files: Sequence[dict[str, Any]] = ()
+) -> ChatMessage:
+    """A user message as the model sees it: a message nobody typed says who sent it,
+    and each file it carries is named with the path the agent may read it at."""
     if origin:
         text = f'<system_message origin="{origin}">{text}</system_message>'
-    return ChatMessage(role="user", text=text)
+    attached = attachments(files)
+    if attached:
+        notes = "\n".join(
+            f"[Attached file: {file.name} ({file.mime_type}, {file.size} bytes) at {file.path}]"
+            for file in attached
+        )
+        text = f"{text}\n\n{notes}" if text else notes
+    return ChatMessage(role="user", text=text, files=attached)
+
+
+def attachments(files: Sequence[dict[str, Any]]) -> tuple[Attachment, ...]:
+    """File references as the model gets them: those with a path the agent can read."""
+    found = []
+    for file in files:
+        if isinstance(file, dict) and isinstance(file.get("path"), str):
+            found.append(
+                Attachment(
+                    str(file.get("name") or "file"),
+                    str(file.get("mimeType") or "application/octet-stream"),
+                    int(file.get("size") or 0),
+                    file["path"],
+                )
+            )
+    return tuple(found)
 
 
 def assistant_message(text: str, tool_calls: Sequence[ToolCall] = ()) -> ChatMessage:
@@ -217,7 +250,7 @@ def _tool_calls(calls: Sequence[ToolCallRecord]) -> tuple[ToolCall, ...]:
 def record_to_message(record: HistoryRecord) -> ChatMessage | None:
     """One history record as inference context, or None if it is not context."""
     if isinstance(record, UserMessageRecord):
-        return user_message(record.text, record.origin)
+        return user_message(record.text, record.origin, record.files)
     if isinstance(record, AssistantMessageRecord):
         return assistant_message(record.text, _tool_calls(record.toolCalls))
     if isinstance(record, ToolResultRecord):

@@ -30,7 +30,7 @@ from typing import overload
 
 import orjson
 
-from claybot.providers.base import ChatMessage, ToolCall
+from claybot.providers.base import Attachment, ChatMessage, ToolCall
 from claybot.providers.encoded import EncodedRun, MessageCodec, encode_messages
 
 _ROLE_LETTERS = {"user": ord("u"), "assistant": ord("a"), "tool": ord("t")}
@@ -44,17 +44,19 @@ def _encode(message: ChatMessage) -> bytes:
         if message.tool_calls
         else []
     )
-    return orjson.dumps(
-        [message.role, message.text, calls, message.tool_call_id, message.tool_name,
-         message.is_error]
-    )  # fmt: skip
+    entry: list[object] = [message.role, message.text, calls, message.tool_call_id,
+                           message.tool_name, message.is_error]  # fmt: skip
+    if message.files:
+        entry.append([[f.name, f.mime_type, f.size, f.path] for f in message.files])
+    return orjson.dumps(entry)
 
 
 def _decode(entry: memoryview) -> ChatMessage:
-    role, text, calls, tool_call_id, tool_name, is_error = orjson.loads(entry)
+    role, text, calls, tool_call_id, tool_name, is_error, *files = orjson.loads(entry)
     if calls:
         calls = tuple(ToolCall(call_id, name, arguments) for call_id, name, arguments in calls)
-    return ChatMessage(role, text, calls or (), tool_call_id, tool_name, is_error)
+    attached = tuple(Attachment(*file) for file in files[0]) if files else ()
+    return ChatMessage(role, text, calls or (), tool_call_id, tool_name, is_error, attached)
 
 
 class ContextWindow(Sequence[ChatMessage]):

@@ -57,7 +57,7 @@ class UserMessageRecord(RecordModel):
     at: int = AT
     messageId: str
     text: str
-    files: list[Any] = Field(default_factory=list, description="Attachments (none yet)")
+    files: list[Any] = Field(default_factory=list, description="File references (FileReference)")
     origin: str | Absent = Field(
         default=None, description="Who posted it when no person did: `cron`, a subagent, …"
     )
@@ -88,7 +88,7 @@ class AssistantMessageRecord(RecordModel):
     at: int = AT
     messageId: str = Field(description="The inbound message this answers")
     text: str
-    files: list[Any] = Field(default_factory=list, description="Attachments (none yet)")
+    files: list[Any] = Field(default_factory=list, description="File references (FileReference)")
     toolCalls: list[ToolCallRecord] = Field(default_factory=list)
     tokens: TokenUsageRecord | None = None
     final: bool = Field(description="The turn's last record: the message is done")

@@ -286,6 +286,8 @@ class AgentSystem:
         context: dict[str, Any] = {"connector": message.connector}
         if message.metadata:
             context["metadata"] = message.metadata
+        if message.files:
+            context["files"] = [file.to_dict() for file in message.files]
         # The conversation's agent by its key, without making (and validating) its
         # descriptor on every message: a key the directory holds was validated when its
         # agent was created, and an invalid conversation has none.

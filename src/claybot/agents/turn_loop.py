@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import orjson
 from pydantic import ValidationError
@@ -101,6 +101,8 @@ class TurnWork:
     # The inference context since the last reset; the loop extends it as it appends.
     context: PackedContext = field(default_factory=PackedContext)
     progress: TurnProgress | None = None  # what the transcript held of it after a crash
+    # The message's file references, each with the path the agent reads it at.
+    files: tuple[dict[str, Any], ...] = ()
 
 
 def _summary(text: str) -> str:
@@ -147,8 +149,10 @@ class TurnLoop:
         if progress is None or not progress.started:
             self._append(
                 work,
-                user_message_record(self.now_ms(), work.text, work.item_id, origin=work.origin),
-                user_message(work.text, work.origin),
+                user_message_record(
+                    self.now_ms(), work.text, work.item_id, origin=work.origin, files=work.files
+                ),
+                user_message(work.text, work.origin, work.files),
             )
         if progress is not None:
             for call in progress.unanswered_calls:

@@ -14,6 +14,7 @@ from claybot.api.cron_routes import router as cron_router
 from claybot.api.dashboard.auth import DashboardAuth
 from claybot.api.dashboard.install import install_dashboard
 from claybot.api.errors import install_error_handlers
+from claybot.api.file_routes import router as file_router
 from claybot.api.heartbeat_routes import router as heartbeat_router
 from claybot.api.job_admin_routes import router as job_admin_router
 from claybot.api.job_routes import UPLOAD_PATH
@@ -54,6 +55,7 @@ def create_app(
     app.include_router(cron_router)
     app.include_router(heartbeat_router)
     app.include_router(webchat_router)
+    app.include_router(file_router)
     app.include_router(proactive_router)
     app.include_router(job_router)
     app.include_router(job_admin_router)

@@ -27,6 +27,7 @@ from claybot.api.models.status import EngineStatus
 from claybot.api.responses import BODY_ERRORS, errors
 from claybot.api.schemas import CreateKey, LoadPlugin, PostMessage, ResetAgent, UnloadPlugin
 from claybot.api.sse import EventStream
+from claybot.api.uploads import attached
 from claybot.connectors.base import InboundMessage
 from claybot.engine.engine import Engine
 from claybot.kernel.errors import ClayError, NotFound
@@ -150,7 +151,7 @@ async def stop_agent(request: Request, agentId: str) -> AgentStopped:
     "/messages",
     status_code=202,
     summary="Post a message from the local connector",
-    responses=errors(*BODY_ERRORS, 503),
+    responses=errors(*BODY_ERRORS, 404, 503),
 )
 async def post_message(request: Request, body: PostMessage) -> MessageAccepted:
     engine = engine_of(request)
@@ -161,6 +162,7 @@ async def post_message(request: Request, body: PostMessage) -> MessageAccepted:
             channel_id=body.channelId,
             text=body.text,
             message_id=body.messageId,
+            files=await attached(engine.files, body.files),
         )
     )
     return MessageAccepted(

@@ -19,6 +19,7 @@ from pydantic import (
     JsonValue,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError, core_schema
@@ -131,11 +132,42 @@ class Gate(task.Gate):
     timeoutMs: Annotated[int, Field(ge=100, le=300_000), JSON_INTEGER] = 30_000
 
 
-class PostMessage(Body):
+class AttachFile(Body):
+    """A stored file (``POST /v1/engine/files``) a message carries, by its id."""
+
+    id: str = Field(pattern=r"^[0-9a-f]{64}$", description="The id the upload answered")
+    name: str | None = Field(default=None, max_length=255, description="Else the upload's")
+
+
+class WithFiles(Body):
+    """A message: its text, its files, or both."""
+
+    # The rule below, in the document too, so that a generated client knows it.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [
+                {"required": ["text"], "properties": {"text": {"minLength": 1}}},
+                {"required": ["files"], "properties": {"files": {"minItems": 1}}},
+            ]
+        }
+    )
+
+    text: str = ""
+    files: list[AttachFile] = Field(
+        default_factory=list, max_length=20, description="Files the message carries"
+    )
+
+    @model_validator(mode="after")
+    def _something(self) -> WithFiles:
+        if not self.text and not self.files:
+            raise ValueError("a message needs text or files")
+        return self
+
+
+class PostMessage(WithFiles):
     connector: Literal["local"] = "local"
     userId: str = NAME
     channelId: str = NAME
-    text: str = Field(min_length=1)
     messageId: str | None = Field(default=None, pattern=ID_PATTERN)
 
 
@@ -195,10 +227,9 @@ class UpsertProvider(ProviderSettings):
     position: Annotated[int, Field(ge=0), JSON_INTEGER] | None = None
 
 
-class WebchatMessage(Body):
+class WebchatMessage(WithFiles):
     userId: str = NAME
     channelId: str = Field(default="web", min_length=1, max_length=256, pattern=NAME_PATTERN)
-    text: str = Field(min_length=1)
     messageId: str | None = Field(default=None, pattern=ID_PATTERN)
 
 

@@ -13,6 +13,7 @@ from claybot.api.responses import BODY_ERRORS, errors
 from claybot.api.routes import SSE_PING_S, engine_of, resume_after
 from claybot.api.schemas import NAME_PATTERN, WebchatMessage
 from claybot.api.sse import EventStream
+from claybot.api.uploads import attached
 from claybot.connectors.base import InboundMessage
 from claybot.connectors.webchat import LIVE_EVENTS, WEBCHAT_CONNECTOR, conversation_event
 from claybot.engine.engine import Engine
@@ -27,12 +28,17 @@ LIVE_MARKS = tuple(f'"{kind}"'.encode() for kind in LIVE_EVENTS)
     "/messages",
     status_code=202,
     summary="Post a webchat message (durable on return)",
-    responses=errors(*BODY_ERRORS, 503),
+    responses=errors(*BODY_ERRORS, 404, 503),
 )
 async def post_message(request: Request, body: WebchatMessage) -> MessageAccepted:
     engine = engine_of(request)
     message = InboundMessage(
-        WEBCHAT_CONNECTOR, body.userId, body.channelId, body.text, body.messageId
+        WEBCHAT_CONNECTOR,
+        body.userId,
+        body.channelId,
+        body.text,
+        body.messageId,
+        files=await attached(engine.files, body.files),
     )
     posted = await engine.post_inbound(message)  # too large, stopping: the shared handlers
     return MessageAccepted(

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from claybot.files.reference import FileReference
 from claybot.permissions.prompts import (
     PermissionOutcome,
     PermissionPrompt,
@@ -27,6 +28,7 @@ class InboundMessage:
     text: str
     message_id: str | None = None  # platform or client id: a repeat with it is accepted once
     metadata: dict[str, Any] | None = None
+    files: tuple[FileReference, ...] = ()  # stored already (``FileStore.put``)
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from claybot.cron.scheduler import CronScheduler
 from claybot.cron.store import CronStore
 from claybot.cron.tools import CronTools
 from claybot.durable.group_commit import GroupCommitWriter
+from claybot.files.store import FileStore
 from claybot.heartbeat.host import AgentHeartbeatHost
 from claybot.heartbeat.scheduler import HeartbeatScheduler
 from claybot.heartbeat.store import HeartbeatStore
@@ -80,6 +81,7 @@ def build_agents(
     tools: ToolRegistry,
     connectors: Connectors,
     meter: TurnMeter,
+    files: FileStore | None = None,
 ) -> AgentParts:
     """The agent runtime, the permission desk in front of it, and the agents' own tools."""
     agent_settings = settings.agents
@@ -103,6 +105,7 @@ def build_agents(
         now_ms=now_ms,
         default_permissions=default_permissions(paths),
         meter=meter,
+        files=files,
     )
     agents = AgentSystem(
         runtime,

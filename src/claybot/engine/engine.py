@@ -14,7 +14,7 @@ from typing import Any
 from claybot.agents.control import AgentConversationControl
 from claybot.agents.system import AgentSystem
 from claybot.config.home import HomePaths
-from claybot.config.settings import Settings
+from claybot.config.settings import FileSettings, Settings
 from claybot.config.store import ConfigStore
 from claybot.connectors.base import InboundMessage, PostedMessage
 from claybot.cron.scheduler import CronScheduler
@@ -22,11 +22,13 @@ from claybot.db.location import database_url
 from claybot.durable.group_commit import GroupCommitWriter
 from claybot.engine.assembly import Running, build_agents, build_schedulers
 from claybot.engine.configuration import LiveConfiguration
+from claybot.engine.file_collection import collect_forever
 from claybot.engine.jobs_host import JobsHost
 from claybot.engine.keystore import BackgroundDatabase, DeferredApiKeyStore
 from claybot.engine.metrics import EngineMetrics
 from claybot.engine.options import EngineOptions
 from claybot.engine.status import StatusSources, engine_status
+from claybot.files.store import FileStore
 from claybot.heartbeat.scheduler import HeartbeatScheduler
 from claybot.kernel.collector import pace_collector
 from claybot.kernel.events import EventBus
@@ -84,6 +86,8 @@ class Engine:
         self.database = BackgroundDatabase(database_url(paths, self.options.env))
         self.jobs = JobsHost(self.database, self.events, self.sandbox, paths.home / "jobs")
         self._sandbox_probe: asyncio.Task[Any] | None = None
+        self.files = FileStore(paths.files, FileSettings())  # its settings are read at start
+        self._file_collection: asyncio.Task[None] | None = None
 
     @property
     def settings(self) -> Settings:
@@ -133,6 +137,7 @@ class Engine:
         # Probed in the background (tens of ms): exec and gates wait for it when they run.
         self._sandbox_probe = asyncio.create_task(self.sandbox.support(), name="sandbox-probe")
         await self.configuration.rebuild_providers()
+        self.files.settings = self.settings.files
         parts = build_agents(
             self.paths,
             self.settings,
@@ -142,6 +147,7 @@ class Engine:
             tools=self.tools,
             connectors=self.registries.connectors,
             meter=self.metrics,
+            files=self.files,
         )
         agents = parts.agents
         self.conversations.bind(agents, parts.permissions)
@@ -180,10 +186,16 @@ class Engine:
         # as failed).
         await self.configuration.rebuild_providers()
         self.jobs.start(self.settings.jobs, self.providers.router)
+        self._file_collection = asyncio.create_task(
+            collect_forever(self.files, self.paths.agents), name="file-collection"
+        )
         extra = {"action": "engine.started", "agents": agents.agent_count, "recovered": recovered}
         log.info("engine started", extra=extra)
 
     async def stop(self, drain_timeout_s: float = 10.0) -> None:
+        if self._file_collection is not None:
+            self._file_collection.cancel()
+            await asyncio.gather(self._file_collection, return_exceptions=True)
         running = self._running
         if running is not None:
             await running.proactive.stop()  # schedules stop, runs are killed, state is saved

@@ -30,6 +30,7 @@ from claybot.files.sniff import sniff
 from claybot.kernel.errors import ClayError, NotFound
 
 BLOBS = "blobs"
+SNIFF_BYTES = 256 * 1024  # what ``sniff`` looks at, at most
 PRIVATE_FILE = 0o600
 
 
@@ -122,6 +123,15 @@ class FileStore:
         if not path.is_file():
             raise FileNotFound(f"no file {file_id!r}", field="fileId")
         return path
+
+    def reference(self, file_id: str, name: str) -> FileReference:
+        """A stored file's reference under ``name``: its type sniffed again and its size
+        read from the store, not taken from whoever names it."""
+        path = self.path_of(file_id)
+        with path.open("rb") as file:
+            head = file.read(SNIFF_BYTES)
+            size = os.fstat(file.fileno()).st_size
+        return FileReference(file_id, safe_name(name), sniff(head), size)
 
     def read(self, file_id: str) -> bytes:
         return self.path_of(file_id).read_bytes()

@@ -36,6 +36,7 @@ from claybot.providers.base import (
     ToolSchema,
 )
 from claybot.providers.encoded import EncodedRun, encoded_messages
+from claybot.providers.images import image_parts
 from claybot.providers.options import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT_S,
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
 
 DEFAULT_MODEL = "claude-sonnet-4-6"
 MESSAGES_PATH = "/v1/messages"
+MAX_IMAGE_BYTES = 5 * 1024 * 1024  # what the API takes per image
 DEFAULT_MAX_TOKENS = 1024
 VENDOR_HOST = "api.anthropic.com"
 KEY_VARIABLE = "ANTHROPIC_API_KEY"
@@ -83,11 +85,11 @@ def to_anthropic_messages(request: InferenceRequest) -> list[dict[str, Any]]:
             if turn is not None:
                 turns.append(turn)
         else:
-            text = _user_text(message)
+            blocks = _user_blocks(message)
             if turns and turns[-1]["role"] == "user":
-                turns[-1]["content"].append(text)  # text may follow tool results in one turn
+                turns[-1]["content"].extend(blocks)  # text may follow tool results in one turn
             else:
-                turns.append({"role": "user", "content": [text]})
+                turns.append({"role": "user", "content": blocks})
     return turns
 
 
@@ -114,8 +116,14 @@ def _assistant_turn(message: ChatMessage) -> dict[str, Any] | None:
     return {"role": "assistant", "content": content} if content else None
 
 
-def _user_text(message: ChatMessage) -> dict[str, Any]:
-    return {"type": "text", "text": message.text if message.text.strip() else EMPTY_TEXT}
+def _user_blocks(message: ChatMessage) -> list[dict[str, Any]]:
+    """A user's message: its images first (as the API advises), then its text."""
+    blocks: list[dict[str, Any]] = [
+        {"type": "image", "source": {"type": "base64", "media_type": mime, "data": data}}
+        for mime, data in (image_parts(message, MAX_IMAGE_BYTES) if message.files else ())
+    ]
+    blocks.append({"type": "text", "text": message.text if message.text.strip() else EMPTY_TEXT})
+    return blocks
 
 
 # What a message is in a turn: a user's text block, a tool result block, a whole
@@ -136,7 +144,8 @@ class MessagesCodec:
         if message.role == "assistant":
             turn = _assistant_turn(message)
             return (ASSISTANT, orjson.dumps(turn)) if turn is not None else (NOTHING, b"")
-        return USER_TEXT, orjson.dumps(_user_text(message))
+        # The blocks joined as the inside of a content array: a turn joins fragments so.
+        return USER_TEXT, b",".join(orjson.dumps(block) for block in _user_blocks(message))
 
 
 MESSAGES_CODEC = MessagesCodec()

@@ -25,6 +25,26 @@ class ToolCall:
 
 
 @dataclass(frozen=True, slots=True)
+class Attachment:
+    """A file a user message carries, as the model gets it: where the agent may read it
+    (the text says so), and for an image, its bytes as an image part where the
+    provider takes images."""
+
+    name: str
+    mime_type: str
+    size: int
+    path: str
+
+    @property
+    def is_image(self) -> bool:
+        return self.mime_type in IMAGE_TYPES
+
+
+# What vision models take as image parts (OpenAI and Anthropic alike).
+IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+
+
+@dataclass(frozen=True, slots=True)
 class ChatMessage:
     """One entry of the inference context.
 
@@ -38,6 +58,7 @@ class ChatMessage:
     tool_call_id: str | None = None
     tool_name: str | None = None
     is_error: bool = False
+    files: tuple[Attachment, ...] = ()  # a user message's
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ from claybot.providers.base import (
     ToolSchema,
 )
 from claybot.providers.encoded import encoded_messages
+from claybot.providers.images import image_parts
 from claybot.providers.options import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT_S,
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
 
 DEFAULT_MODEL = "gpt-5.4-mini"
 COMPLETIONS_PATH = "/chat/completions"
+MAX_IMAGE_BYTES = 20 * 1024 * 1024  # what the API takes per image
 # What ``chat.completions.create`` passes the SDK besides the body: the key as a bearer.
 REQUEST_OPTIONS: RequestOptions = {"security": {"bearer_auth": True}}
 VENDOR_HOST = "api.openai.com"
@@ -127,6 +129,15 @@ def _message(message: ChatMessage) -> dict[str, Any]:
                 for call in message.tool_calls
             ],
         }
+    if message.files:
+        images = image_parts(message, MAX_IMAGE_BYTES)
+        if images:
+            parts: list[dict[str, Any]] = [{"type": "text", "text": message.text}]
+            parts += (
+                {"type": "image_url", "image_url": {"url": f"data:{mime};base64,{data}"}}
+                for mime, data in images
+            )
+            return {"role": "user", "content": parts}
     return {"role": "user", "content": message.text}
 
 

@@ -1,0 +1,60 @@
+"""Files for conversations: store one (multipart), then a message carries its id; fetch
+one back. The socket is the owner's; on TCP these need ``admin`` (``tcp_auth``)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+from fastapi import APIRouter, File, Query, Request, UploadFile
+from fastapi.responses import FileResponse
+
+from claybot.api.models.base import AnswerRoute
+from claybot.api.models.files import StoredFile
+from claybot.api.responses import errors
+from claybot.api.routes import engine_of
+from claybot.api.uploads import read_upload
+
+router = APIRouter(prefix="/v1/engine/files", route_class=AnswerRoute)
+# Shown in the browser (an image in a history card); anything else is a download, so
+# that no stored page or script ever runs on the engine's origin.
+INLINE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+
+
+@router.post(
+    "",
+    status_code=201,
+    summary="Store a file for a message (multipart); the answer's id goes in `files`",
+    responses=errors(400, 413, 422),
+)
+async def upload(
+    request: Request, file: Annotated[UploadFile, File(description="The file")]
+) -> StoredFile:
+    stored = await read_upload(engine_of(request).files, file)
+    return StoredFile.model_validate({"ok": True, "file": stored.to_dict()})
+
+
+@router.get(
+    "/{fileId}",
+    summary="A stored file's bytes (images inline, anything else as a download)",
+    response_class=FileResponse,
+    responses={
+        200: {"content": {"application/octet-stream": {"schema": {"type": "string"}}}},
+        **errors(404, 422),
+    },
+)
+async def download(
+    request: Request,
+    fileId: str,
+    name: Annotated[str | None, Query(max_length=255)] = None,
+) -> FileResponse:
+    store = engine_of(request).files
+    reference = await asyncio.to_thread(store.reference, fileId, name or fileId[:12])
+    inline = reference.mimeType in INLINE_TYPES
+    return FileResponse(
+        store.path_of(fileId),
+        media_type=reference.mimeType if inline else "application/octet-stream",
+        filename=reference.name,
+        content_disposition_type="inline" if inline else "attachment",
+        headers={"X-Content-Type-Options": "nosniff", "Content-Security-Policy": "sandbox"},
+    )
