@@ -48,9 +48,12 @@ class OutgoingMessage:
     text: str
     in_reply_to: str | None = None
     final: bool = True  # the last message of its turn: the agent is done with in_reply_to
+    # Files sent with it (the send_file tool's): a connector delivers each, ``text`` as
+    # their caption.
+    files: tuple[FileReference, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "id": self.id,
             "agentId": self.agent_id,
             "connector": self.connector,
@@ -60,6 +63,9 @@ class OutgoingMessage:
             "inReplyTo": self.in_reply_to,
             "final": self.final,
         }
+        if self.files:
+            data["files"] = [file.to_dict() for file in self.files]
+        return data
 
 
 PostInbound = Callable[[InboundMessage], Awaitable[PostedMessage]]

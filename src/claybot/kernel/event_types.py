@@ -106,6 +106,7 @@ class OutgoingMessagePayload(TypedDict):
     text: str
     inReplyTo: str | None
     final: bool
+    files: NotRequired[list[dict[str, Any]]]  # FileReference, for a message with files
 
 
 class AgentOutgoing(TypedDict):
