@@ -17,7 +17,7 @@ from claybot.providers.anthropic_provider import (
     turns_json,
 )
 from claybot.providers.base import Attachment, ChatMessage, InferenceRequest, ToolCall
-from claybot.providers.encoded import EncodedRun, MessageCodec, encode_messages
+from claybot.providers.encoded import EncodedRun, MessageCodec, encode_messages, files_to_encode
 from claybot.providers.openai_provider import messages_json, to_openai_messages
 from tests.providers.test_request_bodies import IMAGE, PNG
 
@@ -115,3 +115,18 @@ def test_formats_are_kept_apart() -> None:
     assert texts(context.window(10).encoded(counting)) == ["q0", "a0"]
     run = context.window(10).encoded(MESSAGES_CODEC)
     assert parsed(turns_json(run)) == to_anthropic_messages(InferenceRequest(say(0)))
+
+
+def test_files_are_read_off_the_loop_only_until_they_are_kept() -> None:
+    """A provider encodes on a worker thread while images are waiting to be read."""
+    codec = CountingCodec()
+    context = PackedContext([ChatMessage("user", "look", files=(PHOTO,))])
+    assert context.window(10).files_to_encode(codec)
+    context.window(10).encoded(codec)
+    assert not context.window(10).files_to_encode(codec)  # kept: nothing to read
+    context.extend(say(1))
+    assert not context.window(10).files_to_encode(codec)
+    context.append(ChatMessage("user", "and this", files=(PHOTO,)))
+    assert context.window(10).files_to_encode(codec)
+    assert files_to_encode([ChatMessage("user", "x", files=(PHOTO,))], codec)
+    assert not files_to_encode(say(2), codec)

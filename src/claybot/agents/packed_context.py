@@ -88,6 +88,13 @@ class ContextWindow(Sequence[ChatMessage]):
         self._first = first
         self._generation = context.generation if context is not None else 0
 
+    def files_to_encode(self, codec: MessageCodec) -> bool:
+        """Whether ``encoded(codec)`` would have files to read (not kept yet)."""
+        context = self._context
+        if context is None or context.generation != self._generation:
+            return any(message.files for message in self)
+        return context.files_to_encode(codec, self._first, self._first + len(self))
+
     def encoded(self, codec: MessageCodec) -> EncodedRun:
         """These messages in ``codec``'s format, from the context's kept encodings."""
         context = self._context
@@ -167,12 +174,13 @@ class PackedContext:
     """The context since the last reset: append at the end, read a window of the last
     messages, and trim what is beyond it (it lives on in history)."""
 
-    __slots__ = ("_data", "_encodings", "_ends", "_last", "_roles", "generation")
+    __slots__ = ("_data", "_encodings", "_ends", "_files", "_last", "_roles", "generation")
 
     def __init__(self, messages: Iterable[ChatMessage] = ()) -> None:
         self._data = bytearray()
         self._ends: array[int] = array("Q")
         self._roles = bytearray()
+        self._files = bytearray()  # 1 for a message that carries files, else 0
         self._last: ChatMessage | None = None
         self._encodings: dict[str, _KeptEncoding] = {}  # by ``MessageCodec.key``
         self.generation = 0  # counts trims and clears: how windows know theirs is gone
@@ -198,6 +206,7 @@ class PackedContext:
         self._data += _encode(message)
         self._ends.append(len(self._data))
         self._roles.append(_ROLE_LETTERS[message.role])
+        self._files.append(1 if message.files else 0)
         self._last = message
 
     def extend(self, messages: Iterable[ChatMessage]) -> None:
@@ -209,6 +218,7 @@ class PackedContext:
         self._data = bytearray()
         self._ends = array("Q")
         self._roles = bytearray()
+        self._files = bytearray()
         self._last = None
         self._encodings = {}
         self.generation += 1
@@ -230,9 +240,19 @@ class PackedContext:
         self._data = self._data[offset:]
         self._ends = array("Q", [end - offset for end in self._ends[first:]])
         self._roles = self._roles[first:]
+        self._files = self._files[first:]
         encodings = {key: kept.cut(first) for key, kept in self._encodings.items()}
         self._encodings = {key: kept for key, kept in encodings.items() if kept is not None}
         self.generation += 1
+
+    def files_to_encode(self, codec: MessageCodec, first: int, end: int) -> bool:
+        """Whether encoding messages ``first`` to ``end`` would read files (images to
+        encode): a provider then encodes off the event loop."""
+        kept = self._encodings.get(codec.key)
+        start = first
+        if kept is not None and kept.base <= first <= kept.base + len(kept.ends):
+            start = max(first, kept.base + len(kept.ends))
+        return 1 in self._files[start:end]
 
     def encoded(self, codec: MessageCodec, first: int, end: int) -> EncodedRun:
         """Messages ``first`` to ``end`` (not included) in ``codec``'s format: those

@@ -14,6 +14,7 @@ on each call, and answers are read as the JSON the SDK parsed.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Mapping
 from dataclasses import replace
@@ -35,7 +36,7 @@ from claybot.providers.base import (
     ToolCall,
     ToolSchema,
 )
-from claybot.providers.encoded import EncodedRun, encoded_messages
+from claybot.providers.encoded import EncodedRun, encoded_messages, files_to_encode
 from claybot.providers.images import image_parts
 from claybot.providers.options import (
     DEFAULT_MAX_RETRIES,
@@ -393,7 +394,12 @@ class AnthropicProvider:
     async def complete(
         self, request: InferenceRequest, on_delta: DeltaSink | None = None
     ) -> InferenceResult:
-        turns = turns_json(encoded_messages(request.messages, MESSAGES_CODEC))
+        if files_to_encode(request.messages, MESSAGES_CODEC):
+            # Images to read and encode (once: the context keeps them): not on the loop.
+            run = await asyncio.to_thread(encoded_messages, request.messages, MESSAGES_CODEC)
+        else:
+            run = encoded_messages(request.messages, MESSAGES_CODEC)
+        turns = turns_json(run)
         payload = orjson.dumps(
             self.request_body(request, stream=on_delta is not None, messages=turns)
         )

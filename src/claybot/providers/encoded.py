@@ -60,6 +60,8 @@ class EncodableMessages(Protocol):
 
     def encoded(self, codec: MessageCodec) -> EncodedRun: ...
 
+    def files_to_encode(self, codec: MessageCodec) -> bool: ...
+
 
 def encode_messages(codec: MessageCodec, messages: Sequence[ChatMessage]) -> EncodedRun:
     """Every message encoded now (nothing kept)."""
@@ -72,6 +74,14 @@ def encode_messages(codec: MessageCodec, messages: Sequence[ChatMessage]) -> Enc
         ends.append(len(data))
         kinds.append(kind)
     return EncodedRun(bytes(data), ends, bytes(kinds))
+
+
+def files_to_encode(messages: Sequence[ChatMessage], codec: MessageCodec) -> bool:
+    """Whether encoding ``messages`` reads files (images), which a provider does on a
+    worker thread rather than the event loop: true only until the context keeps them."""
+    if isinstance(messages, EncodableMessages):
+        return messages.files_to_encode(codec)
+    return any(message.files for message in messages)
 
 
 def encoded_messages(messages: Sequence[ChatMessage], codec: MessageCodec) -> EncodedRun:

@@ -20,6 +20,7 @@ is new, and answers are read as the JSON the SDK parsed.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -42,7 +43,7 @@ from claybot.providers.base import (
     ToolCall,
     ToolSchema,
 )
-from claybot.providers.encoded import encoded_messages
+from claybot.providers.encoded import encoded_messages, files_to_encode
 from claybot.providers.images import image_parts
 from claybot.providers.options import (
     DEFAULT_MAX_RETRIES,
@@ -367,9 +368,12 @@ class OpenAIProvider:
     ) -> InferenceResult:
         # Bytes as the content: the SDK sends them as they are (no transform, no
         # second encoding).
-        body = self.request_body(
-            request, stream=on_delta is not None, messages=messages_json(request)
-        )
+        if files_to_encode(request.messages, CHAT_CODEC):
+            # Images to read and encode (once: the context keeps them): not on the loop.
+            messages = await asyncio.to_thread(messages_json, request)
+        else:
+            messages = messages_json(request)
+        body = self.request_body(request, stream=on_delta is not None, messages=messages)
         payload = orjson.dumps(body)
         client = self._client
         try:
