@@ -64,6 +64,7 @@ class Engine:
         # One sandbox for every command agents run (exec and gates): probed once at start.
         self.sandbox = Sandbox(paths.home, environ=self.options.env)
         self.conversations = AgentConversationControl()  # what connectors may ask
+        self.files = FileStore(paths.files, FileSettings())  # its settings are read at start
         self.plugins = PluginManager(
             self.catalog,
             self.registries,
@@ -73,6 +74,7 @@ class Engine:
             self.post_inbound,
             control=self.conversations,
             sandbox=self.sandbox,
+            files=self.files,
         )
         self.providers = ConfiguredProviders(
             self.provider_registry, self.options.env, self.events, self.metrics
@@ -86,7 +88,6 @@ class Engine:
         self.database = BackgroundDatabase(database_url(paths, self.options.env))
         self.jobs = JobsHost(self.database, self.events, self.sandbox, paths.home / "jobs")
         self._sandbox_probe: asyncio.Task[Any] | None = None
-        self.files = FileStore(paths.files, FileSettings())  # its settings are read at start
         self._file_collection: asyncio.Task[None] | None = None
 
     @property

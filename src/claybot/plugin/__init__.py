@@ -24,6 +24,7 @@ from claybot.connectors.base import (
     PostedMessage,
 )
 from claybot.durable.atomic import atomic_write_json
+from claybot.files.reference import FileReference
 from claybot.mcp_client.settings import McpServerSettings
 from claybot.net.guarded_fetch import (
     FetchedPage,
@@ -45,6 +46,8 @@ from claybot.permissions.tags import PermissionTagError, check_path, granting_fo
 from claybot.plugin.api import PluginApi
 from claybot.plugin.definition import PluginDefinition, PluginInstance
 from claybot.plugin.errors import (
+    FileMissing,
+    FileRefused,
     InstanceNotFound,
     PluginAuthFailed,
     PluginError,
@@ -93,6 +96,9 @@ __all__ = [
     "FetchFailed",
     "FetchRefused",
     "FetchedPage",
+    "FileMissing",
+    "FileReference",
+    "FileRefused",
     "ImageProvider",
     "InboundMessage",
     "InferenceProvider",

@@ -161,3 +161,30 @@ class SettingsFileError(PluginError):
 
     code = "settings_file_error"
     status = 500
+
+
+class FileRefused(PluginError):
+    """The file store refused a file a plugin handed it: too large, or the quota is full.
+
+    ``code`` and ``message`` are the store's own (``file_too_large``,
+    ``file_quota_exceeded``), so what the plugin tells its user names the setting.
+    """
+
+    code = "file_refused"
+    status = 413
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message, field="file")
+        if code is not None:
+            self.code = code
+
+
+class FileMissing(PluginError):
+    """No stored file has this id (collected, or never stored)."""
+
+    code = "file_not_found"
+    status = 404
+
+    def __init__(self, file_id: str) -> None:
+        super().__init__(f"no stored file {file_id!r}", field="fileId")
+        self.file_id = file_id

@@ -28,6 +28,7 @@ from claybot.config.home import HomePaths
 from claybot.config.settings import PluginInstanceSettings, Settings
 from claybot.config.store import ConfigStore, describe_validation_error
 from claybot.connectors.base import ConversationControl, PostInbound
+from claybot.files.store import FileStore
 from claybot.kernel.event_types import EventType
 from claybot.kernel.events import EventBus
 from claybot.plugin.api import AuthLookup, PluginApi
@@ -136,6 +137,7 @@ class PluginManager:
         *,
         control: ConversationControl | None = None,
         sandbox: Sandbox | None = None,
+        files: FileStore | None = None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         load_timeout_s: float = LOAD_TIMEOUT_S,
         unload_timeout_s: float = UNLOAD_TIMEOUT_S,
@@ -150,6 +152,7 @@ class PluginManager:
         self._auth_lookup = auth_lookup or self._read_auth_entry
         self._control = control
         self._sandbox = sandbox
+        self._files = files
         self._now = now
         self._load_timeout_s = load_timeout_s
         self._unload_timeout_s = unload_timeout_s
@@ -361,6 +364,7 @@ class PluginManager:
             auth_lookup=self._auth_lookup,
             control=self._control,
             sandbox=self._sandbox,
+            files=self._files,
         )
         instance: PluginInstance | None = None
         deadline = asyncio.timeout(self._load_timeout_s)
