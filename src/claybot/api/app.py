@@ -12,8 +12,10 @@ from claybot.api import openapi
 from claybot.api.body_limit import BodyLimitMiddleware
 from claybot.api.cron_routes import router as cron_router
 from claybot.api.dashboard.auth import DashboardAuth
+from claybot.api.dashboard.chat_pages import CHAT_FORM_SLACK_BYTES, CHAT_PAGES
 from claybot.api.dashboard.install import install_dashboard
 from claybot.api.errors import install_error_handlers
+from claybot.api.file_routes import FILES_PATH
 from claybot.api.file_routes import router as file_router
 from claybot.api.heartbeat_routes import router as heartbeat_router
 from claybot.api.job_admin_routes import router as job_admin_router
@@ -30,6 +32,8 @@ from claybot.api.responses import errors
 from claybot.api.routes import router
 from claybot.api.webchat_routes import router as webchat_router
 from claybot.engine.engine import Engine
+
+MULTIPART_SLACK_BYTES = 64 * 1024
 
 
 def create_app(
@@ -64,9 +68,14 @@ def create_app(
     app.include_router(openai_router)
     install_dashboard(app, dashboard_auth)
     openapi.install(app, lambda: (t.type for t in engine.provider_registry.types()))
-    # An upload may be as large as a job's file (plus the multipart framing around it).
+    # An upload may be as large as a job's file, or a message's (plus the multipart
+    # framing around it); a dashboard chat form holds a message's files and its text.
     larger = {
-        UPLOAD_PATH: lambda: engine.settings.jobs.max_file_bytes + 64 * 1024,
+        UPLOAD_PATH: lambda: engine.settings.jobs.max_file_bytes + MULTIPART_SLACK_BYTES,
+        FILES_PATH: lambda: engine.settings.files.max_file_bytes + MULTIPART_SLACK_BYTES,
         CHAT_PATH: lambda: CHAT_MAX_BODY_BYTES,
     }
-    return BodyLimitMiddleware(app, larger=larger)
+    larger_under = {
+        CHAT_PAGES: lambda: engine.settings.files.max_message_bytes + CHAT_FORM_SLACK_BYTES,
+    }
+    return BodyLimitMiddleware(app, larger=larger, larger_under=larger_under)

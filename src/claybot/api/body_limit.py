@@ -5,8 +5,8 @@ chunked body is read here, up to the limit, before the app runs: FastAPI reads t
 body inside the route and turns any exception raised while it reads into a 400, so
 counting bytes as the app reads them could never answer 413. Holding at most
 ``max_bytes`` (1 MiB) per request is what FastAPI would have held anyway. Paths
-that take files (seed 002's upload) get their own limit (``larger``), read the same
-way.
+that take files (seed 002's upload, a message's files) get their own limit
+(``larger``; ``larger_under`` for the paths below a prefix), read the same way.
 """
 
 from __future__ import annotations
@@ -27,17 +27,20 @@ class BodyLimitMiddleware:
         app: ASGIApp,
         max_bytes: int = DEFAULT_MAX_BODY_BYTES,
         larger: Mapping[str, Callable[[], int]] | None = None,
+        larger_under: Mapping[str, Callable[[], int]] | None = None,
     ) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.larger = dict(larger or {})  # path -> its limit, read at each request
+        # path prefix -> its limit, for paths with ids in them (a chat page's form)
+        self.larger_under = dict(larger_under or {})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         path = str(scope.get("path", ""))
-        limit = self.larger[path]() if path in self.larger else self.max_bytes
+        limit = self._limit(path)
         if self._declared_too_large(scope, limit):
             await self._reject(send, path, limit)
             return
@@ -57,6 +60,14 @@ class BodyLimitMiddleware:
             return await receive()
 
         await self.app(scope, replay_receive, send)
+
+    def _limit(self, path: str) -> int:
+        if path in self.larger:
+            return self.larger[path]()
+        for prefix, limit in self.larger_under.items():
+            if path.startswith(prefix):
+                return limit()
+        return self.max_bytes
 
     def _declared_too_large(self, scope: Scope, limit: int) -> bool:
         for name, value in scope.get("headers", []):

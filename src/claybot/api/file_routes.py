@@ -14,8 +14,10 @@ from claybot.api.models.files import StoredFile
 from claybot.api.responses import errors
 from claybot.api.routes import engine_of
 from claybot.api.uploads import read_upload
+from claybot.files.store import FileStore
 
-router = APIRouter(prefix="/v1/engine/files", route_class=AnswerRoute)
+FILES_PATH = "/v1/engine/files"
+router = APIRouter(prefix=FILES_PATH, route_class=AnswerRoute)
 # Shown in the browser (an image in a history card); anything else is a download, so
 # that no stored page or script ever runs on the engine's origin.
 INLINE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
@@ -48,11 +50,17 @@ async def download(
     fileId: str,
     name: Annotated[str | None, Query(max_length=255)] = None,
 ) -> FileResponse:
-    store = engine_of(request).files
-    reference = await asyncio.to_thread(store.reference, fileId, name or fileId[:12])
+    return await serve_file(engine_of(request).files, fileId, name)
+
+
+async def serve_file(store: FileStore, file_id: str, name: str | None) -> FileResponse:
+    """A stored file as the browser should get it: an image inline, anything else as a
+    download, never sniffed into a page and sandboxed if opened (FileNotFound: 404).
+    The dashboard's ``/files/{id}`` serves the same answer."""
+    reference = await asyncio.to_thread(store.reference, file_id, name or file_id[:12])
     inline = reference.mimeType in INLINE_TYPES
     return FileResponse(
-        store.path_of(fileId),
+        store.path_of(file_id),
         media_type=reference.mimeType if inline else "application/octet-stream",
         filename=reference.name,
         content_disposition_type="inline" if inline else "attachment",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from fastapi import UploadFile
+from starlette.datastructures import UploadFile  # FastAPI's is a subclass
 
 from claybot.api.schemas import AttachFile
 from claybot.files.reference import FileReference, safe_name

@@ -11,12 +11,14 @@ answered the same way.
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Form, Header, Query, Request
 from fastapi.responses import Response
+from starlette.datastructures import UploadFile
 
 from claybot.agents.descriptors import UserDescriptor
 from claybot.agents.system import AgentNotFound
@@ -25,9 +27,11 @@ from claybot.api.dashboard.routes import engine_of, guard, guard_form
 from claybot.api.routes import resume_after
 from claybot.api.schemas import NAME_PATTERN
 from claybot.api.sse import EventStream
+from claybot.api.uploads import read_upload
 from claybot.api.webchat_routes import conversation_stream
 from claybot.connectors.base import InboundMessage
 from claybot.connectors.webchat import WEBCHAT_CONNECTOR
+from claybot.files.reference import FileReference
 from claybot.kernel.errors import ClayError
 
 router = APIRouter(include_in_schema=False)
@@ -36,6 +40,12 @@ RECORDS_SHOWN = 50
 CONVERSATIONS_SHOWN = 200
 NAME = re.compile(NAME_PATTERN)
 MESSAGE_MAX = 100_000
+FILES_MAX = 20  # a message's files, as on the API (``WithFiles``)
+CHAT_PAGES = "/chat/"
+# A form's body past its files' cap: the text (up to 4 bytes a character) and framing.
+CHAT_FORM_SLACK_BYTES = 4 * MESSAGE_MAX + 64 * 1024
+# The header that tells the page's script what a message's files became (JSON, ASCII).
+FILES_HEADER = "X-Claybot-Files"
 
 
 def _conversation_path(user_id: str, channel_id: str) -> str:
@@ -159,21 +169,42 @@ async def send(
     text: Annotated[str, Form(max_length=MESSAGE_MAX)] = "",
     csrf: Annotated[str | None, Form(max_length=200)] = None,
 ) -> Response:
+    """A message: its text, the files chosen with it (stored first), or both."""
     session = await guard_form(request, csrf)
     if isinstance(session, Response):
         return session
     back = _conversation_path(user_id, channel_id)
-    if not text.strip():
+    # Read from the form (parsed already) rather than as a parameter: a file field left
+    # empty still sends a part, with no file name, which arrives as a string.
+    form = await request.form()
+    chosen = [part for part in form.getlist("file") if isinstance(part, UploadFile)]
+    if not text.strip() and not chosen:
         return page(request, "problem.html", status_code=422, session=session, back=back,
                     message="An empty message was not sent.")  # fmt: skip
+    if len(chosen) > FILES_MAX:
+        return page(request, "problem.html", status_code=422, session=session, back=back,
+                    message=f"A message carries at most {FILES_MAX} files.")  # fmt: skip
+    engine = engine_of(request)
     try:
-        await engine_of(request).post_inbound(
-            InboundMessage(WEBCHAT_CONNECTOR, user_id, channel_id, text)
-        )
-    except ClayError as exc:  # too large, the engine stopping
+        files = tuple([await read_upload(engine.files, upload) for upload in chosen])
+        engine.files.check_message(stored.size for stored in files)
+        await engine.post_inbound(
+            InboundMessage(WEBCHAT_CONNECTOR, user_id, channel_id, text.strip() and text,
+                           files=files)
+        )  # fmt: skip
+    except ClayError as exc:  # too large, over the quota, the engine stopping
         return page(request, "problem.html", status_code=exc.status, session=session,
                     back=back, message=str(exc))  # fmt: skip
-    return done(request, back)
+    answer = done(request, back)
+    if files and answer.status_code == 204:
+        answer.headers[FILES_HEADER] = _files_header(files)
+    return answer
+
+
+def _files_header(files: tuple[FileReference, ...]) -> str:
+    """What the page's script shows for a message it sent: each file's id, name and type
+    (``ensure_ascii``: a header holds ASCII only)."""
+    return json.dumps([stored.to_dict() for stored in files], ensure_ascii=True)
 
 
 @router.post("/chat/{user_id}/{channel_id}/{verb}")

@@ -9,6 +9,7 @@ from claybot.api.dashboard.agent_pages import router as agent_pages
 from claybot.api.dashboard.auth import DashboardAuth
 from claybot.api.dashboard.automation_pages import router as automation_pages
 from claybot.api.dashboard.chat_pages import router as chat_pages
+from claybot.api.dashboard.file_pages import router as file_pages
 from claybot.api.dashboard.job_pages import router as job_pages
 from claybot.api.dashboard.key_pages import router as key_pages
 from claybot.api.dashboard.paths import STATIC_ROOT
@@ -25,6 +26,7 @@ def install_dashboard(app: FastAPI, auth: DashboardAuth | None = None) -> None:
     routers = (
         pages,
         chat_pages,
+        file_pages,
         agent_pages,
         permission_pages,
         automation_pages,

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 PAGES = frozenset({"/", "/login", "/logout", "/activity"})
 # Pages with pages below them (``/agents/{id}``).
-SECTIONS = ("/chat", "/agents", "/permissions", "/automations", "/proactive", "/jobs", "/settings")
+SECTIONS = (
+    "/chat",
+    "/files",
+    "/agents",
+    "/permissions",
+    "/automations",
+    "/proactive",
+    "/jobs",
+    "/settings",
+)
 STATIC_ROOT = "/static"
 
 

@@ -12,6 +12,8 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.templating import Jinja2Templates
 
+from claybot.api.file_routes import INLINE_TYPES
+
 HERE = Path(__file__).parent
 STATIC = HERE / "static"
 templates = Jinja2Templates(directory=HERE / "templates")
@@ -31,8 +33,22 @@ def _iso(unix_ms: object) -> str:
     return datetime.fromtimestamp(unix_ms / 1000, UTC).isoformat().replace("+00:00", "Z")
 
 
+def _size(size: object) -> str:
+    """A file's size as people read it: 512 B, 1.5 kB, 20.0 MB."""
+    if not isinstance(size, int | float):
+        return ""
+    for unit in ("B", "kB", "MB"):
+        if size < 1000:
+            return f"{size} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{size:.1f} GB"
+
+
 templates.env.filters["utc"] = _utc
 templates.env.filters["iso"] = _iso
+templates.env.filters["size"] = _size
+# Files a history card shows as images (what ``/files/{id}`` serves inline).
+templates.env.globals["inline_types"] = INLINE_TYPES
 # How a history record's type reads on its card.
 templates.env.globals["kinds"] = {
     "user_message": "Message",

@@ -37,6 +37,46 @@
     return text;
   }
 
+  // A message's files, as the history cards show them: images inline, the rest as
+  // downloads with their size (the same types the server serves inline).
+  const INLINE = new Set(["image/png", "image/jpeg", "image/gif", "image/webp"]);
+
+  function size(bytes) {
+    let value = bytes;
+    for (const unit of ["B", "kB", "MB"]) {
+      if (value < 1000) return unit === "B" ? `${value} B` : `${value.toFixed(1)} ${unit}`;
+      value /= 1000;
+    }
+    return `${value.toFixed(1)} GB`;
+  }
+
+  function showFiles(item, files) {
+    if (!files || !files.length || item.querySelector("ul.files")) return;
+    const list = document.createElement("ul");
+    list.className = "files";
+    for (const file of files) {
+      const entry = document.createElement("li");
+      const link = document.createElement("a");
+      link.href = `/files/${encodeURIComponent(file.id)}?name=${encodeURIComponent(file.name)}`;
+      if (INLINE.has(file.mimeType)) {
+        const image = document.createElement("img");
+        image.src = link.href;
+        image.alt = file.name;
+        link.append(image);
+        entry.append(link);
+      } else {
+        link.download = file.name;
+        link.textContent = file.name;
+        const note = document.createElement("span");
+        note.className = "muted";
+        note.textContent = ` (${size(file.size)})`;
+        entry.append(link, note);
+      }
+      list.append(entry);
+    }
+    item.append(list);
+  }
+
   function reply(outgoingId) {
     let item = replies.get(outgoingId);
     if (!item) {
@@ -76,6 +116,7 @@
     "agent.outgoing": (payload) => {
       const item = reply(payload.message.id);
       textOf(item).textContent = payload.message.text;
+      showFiles(item, payload.message.files);
       item.classList.remove("live");
     },
     "provider.fallback": () => {
@@ -115,11 +156,21 @@
   composer.addEventListener("submit", async (event) => {
     event.preventDefault();
     const field = composer.elements.text;
+    const chosen = composer.elements.file;
     const text = field.value;
-    if (!text.trim()) return;
-    if (await live.post(composer, event.submitter)) {
-      textOf(card("user_message", "Message")).textContent = text;
+    if (!text.trim() && !chosen.files.length) {
+      live.say("Write a message or attach a file.");
+      return;
+    }
+    const answer = await live.post(composer, event.submitter);
+    if (answer) {
+      live.say("");
+      const item = card("user_message", "Message");
+      if (text.trim()) textOf(item).textContent = text;
+      // What the files became (their ids and sniffed types), told by the server.
+      showFiles(item, JSON.parse(answer.headers.get("X-Claybot-Files") || "[]"));
       field.value = "";
+      chosen.value = "";
       field.focus();
     }
   });

@@ -72,7 +72,8 @@ window.claybotLive = (() => {
   }
 
   // Post a form as the page's script: the server answers 204 and the page updates in
-  // place. Anything else (a refusal, a problem) is shown as the server's own page.
+  // place (the answer is returned, for its headers). Anything else (a refusal, a
+  // problem) is shown as the server's own page, and null is returned.
   async function post(form, submitter) {
     let answer;
     try {
@@ -84,17 +85,17 @@ window.claybotLive = (() => {
       });
     } catch {
       say("The engine is unreachable: nothing was sent.");
-      return false;
+      return null;
     }
-    if (answer.status === 204) return true;
+    if (answer.status === 204) return answer;
     if (answer.redirected && new URL(answer.url).pathname === "/login") {
       location.assign("/login");
-      return false;
+      return null;
     }
     const page = new DOMParser().parseFromString(await answer.text(), "text/html");
     const problem = page.querySelector(".alert");
     say(problem ? problem.textContent : `The engine answered ${answer.status}.`);
-    return false;
+    return null;
   }
 
   document.addEventListener("submit", async (event) => {
