@@ -55,7 +55,8 @@ def test_a_first_request_has_no_exchange_and_earlier_images_do_not_matter() -> N
     assert request.last is None  # what was said before the reply was no text
     with pytest.raises(UnsupportedContent) as refused:
         read_conversation(conversation(("user", image)))
-    assert refused.value.field == "messages.0.content"
+    assert refused.value.field == "messages.0.content.0"
+    assert "does not fetch" in str(refused.value)
 
 
 @pytest.mark.parametrize(

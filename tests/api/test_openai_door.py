@@ -420,7 +420,7 @@ async def test_the_chat_scope_opens_the_door_and_nothing_else(door: Door) -> Non
             ).encode(),
             400,
             "unsupported_content",
-            "messages.0.content",
+            "messages.0.content.1",  # a web address: never fetched
         ),
         (
             json.dumps({"model": "gpt-4o", "messages": [user("Hi")]}).encode(),

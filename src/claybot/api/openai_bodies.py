@@ -20,11 +20,20 @@ class _Lenient(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)
 
 
-class ContentPart(_Lenient):
-    """A part of a message's content. Only ``text`` parts can be said to an agent."""
+class ImageUrl(_Lenient):
+    url: str = Field(
+        description="A `data:image/...;base64,` URL; web addresses are refused, never fetched"
+    )
+    detail: str | None = Field(default=None, description="Ignored")
 
-    type: str = Field(description="`text`; other kinds (images, audio, files) are refused")
+
+class ContentPart(_Lenient):
+    """A part of a message's content: ``text``, or an ``image_url`` given as a data URL
+    (stored in the file store and carried by the message, as an upload is)."""
+
+    type: str = Field(description="`text` or `image_url`; other kinds (audio, files) are refused")
     text: str | None = None
+    image_url: ImageUrl | None = None
 
 
 class ChatMessage(_Lenient):

@@ -19,6 +19,9 @@ So a request is read for what is new in it:
   the last of them instead of saying it again. Without an exchange (a
   conversation's first request) nothing can be matched, so a retried first message
   is said again, unless the client sends an ``Idempotency-Key``.
+- **Images** in new user messages (``image_url`` parts) come as ``data:`` URLs; the
+  door stores them and the message carries them as files. A web address is refused,
+  never fetched: the engine makes no request a client chose.
 """
 
 from __future__ import annotations
@@ -97,22 +100,66 @@ def idempotent_message_id(owner: str, key: str) -> str:
     return "idem-" + hashlib.sha256(f"{owner}\0{key}".encode()).hexdigest()[:40]
 
 
-def message_text(message: ChatMessage, index: int) -> str:
-    """What a user message says, as text; refuses images, audio and files."""
+@dataclass(frozen=True)
+class ImagePart:
+    """An image a new user message carries, as the client sent it (still base64)."""
+
+    field: str  # where it is in the body, for errors: messages.2.content.1
+    mime_type: str  # what the data URL says; the store sniffs the content itself
+    base64: str
+
+    @property
+    def name(self) -> str:
+        """The name it is stored under (a data URL has none)."""
+        subtype = self.mime_type.partition("/")[2] or "bin"
+        _, message, _, part = self.field.split(".")
+        return f"image-{message}-{part}.{_EXTENSIONS.get(subtype, subtype)}"
+
+
+_EXTENSIONS = {"jpeg": "jpg", "svg+xml": "svg"}
+_DATA_URL = re.compile(r"^data:(?P<mime>[\w.+-]+/[\w.+-]+)?(?:;[^;,]*)*?;base64,", re.IGNORECASE)
+
+
+def image_part(url: str, field: str) -> ImagePart:
+    """An ``image_url`` part's URL, which must be a base64 data URL."""
+    found = _DATA_URL.match(url)
+    if found is None:
+        scheme = url.partition(":")[0].lower() if ":" in url[:12] else ""
+        said = (
+            "a web address, which the engine does not fetch"
+            if scheme in ("http", "https")
+            else "not a base64 data URL"
+        )
+        raise UnsupportedContent(
+            f"{field} is {said}; send the image itself as 'data:image/png;base64,...'",
+            field=field,
+        )
+    return ImagePart(field, (found.group("mime") or "").lower(), url[found.end() :])
+
+
+def message_parts(message: ChatMessage, index: int) -> tuple[str, list[ImagePart]]:
+    """What a user message says, as text, and the images it carries; refuses audio and
+    files."""
     content = message.content
     if content is None:
-        return ""
+        return "", []
     if isinstance(content, str):
-        return content
+        return content, []
     texts: list[str] = []
-    for part in content:
-        if part.type != "text" or part.text is None:
+    images: list[ImagePart] = []
+    for number, part in enumerate(content):
+        field = f"messages.{index}.content.{number}"
+        if part.type == "text" and part.text is not None:
+            texts.append(part.text)
+        elif part.type == "image_url" and part.image_url is not None:
+            images.append(image_part(part.image_url.url, field))
+        else:
             raise UnsupportedContent(
-                f"messages[{index}] has a {part.type!r} part; agents read text only",
-                field=f"messages.{index}.content",
+                f"messages[{index}] has a {part.type!r} part; agents read text and images "
+                "(image_url parts) only",
+                field=field,
             )
-        texts.append(part.text)
-    return "\n".join(texts)
+    return "\n".join(texts), images
 
 
 def _plain_text(message: ChatMessage) -> str:
@@ -137,22 +184,30 @@ class Request:
 
     new: list[str]  # the new user messages' texts, in order
     last: Exchange | None  # None when the client shows no reply with a message before it
+    # The images each new message carries, by its position in ``new``.
+    images: tuple[tuple[ImagePart, ...], ...] = ()
+
+    def images_from(self, start: int) -> list[ImagePart]:
+        """The images of the new messages from ``start`` (those not held already)."""
+        return [image for carried in self.images[start:] for image in carried]
 
 
 def read_conversation(messages: Sequence[ChatMessage]) -> Request:
     assistants = [index for index, message in enumerate(messages) if message.role == "assistant"]
     last_assistant = assistants[-1] if assistants else -1
-    new = []
+    new: list[str] = []
+    images: list[tuple[ImagePart, ...]] = []
     for index in range(last_assistant + 1, len(messages)):
         message = messages[index]
         if message.role == "user":
-            text = message_text(message, index)
-            if text.strip():
+            text, carried = message_parts(message, index)
+            if text.strip() or carried:
                 new.append(text)
+                images.append(tuple(carried))
     if not new:
         raise NoNewMessage(
             "no user message to send: the agent gets the user messages after the last "
-            "assistant message, and there is none with text"
+            "assistant message, and there is none with text or an image"
         )
     last = None
     if last_assistant >= 0:
@@ -164,7 +219,7 @@ def read_conversation(messages: Sequence[ChatMessage]) -> Request:
         ]
         if prompts:
             last = Exchange(TURN_SEPARATOR.join(prompts), _plain_text(messages[last_assistant]))
-    return Request(new, last)
+    return Request(new, last, tuple(images))
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from claybot.api.openai_conversation import (
     named_agent,
     read_conversation,
 )
+from claybot.api.openai_images import store_images
 from claybot.api.openai_turn import HISTORY_LIMIT, ChatTurn, TurnWatch
 from claybot.api.responses import openai_errors
 from claybot.api.routes import engine_of
@@ -129,7 +130,9 @@ def _agent_of(engine: Engine, caller: Caller, model: str) -> IndexEntry:
         "The conversation lives in ClayBot. Said to the agent are the `user` messages "
         "after the last `assistant` message (joined into one message); the agent holds "
         "the rest already, so editing earlier messages changes nothing there, and "
-        "`system`, `developer` and `tool` messages are ignored. A request that repeats "
+        "`system`, `developer` and `tool` messages are ignored. Images (`image_url` parts "
+        "with a `data:` URL; web addresses are refused, never fetched) are stored and "
+        "carried by the message as files. A request that repeats "
         "messages ClayBot holds (a retry, a regenerate) gets the reply of their turn "
         "instead of saying them again; so does one with an `Idempotency-Key` seen before. "
         "The model `claybot` is your agent (one per API key and `user`), "
@@ -164,6 +167,7 @@ async def chat_completions(
             descriptor.channelId,
             TURN_SEPARATOR.join(said.new[held.count :]),
             idempotent_message_id(caller.owner, idempotency_key) if idempotency_key else new_id(),
+            files=await store_images(engine.files, said.images_from(held.count)),
         )
         chat = await _say(engine, message, model=body.model, live=streaming)
     timeout_s = engine.settings.chat.reply_timeout_s

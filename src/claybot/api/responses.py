@@ -126,9 +126,11 @@ def seed_errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
 OPENAI_DESCRIPTIONS: dict[int, str] = {
     400: "invalid_request_error: the body is not JSON (`malformed_json`), does not "
     "validate (`invalid_request`; `param` names the field), has no user message to say "
-    "(`no_user_message`) or content other than text (`unsupported_content`)",
+    "(`no_user_message`) or content other than text and data-URL images "
+    "(`unsupported_content`)",
     404: "model_not_found: no such model, or not one of yours",
-    413: "too_large: the body, or the new messages' text, is over its limit",
+    413: "too_large: the body, or the new messages' text, is over its limit; "
+    "`file_too_large`, `file_quota_exceeded`: an image is over a file store limit",
     500: "server_error; the engine log has the details (`x-should-retry: false`)",
     503: "server_error: the engine is stopping, or an I/O operation failed; nothing was "
     "accepted; retry after `Retry-After` seconds",
