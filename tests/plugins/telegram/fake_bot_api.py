@@ -3,7 +3,8 @@
 python-telegram-bot talks to it through ``base_url`` exactly as it would to
 api.telegram.org: form-encoded requests, ``{"ok": true, "result": ...}`` answers,
 long-polled ``getUpdates`` with offset semantics. Tests queue updates and read
-back every call the bot made.
+back every call the bot made. Files go both ways: ``serve`` puts bytes behind
+``getFile`` and the file URL, and an upload (multipart) is recorded as ``Upload``.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
+from starlette.datastructures import UploadFile
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 BOT_USER = {"id": 4242, "is_bot": True, "first_name": "ClayBot", "username": "clay_test_bot"}
@@ -31,6 +33,14 @@ BOT_USER = {"id": 4242, "is_bot": True, "first_name": "ClayBot", "username": "cl
 class Call:
     method: str
     params: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Upload:
+    """A file the bot uploaded (a multipart part)."""
+
+    filename: str | None
+    data: bytes
 
 
 @dataclass
@@ -44,6 +54,7 @@ class FakeBotApi:
     _arrived: asyncio.Event = field(default_factory=asyncio.Event)
     _update_ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _message_ids: itertools.count[int] = field(default_factory=lambda: itertools.count(500))
+    files: dict[str, bytes] = field(default_factory=dict)  # file_id -> what getFile serves
     port: int = 0
     _polls: int = 0
 
@@ -82,6 +93,27 @@ class FakeBotApi:
             ]
             if photo_caption is not None:
                 message["caption"] = photo_caption
+        return self.push({"update_id": update_id, "message": message})
+
+    def serve(self, file_id: str, data: bytes) -> None:
+        """Serve ``data`` as ``file_id`` (``getFile``, then the file URL)."""
+        self.files[file_id] = data
+
+    def media(
+        self, user_id: int, kind: str, payload: Any, *, caption: str | None = None
+    ) -> dict[str, Any]:
+        """A private message carrying ``payload`` under ``kind`` (``photo``: a list of
+        sizes; ``document``, ``voice``, ``audio``: one object)."""
+        update_id = next(self._update_ids)
+        message: dict[str, Any] = {
+            "message_id": update_id * 10,
+            "date": int(time.time()),
+            "chat": {"id": user_id, "type": "private", "first_name": "User"},
+            "from": {"id": user_id, "is_bot": False, "first_name": "User"},
+            kind: payload,
+        }
+        if caption is not None:
+            message["caption"] = caption
         return self.push({"update_id": update_id, "message": message})
 
     def press(self, user_id: int, data: str, message_id: int) -> dict[str, Any]:
@@ -142,6 +174,9 @@ class FakeBotApi:
         form = await request.form()
         params: dict[str, Any] = {}
         for key, value in form.items():
+            if isinstance(value, UploadFile):
+                params[key] = Upload(value.filename, await value.read())
+                continue
             text = str(value)
             try:
                 params[key] = json.loads(text)
@@ -165,6 +200,23 @@ class FakeBotApi:
                     400,
                 )
             return self._ok(self._message(params))
+        if method in ("sendPhoto", "sendDocument"):
+            return self._ok(self._message(params))
+        if method == "getFile":
+            file_id = str(params["file_id"])
+            if file_id not in self.files:
+                return JSONResponse(
+                    {"ok": False, "error_code": 400, "description": "Bad Request: invalid file_id"},
+                    400,
+                )
+            return self._ok(
+                {
+                    "file_id": file_id,
+                    "file_unique_id": f"u-{file_id}",
+                    "file_size": len(self.files[file_id]),
+                    "file_path": f"documents/{file_id}",
+                }
+            )
         if method == "editMessageText":
             return self._ok(self._message(params, message_id=int(params["message_id"])))
         if method == "getMe":
@@ -201,6 +253,14 @@ class FakeBotApi:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._arrived.wait(), deadline - time.monotonic())
 
+    async def _download(self, request: Request) -> Response:
+        token, path = request.path_params["token"], request.path_params["path"]
+        file_id = path.rsplit("/", 1)[-1]
+        if token != self.token or file_id not in self.files:
+            return Response(status_code=404)
+        self.calls.append(Call("download", {"file_id": file_id}))
+        return Response(self.files[file_id], media_type="application/octet-stream")
+
     @staticmethod
     def _ok(result: Any) -> JSONResponse:
         return JSONResponse({"ok": True, "result": result})
@@ -208,7 +268,10 @@ class FakeBotApi:
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[FakeBotApi]:
         app = Starlette(
-            routes=[Route("/bot{token}/{method}", self._endpoint, methods=["GET", "POST"])]
+            routes=[
+                Route("/bot{token}/{method}", self._endpoint, methods=["GET", "POST"]),
+                Route("/file/bot{token}/{path:path}", self._download, methods=["GET"]),
+            ]
         )
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))

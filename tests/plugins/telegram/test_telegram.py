@@ -6,11 +6,13 @@ import asyncio
 import json
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from claybot.config.home import HomePaths
+from claybot.connectors.base import OutgoingMessage
 from claybot.engine.engine import Engine, EngineOptions
 from claybot.kernel.events import Event
 from claybot.plugins.telegram.connector import RESET_TEXT
@@ -18,7 +20,7 @@ from claybot.plugins.telegram.format import markdown_to_html
 from claybot.plugins.telegram.split import split_markdown, telegram_length
 from tests.agents.test_agents import record_events
 from tests.agents.test_subagents import call, history, rules_settings
-from tests.plugins.telegram.fake_bot_api import FakeBotApi
+from tests.plugins.telegram.fake_bot_api import FakeBotApi, Upload
 
 ANN, STRANGER = 111, 999
 
@@ -40,6 +42,7 @@ RULES: list[dict[str, Any]] = [
     {"match": "Waiting for the network", "response": "The helper needs your permission."},
     {"match": "Headlines: all quiet", "response": "Here is the news: all quiet."},
     {"match": "take your time", "response": "slow"},
+    {"match": "[Attached file:", "response": "Got your file."},
     {"match": "<unsafe>", "response": "Use <b>this</b> & that."},
     {
         "match": "long please",
@@ -61,9 +64,9 @@ async def bot_api() -> AsyncIterator[FakeBotApi]:
 
 
 async def start_engine(
-    paths: HomePaths, bot_api: FakeBotApi, *, delay_s: float = 0.0
+    paths: HomePaths, bot_api: FakeBotApi, *, delay_s: float = 0.0, **extra: Any
 ) -> tuple[Engine, list[Event]]:
-    settings = rules_settings(RULES, delayS=delay_s)
+    settings = rules_settings(RULES, delayS=delay_s, **extra)
     settings["plugins"] = [
         {
             "instanceId": "tg",
@@ -216,6 +219,68 @@ async def test_markup_telegram_rejects_is_resent_as_plain_text_and_long_replies_
     assert len(long_parts) >= 2 and all(len(p["text"]) <= 4096 for p in long_parts)
     joined = " ".join(p["text"] for p in long_parts)
     assert all(f"Paragraph {n}:" in joined for n in range(12))
+
+
+JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00"
+PDF = b"%PDF-1.4\n" + b"pdf body " * 40
+OGG = b"OggS\x00\x02" + b"\x02" * 300
+
+
+async def test_a_photo_a_document_and_a_voice_note_reach_the_agent_and_a_file_goes_back(
+    paths: HomePaths, bot_api: FakeBotApi
+) -> None:
+    for side in (90, 800):
+        bot_api.serve(f"photo-{side}", JPEG + bytes([side % 251]) * side)
+    bot_api.serve("doc", PDF)
+    bot_api.serve("voice", OGG)
+    engine, _ = await start_engine(paths, bot_api, files={"maxFileBytes": 4096})
+    try:
+        sizes = [{"file_id": f"photo-{side}", "file_unique_id": f"u{side}", "width": side,
+                  "height": side} for side in (90, 800)]  # fmt: skip
+        bot_api.media(ANN, "photo", sizes, caption="what is this?")
+        await wait_until(lambda: len(bot_api.sent()) == 1)  # one at a time: one order
+        document = {"file_id": "doc", "file_unique_id": "ud", "file_name": "report.pdf"}
+        bot_api.media(ANN, "document", document)
+        await wait_until(lambda: len(bot_api.sent()) == 2)
+        bot_api.media(ANN, "voice", {"file_id": "voice", "file_unique_id": "uv", "duration": 1})
+        await wait_until(lambda: len(bot_api.sent()) == 3)
+        too_large = {"file_id": "big", "file_unique_id": "ub", "file_size": 10_000}
+        bot_api.media(ANN, "document", too_large)
+        await wait_until(lambda: len(bot_api.sent()) == 4)
+        [agent] = [a for a in engine.agents.list_agents() if a["type"] == "user"]
+        records = await history(engine, agent["agentId"])
+        messages = [r for r in records if r["type"] == "user_message"]
+        stored = [await asyncio.to_thread(engine.files.read, m["files"][0]["id"]) for m in messages]
+        placed = [await asyncio.to_thread(Path(m["files"][0]["path"]).read_bytes) for m in messages]
+
+        # The agent sends the document back (as send_file will): one upload, captioned.
+        reference = engine.files.reference(messages[1]["files"][0]["id"], "report.pdf")
+        connector = engine.registries.connectors.get("tg")
+        assert connector is not None
+        back = OutgoingMessage("item#9", agent["agentId"], "tg", str(ANN), str(ANN),
+                               "Your **report**.", files=(reference,))  # fmt: skip
+        await connector.send(back)
+        await connector.send(back)  # delivered again: not uploaded again
+    finally:
+        await engine.stop()
+    served = [JPEG + bytes([800 % 251]) * 800, PDF, OGG]
+    assert [m["text"] for m in messages] == ["what is this?", "", ""]
+    assert [(m["files"][0]["name"], m["files"][0]["mimeType"]) for m in messages] == [
+        ("photo-u800.jpg", "image/jpeg"),
+        ("report.pdf", "application/pdf"),
+        ("voice-uv.ogg", "audio/ogg"),
+    ]
+    assert stored == placed == served  # in the store, and where the agent reads it
+    assert texts(bot_api) == [
+        "Got your file.",
+        "Got your file.",
+        "Got your file.",
+        "I could not take “document-ub”: it is 9.8 KB, and the limit is 4.0 KB.",
+    ]
+    [upload] = bot_api.sent("sendDocument")
+    assert upload["document"] == Upload("report.pdf", PDF)
+    assert (upload["caption"], upload["parse_mode"]) == ("Your <b>report</b>.", "HTML")
+    assert bot_api.sent("sendPhoto") == []
 
 
 async def test_a_missing_or_rejected_token_fails_the_load_clearly(

@@ -20,7 +20,9 @@ import pytest
 from telegram import Bot
 from telegram.error import BadRequest
 
+from claybot.config.settings import FileSettings
 from claybot.connectors.base import InboundMessage, OutgoingMessage, PostedMessage
+from claybot.files.store import FileStore
 from claybot.kernel.events import EventBus
 from claybot.permissions.prompts import (
     PermissionAlreadyDecided,
@@ -35,10 +37,10 @@ from claybot.plugins.telegram.connector import (
     TEXT_ONLY_TEXT,
     TelegramConnector,
 )
-from claybot.plugins.telegram.plugin import TelegramSettings
+from claybot.plugins.telegram.plugin import TelegramSettings, file_url
 from claybot.plugins.telegram.state import TelegramState
 from claybot.plugins.telegram.typing_status import TypingStatus
-from tests.plugins.telegram.fake_bot_api import FakeBotApi
+from tests.plugins.telegram.fake_bot_api import FakeBotApi, Upload
 
 ANN, BOB, STRANGER = 111, 222, 999
 
@@ -109,6 +111,11 @@ class Rig:
     engine: FakeEngine
     data_dir: Path
     sleeps: Sleeps = field(default_factory=Sleeps)
+    file_settings: FileSettings = field(default_factory=FileSettings)
+
+    @property
+    def store(self) -> FileStore:
+        return FileStore(self.data_dir / "store", self.file_settings)
 
     @contextlib.asynccontextmanager
     async def connector(
@@ -128,8 +135,13 @@ class Rig:
             post_message=self.engine.post_message,
             auth_lookup=lambda _: None,
             control=self.engine,
+            files=self.store,
         )
-        bot = Bot(self.bot_api.token, base_url=self.bot_api.base_url)
+        bot = Bot(
+            self.bot_api.token,
+            base_url=self.bot_api.base_url,
+            base_file_url=file_url(self.bot_api.base_url),
+        )
         await bot.initialize()
         state = TelegramState(self.data_dir / "state.json")
         state.load()
@@ -180,6 +192,18 @@ def prompt_for(request_id: str, reason: str = "to fetch headlines") -> Permissio
         channel_id=str(ANN),
         expires_at=int(time.time() * 1000) + 60_000,
     )
+
+
+JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00" + b"\x01" * 200
+STICKER = {
+    "file_id": "s1",
+    "file_unique_id": "us1",
+    "type": "regular",
+    "width": 512,
+    "height": 512,
+    "is_animated": False,
+    "is_video": False,
+}
 
 
 def outgoing(text: str, *, final: bool = True, in_reply_to: str | None = None) -> OutgoingMessage:
@@ -260,14 +284,15 @@ async def test_stop_ends_a_long_poll_at_once(rig: Rig) -> None:
         assert time.monotonic() - started < 1
 
 
-async def test_commands_strangers_groups_and_photos(rig: Rig) -> None:
+async def test_commands_strangers_groups_and_what_cannot_be_read(rig: Rig) -> None:
+    rig.bot_api.serve("p1", JPEG)
     async with rig.connector():
         rig.bot_api.message(STRANGER, "/reset")
         rig.bot_api.message(ANN, "/reset@clay_test_bot", chat_type="group")
         reset = rig.bot_api.message(ANN, "/reset")
         rig.bot_api.message(ANN, "/stop")
         rig.bot_api.message(ANN, "/help me")  # not ours: passed through as text
-        rig.bot_api.message(ANN, None)  # a photo without words
+        rig.bot_api.media(ANN, "sticker", STICKER)  # not read: said so
         last = rig.bot_api.message(ANN, None, photo_caption="what is this?")
         await wait_until(lambda: rig.saved_offset() == last["update_id"] + 1)
     reset_id = f"{ANN}:{reset['message']['message_id']}"  # keyed like a message: resets once
@@ -276,6 +301,7 @@ async def test_commands_strangers_groups_and_photos(rig: Rig) -> None:
         ("stop", "tg", str(ANN), str(ANN)),
     ]
     assert [m.text for m in rig.engine.accepted.values()] == ["/help me", "what is this?"]
+    assert [len(m.files) for m in rig.engine.accepted.values()] == [0, 1]
     sent = rig.bot_api.sent()
     assert [(p["chat_id"], p["text"]) for p in sent] == [
         (ANN, RESET_TEXT),
@@ -410,3 +436,133 @@ async def test_a_request_id_too_long_for_a_button_is_asked_in_words(rig: Rig) ->
     [shown] = rig.bot_api.sent()
     assert "reply_markup" not in shown
     assert f"claybot permissions allow {'r' * 60}" in shown["text"]
+
+
+# -- files ------------------------------------------------------------------------------
+
+OGG = b"OggS\x00\x02" + b"\x02" * 300
+PDF = b"%PDF-1.4\n" + b"pdf body " * 40
+MP3 = b"ID3\x03\x00" + b"\x03" * 300
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x04" * 300
+GIF = b"GIF89a" + b"\x05" * 300
+
+
+def photo_sizes(*sides: int) -> list[dict[str, object]]:
+    return [
+        {"file_id": f"photo-{side}", "file_unique_id": f"u{side}", "width": side, "height": side}
+        for side in sides
+    ]
+
+
+async def test_photos_documents_voice_notes_and_audio_reach_the_engine_as_files(rig: Rig) -> None:
+    for side in (90, 320, 1280):
+        rig.bot_api.serve(f"photo-{side}", JPEG + bytes([side % 251]) * side)
+    rig.bot_api.serve("doc", PDF)
+    rig.bot_api.serve("voice", OGG)
+    rig.bot_api.serve("audio", MP3)
+    async with rig.connector():
+        # Telegram lists the sizes smallest first; the order must not matter.
+        rig.bot_api.media(ANN, "photo", photo_sizes(320, 1280, 90), caption="what is this?")
+        document = {"file_id": "doc", "file_unique_id": "ud", "file_name": "report.pdf"}
+        rig.bot_api.media(ANN, "document", document)
+        rig.bot_api.media(ANN, "voice", {"file_id": "voice", "file_unique_id": "uv", "duration": 2})
+        audio = {"file_id": "audio", "file_unique_id": "ua", "duration": 9, "file_name": "s.mp3"}
+        last = rig.bot_api.media(ANN, "audio", audio)
+        await wait_until(lambda: rig.saved_offset() == last["update_id"] + 1)
+    photo, pdf, voice, song = rig.engine.accepted.values()
+    assert [m.text for m in (photo, pdf, voice, song)] == ["what is this?", "", "", ""]
+    store = rig.store
+    served = [JPEG + bytes([1280 % 251]) * 1280, PDF, OGG, MP3]
+    for message, data in zip((photo, pdf, voice, song), served, strict=True):
+        [file] = message.files
+        assert store.read(file.id) == data and file.size == len(data)
+    assert [(m.files[0].name, m.files[0].mimeType) for m in (photo, pdf, voice, song)] == [
+        ("photo-u1280.jpg", "image/jpeg"),
+        ("report.pdf", "application/pdf"),
+        ("voice-uv.ogg", "audio/ogg"),
+        ("s.mp3", "audio/mpeg"),
+    ]
+    # Only the largest photo was fetched, and nothing was said back.
+    assert [p["file_id"] for p in rig.bot_api.sent("getFile")] == [
+        "photo-1280",
+        "doc",
+        "voice",
+        "audio",
+    ]
+    assert rig.bot_api.sent() == []
+
+
+async def test_a_file_too_large_is_not_downloaded_and_the_user_is_told(rig: Rig) -> None:
+    rig.file_settings = FileSettings(max_file_bytes=4096)
+    rig.bot_api.serve("big", PDF * 20)  # 7 KB, its size unreported in the message
+    async with rig.connector():
+        reported = {"file_id": "huge", "file_unique_id": "uh", "file_name": "huge.zip",
+                    "file_size": 30 * 1024**2}  # fmt: skip
+        rig.bot_api.media(ANN, "document", reported, caption="the logs")
+        unreported = {"file_id": "big", "file_unique_id": "ub", "file_name": "big.pdf"}
+        last = rig.bot_api.media(ANN, "document", unreported)
+        await wait_until(lambda: rig.saved_offset() == last["update_id"] + 1)
+    # The caption still goes on; a message that was only the file does not.
+    [message] = rig.engine.accepted.values()
+    assert (message.text, message.files) == ("the logs", ())
+    assert [p["text"] for p in rig.bot_api.sent()] == [
+        "I could not take “huge.zip”: it is 30.0 MB, and the limit is 4.0 KB.",
+        "I could not take “big.pdf”: it is 7.2 KB, and the limit is 4.0 KB.",
+    ]
+    assert [p["file_id"] for p in rig.bot_api.sent("getFile")] == ["big"]  # never "huge"
+    assert "download" not in rig.bot_api.methods()
+    assert not (rig.data_dir / "store").exists()
+
+
+async def test_telegrams_own_download_limit_holds_whatever_ours_says(rig: Rig) -> None:
+    rig.file_settings = FileSettings(max_file_bytes=100 * 1024**2, max_message_bytes=100 * 1024**2)
+    async with rig.connector():
+        huge = {"file_id": "huge", "file_unique_id": "uh", "file_size": 25 * 1024**2}
+        last = rig.bot_api.media(ANN, "voice", {**huge, "duration": 600})
+        await wait_until(lambda: rig.saved_offset() == last["update_id"] + 1)
+    assert rig.engine.accepted == {}
+    assert [p["text"] for p in rig.bot_api.sent()] == [
+        "I could not take “voice-uh.ogg”: it is 25.0 MB, and the limit is 20.0 MB."
+    ]
+
+
+async def test_an_outgoing_message_uploads_its_files_once_with_the_text_as_caption(
+    rig: Rig,
+) -> None:
+    store = rig.store
+    png, pdf, gif = (
+        store.put(PNG, "chart.png"),
+        store.put(PDF, "report.pdf"),
+        store.put(GIF, "a.gif"),
+    )
+    long_text = "**Here** it is.\n\n" + "word " * 400  # past the 1024-character caption
+    message = OutgoingMessage(
+        "item-1#0", "agent-1", "tg", str(ANN), str(ANN), long_text, files=(png, pdf, gif)
+    )
+    async with rig.connector(polling=False) as connector:
+        await connector.send(message)
+        await connector.send(message)  # delivered again: nothing new goes out
+    async with rig.connector(polling=False) as connector:
+        await connector.send(message)  # and after a restart neither
+    [photo] = rig.bot_api.sent("sendPhoto")
+    documents = rig.bot_api.sent("sendDocument")
+    assert photo["photo"] == Upload("chart.png", PNG) and photo["chat_id"] == ANN
+    assert photo["caption"] == "<b>Here</b> it is." and photo["parse_mode"] == "HTML"
+    # The GIF goes as a document (Telegram animates it); only the first file has a caption.
+    assert [d["document"] for d in documents] == [Upload("report.pdf", PDF), Upload("a.gif", GIF)]
+    assert all("caption" not in d for d in documents)
+    # The rest of the text follows as a message of its own.
+    [rest] = rig.bot_api.sent()
+    assert rest["text"].count("word") == 400
+
+
+async def test_a_photo_telegram_refuses_goes_as_a_document(rig: Rig) -> None:
+    png = rig.store.put(PNG, "wide.png")
+    rig.bot_api.fail("sendPhoto", 400, "Bad Request: PHOTO_INVALID_DIMENSIONS")
+    message = OutgoingMessage("item-2#0", "agent-1", "tg", str(ANN), str(ANN), "", files=(png,))
+    async with rig.connector(polling=False) as connector:
+        await connector.send(message)
+    assert len(rig.bot_api.sent("sendPhoto")) == 1
+    [document] = rig.bot_api.sent("sendDocument")
+    assert document["document"] == Upload("wide.png", PNG) and "caption" not in document
+    assert rig.bot_api.sent() == []

@@ -5,11 +5,16 @@ the id ``<chat>:<message>``, so an update delivered twice (or re-read after a
 crash, before the saved offset moved past it) is accepted once by the engine;
 a ``/reset`` is keyed the same way, so it resets once. The offset is saved only
 after the engine accepted the update. ``/reset`` and ``/stop`` are handled here;
-the engine never parses slash commands.
+the engine never parses slash commands. A photo, document, voice note or audio
+file is downloaded (``getFile``), stored through the plugin API and carried on the
+message, its caption as the text; one too large is not downloaded, and the user
+is told why.
 
 Outbound: markdown rendered to Telegram HTML, cut to Telegram's limit, with a
-plain-text retry when Telegram rejects the markup. Permission prompts carry
-Allow/Deny buttons and are edited in place once decided.
+plain-text retry when Telegram rejects the markup. A message with files uploads
+each (a photo or a document, ``attachments.py``), the text as the first one's
+caption, once per outgoing message also across a restart. Permission prompts
+carry Allow/Deny buttons and are edited in place once decided.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, Message, Update
+from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, InputFile, Message, Update
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import (
     BadRequest,
@@ -34,12 +39,23 @@ from telegram.error import (
 from telegram.warnings import PTBDeprecationWarning
 
 from claybot.plugin import (
+    FileMissing,
+    FileReference,
+    FileRefused,
     InboundMessage,
     OutgoingMessage,
     PermissionAlreadyDecided,
     PermissionOutcome,
     PermissionPrompt,
     PluginApi,
+)
+from claybot.plugins.telegram.attachments import (
+    TELEGRAM_DOWNLOAD_LIMIT_BYTES,
+    Attachment,
+    attachment_of,
+    caption_and_rest,
+    size_text,
+    upload_kind,
 )
 from claybot.plugins.telegram.backoff import Backoff
 from claybot.plugins.telegram.buttons import (
@@ -62,8 +78,14 @@ BACKOFF_MAX_S = 30.0
 SEND_ATTEMPTS = 4  # a network blip must not lose a reply; the engine does not resend
 RESET_TEXT = "Conversation reset. I have forgotten what we talked about."
 NOTHING_RUNNING_TEXT = "Nothing is running."
-TEXT_ONLY_TEXT = "I can only read text messages for now."
+TEXT_ONLY_TEXT = "I can only read text, photos, documents, voice notes and audio files for now."
 REFUSED_TEXT = "The engine refused this message: {reason}"
+TOO_LARGE_TEXT = "I could not take “{name}”: it is {size}, and the limit is {limit}."
+FILE_REFUSED_TEXT = "I could not keep “{name}”: {reason}"
+FILE_UNREADABLE_TEXT = "I could not download “{name}” from Telegram: {reason}"
+FILE_GONE_TEXT = "A file I meant to send you (“{name}”) is no longer stored."
+DOWNLOAD_TIMEOUT_S = 120.0  # reading a 20 MB file on a slow link
+UPLOAD_TIMEOUT_S = 120.0
 
 
 def _is_parse_error(error: BadRequest) -> bool:
@@ -197,8 +219,9 @@ class TelegramConnector:
             )
             return
         chat_id = message.chat.id
-        text = message.text or message.caption
-        if text is None:
+        text = message.text or message.caption or ""
+        attachment = attachment_of(message)
+        if not text and attachment is None:
             await self._send_text(chat_id, TEXT_ONLY_TEXT)
             return
         user_id, channel_id = str(message.from_user.id), str(chat_id)
@@ -213,6 +236,12 @@ class TelegramConnector:
             if not await self._api.stop_conversation(user_id, channel_id):
                 await self._send_text(chat_id, NOTHING_RUNNING_TEXT)
             return  # a stopped turn answers "Stopped." itself
+        files: tuple[FileReference, ...] = ()
+        if attachment is not None:
+            stored = await self._download(chat_id, attachment)
+            if stored is None and not text.strip():
+                return  # the user was told; nothing is left to pass on
+            files = (stored,) if stored is not None else ()
         try:
             posted = await self._api.post_message(
                 InboundMessage(
@@ -221,6 +250,7 @@ class TelegramConnector:
                     channel_id=channel_id,
                     text=text,
                     message_id=inbound_id,
+                    files=files,
                 )
             )
         except ValueError as exc:
@@ -229,6 +259,52 @@ class TelegramConnector:
             return
         if not posted.duplicate:
             self._typing.waiting(chat_id, posted.message_id)
+
+    async def _download(self, chat_id: int, attachment: Attachment) -> FileReference | None:
+        """The attachment, stored; None (the user told why) when it cannot be taken.
+
+        A network failure is raised: the update is read again after a back-off.
+        """
+        limit = min(self._api.file_limit_bytes(), TELEGRAM_DOWNLOAD_LIMIT_BYTES)
+        if attachment.size is not None and attachment.size > limit:
+            await self._too_large(chat_id, attachment.name, attachment.size, limit)
+            return None
+        try:
+            file = await self._retrying(lambda: self._bot.get_file(attachment.file_id))
+        except BadRequest as exc:
+            # Telegram's final word: "file is too big" past its own 20 MB, or a file
+            # it no longer has. Waiting will not change it.
+            await self._send_plain(
+                chat_id, FILE_UNREADABLE_TEXT.format(name=attachment.name, reason=exc.message)
+            )
+            return None
+        if file.file_size is not None and file.file_size > limit:
+            await self._too_large(chat_id, attachment.name, file.file_size, limit)
+            return None
+        data = bytes(
+            await self._retrying(
+                lambda: file.download_as_bytearray(read_timeout=DOWNLOAD_TIMEOUT_S)
+            )
+        )
+        if len(data) > limit:  # Telegram said nothing of its size, or said less
+            await self._too_large(chat_id, attachment.name, len(data), limit)
+            return None
+        try:
+            return await self._api.store_file(data, attachment.name)
+        except FileRefused as exc:  # the store's quota is full
+            await self._send_plain(
+                chat_id, FILE_REFUSED_TEXT.format(name=attachment.name, reason=exc.message)
+            )
+            return None
+
+    async def _too_large(self, chat_id: int, name: str, size: int, limit: int) -> None:
+        log.info(
+            "a telegram file is past the size limit; not downloaded",
+            extra={"action": "telegram.file_too_large", "size": size, "limit": limit},
+        )
+        await self._send_plain(
+            chat_id, TOO_LARGE_TEXT.format(name=name, size=size_text(size), limit=size_text(limit))
+        )
 
     async def _on_button(self, update: Update) -> None:
         query = update.callback_query
@@ -272,8 +348,74 @@ class TelegramConnector:
         chat_id = int(message.channel_id)
         if message.final:
             self._typing.answered(chat_id, message.in_reply_to)
-        if message.text.strip():
+        if message.files:
+            await self._send_files(chat_id, message)
+        elif message.text.strip():
             await self._send_text(chat_id, message.text)
+
+    async def _send_files(self, chat_id: int, message: OutgoingMessage) -> None:
+        caption, rest = caption_and_rest(message.text, markdown_to_html)
+        # Each part is remembered once sent: a message the engine delivers again (a
+        # restart before it marked the delivery) sends only what is missing.
+        prefix = f"{message.agent_id}/{message.id}"
+        for index, file in enumerate(message.files):
+            key = f"{prefix}/{index}"
+            if self._state.part_sent(key):
+                continue
+            try:
+                data = await self._api.read_file(file.id)
+            except FileMissing:
+                await self._send_plain(chat_id, FILE_GONE_TEXT.format(name=file.name))
+                continue
+            await self._upload(chat_id, file, data, caption if index == 0 else None)
+            await self._state.remember_part(key)
+        if rest.strip() and not self._state.part_sent(f"{prefix}/text"):
+            await self._send_text(chat_id, rest)
+            await self._state.remember_part(f"{prefix}/text")
+
+    async def _upload(
+        self, chat_id: int, file: FileReference, data: bytes, caption: str | None
+    ) -> Message:
+        if upload_kind(file.mimeType, len(data)) == "photo":
+            try:
+                return await self._upload_as(self._bot.send_photo, chat_id, file, data, caption)
+            except BadRequest as exc:
+                # Dimensions or a format sendPhoto refuses: the same file as a document.
+                log.info(
+                    "telegram refused a photo; sending it as a document",
+                    extra={"action": "telegram.photo_refused", "error": exc.message},
+                )
+        return await self._upload_as(self._bot.send_document, chat_id, file, data, caption)
+
+    async def _upload_as(
+        self,
+        method: Callable[..., Awaitable[Message]],
+        chat_id: int,
+        file: FileReference,
+        data: bytes,
+        caption: str | None,
+    ) -> Message:
+        def call(html: bool) -> Callable[[], Awaitable[Message]]:
+            text = markdown_to_html(caption) if html and caption is not None else caption
+            return lambda: method(
+                chat_id,
+                InputFile(data, filename=file.name),
+                caption=text,
+                parse_mode=ParseMode.HTML if html and caption is not None else None,
+                write_timeout=UPLOAD_TIMEOUT_S,
+            )
+
+        try:
+            return await self._retrying(call(html=True))
+        except BadRequest as exc:
+            if caption is None or not _is_parse_error(exc):
+                raise
+        # Telegram rejected the caption's markup: the same words, as plain text.
+        return await self._retrying(call(html=False))
+
+    async def _send_plain(self, chat_id: int, text: str) -> None:
+        """A notice of ours, sent as it is written (a file name is no markdown)."""
+        await self._retrying(lambda: self._bot.send_message(chat_id, text))
 
     async def _send_text(
         self, chat_id: int, text: str, reply_markup: InlineKeyboardMarkup | None = None

@@ -21,6 +21,13 @@ DEFAULT_BASE_URL = "https://api.telegram.org/bot"
 COMMANDS = [("reset", "Start a new conversation"), ("stop", "Stop the current answer")]
 
 
+def file_url(base_url: str) -> str:
+    """Where the Bot API at ``base_url`` serves files: ``…/bot`` becomes ``…/file/bot``
+    (api.telegram.org and a local Bot API server alike)."""
+    head, bot, tail = base_url.rpartition("/bot")
+    return f"{head}/file{bot}{tail}" if bot else f"{base_url.rstrip('/')}/file"
+
+
 class TelegramSettings(CamelModel):
     allowed_user_ids: list[int] = Field(min_length=1, description="Telegram user ids allowed in.")
     base_url: str = Field(default=DEFAULT_BASE_URL, description="Bot API URL (tests, proxies).")
@@ -48,7 +55,9 @@ class TelegramPlugin:
                 f"no bot token: run `claybot auth set {self._api.instance_id} token <token>`"
             )
         settings = self._api.settings
-        self._bot = Bot(token, base_url=settings.base_url)
+        self._bot = Bot(
+            token, base_url=settings.base_url, base_file_url=file_url(settings.base_url)
+        )
         try:
             await self._bot.initialize()  # getMe: checks the token
         # ``from None``: PTB puts the token itself in InvalidToken's message, and a

@@ -1,8 +1,10 @@
 """What the Telegram connector keeps across restarts, in its plugin data folder.
 
-``state.json``: the polling offset (the first update not yet handled) and, per
+``state.json``: the polling offset (the first update not yet handled); per
 open permission prompt, the message that shows it (so it can be edited once
-decided, also after a restart). Written atomically.
+decided, also after a restart); and the parts of outgoing messages with files
+sent lately (so a message the engine delivers again after a restart uploads
+nothing twice). Written atomically.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from claybot.plugin import atomic_write_json
 log = logging.getLogger(__name__)
 
 MAX_PROMPTS = 1000  # open prompts remembered; older ones are only not edited
+MAX_PARTS = 1000  # sent parts remembered; a redelivery comes right after a restart
 
 
 class TelegramState:
@@ -25,6 +28,7 @@ class TelegramState:
         self.path = path
         self.offset = 0
         self._prompts: dict[str, tuple[int, int]] = {}
+        self._parts: dict[str, None] = {}  # insertion-ordered: the oldest goes first
         self._lock = asyncio.Lock()
 
     def load(self) -> None:
@@ -53,6 +57,9 @@ class TelegramState:
                     and all(isinstance(n, int) for n in where)
                 ):
                     self._prompts[str(request_id)] = (where[0], where[1])
+        parts = data.get("sentParts")
+        if isinstance(parts, list):
+            self._parts = {str(key): None for key in parts[-MAX_PARTS:]}
 
     async def _save(self) -> None:
         # The snapshot is taken under the lock: a write may never put back an older one.
@@ -60,6 +67,7 @@ class TelegramState:
             data = {
                 "offset": self.offset,
                 "prompts": {key: list(value) for key, value in self._prompts.items()},
+                "sentParts": list(self._parts),
             }
             await asyncio.to_thread(atomic_write_json, self.path, data, mode=0o600)
 
@@ -80,3 +88,12 @@ class TelegramState:
     async def forget_prompt(self, request_id: str) -> None:
         if self._prompts.pop(request_id, None) is not None:
             await self._save()
+
+    def part_sent(self, key: str) -> bool:
+        return key in self._parts
+
+    async def remember_part(self, key: str) -> None:
+        self._parts[key] = None
+        while len(self._parts) > MAX_PARTS:
+            self._parts.pop(next(iter(self._parts)))
+        await self._save()
