@@ -22,6 +22,7 @@ from telegram.error import BadRequest
 
 from claybot.config.settings import FileSettings
 from claybot.connectors.base import InboundMessage, OutgoingMessage, PostedMessage
+from claybot.files.reference import FileReference
 from claybot.files.store import FileStore
 from claybot.kernel.events import EventBus
 from claybot.permissions.prompts import (
@@ -566,3 +567,24 @@ async def test_a_photo_telegram_refuses_goes_as_a_document(rig: Rig) -> None:
     [document] = rig.bot_api.sent("sendDocument")
     assert document["document"] == Upload("wide.png", PNG) and "caption" not in document
     assert rig.bot_api.sent() == []
+
+
+async def test_a_file_no_longer_stored_is_named_and_the_caption_moves_on(rig: Rig) -> None:
+    gone = FileReference("0" * 64, "old.pdf", "application/pdf", 10)
+    pdf = rig.store.put(PDF, "report.pdf")
+    both = OutgoingMessage(
+        "item-3#0", "agent-1", "tg", str(ANN), str(ANN), "Both.", files=(gone, pdf)
+    )
+    alone = OutgoingMessage(
+        "item-4#0", "agent-1", "tg", str(ANN), str(ANN), "Alone.", files=(gone,)
+    )
+    async with rig.connector(polling=False) as connector:
+        await connector.send(both)
+        await connector.send(alone)
+    [document] = rig.bot_api.sent("sendDocument")
+    assert document["caption"] == "Both."
+    assert [p["text"] for p in rig.bot_api.sent()] == [
+        "A file I meant to send you (“old.pdf”) is no longer stored.",
+        "A file I meant to send you (“old.pdf”) is no longer stored.",
+        "Alone.",
+    ]

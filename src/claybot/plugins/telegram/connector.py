@@ -358,17 +358,22 @@ class TelegramConnector:
         # Each part is remembered once sent: a message the engine delivers again (a
         # restart before it marked the delivery) sends only what is missing.
         prefix = f"{message.agent_id}/{message.id}"
+        captioned = False  # the caption goes with the first file that goes out
         for index, file in enumerate(message.files):
             key = f"{prefix}/{index}"
             if self._state.part_sent(key):
+                captioned = True
                 continue
             try:
                 data = await self._api.read_file(file.id)
             except FileMissing:
                 await self._send_plain(chat_id, FILE_GONE_TEXT.format(name=file.name))
                 continue
-            await self._upload(chat_id, file, data, caption if index == 0 else None)
+            await self._upload(chat_id, file, data, None if captioned else caption)
             await self._state.remember_part(key)
+            captioned = True
+        if not captioned and caption is not None:  # no file went out: the words still do
+            rest = f"{caption}\n\n{rest}" if rest.strip() else caption
         if rest.strip() and not self._state.part_sent(f"{prefix}/text"):
             await self._send_text(chat_id, rest)
             await self._state.remember_part(f"{prefix}/text")
