@@ -8,6 +8,7 @@ import re
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pexpect
@@ -17,6 +18,7 @@ from claybot.config.home import HomePaths
 from tests.conftest import EngineProcess, write_settings
 from tests.providers.fake_openai import FakeOpenAI
 from tests.providers.loopback import LoopbackServer
+from tests.providers.test_request_bodies import PNG
 
 pytestmark = pytest.mark.slow
 
@@ -185,3 +187,25 @@ def test_a_tool_call_shows_as_a_summary_line_and_in_full_on_request(
     chat.send("/tool 1\r")
     chat.expect_exact('"path": "notes.md"')
     chat.expect_exact("Unknown tool 'no_such_tool'.")
+
+
+def test_attach_shows_in_the_prompt_and_the_image_reaches_the_model(
+    chat: pexpect.spawn, engine: EngineProcess, fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    picture = tmp_path / "map.png"
+    picture.write_bytes(PNG)
+    chat.send("/help\r")
+    chat.expect_exact("/attach PATH")
+    chat.expect_exact("you> ")
+    chat.send(f"/attach {picture}\r")
+    chat.expect_exact("it goes with your next message")
+    chat.expect_exact("you [+1 file]> ")
+    fake_openai.reply_text("A map.")
+    chat.send("what is this?\r")
+    chat.expect(reply("A map."))
+    chat.expect_exact("you> ")  # sent: nothing waits any more
+    [sent] = [r for r in history(engine) if r["type"] == "user_message"]
+    assert [f["name"] for f in sent["files"]] == ["map.png"]
+    text, image = fake_openai.last_body["messages"][-1]["content"]
+    assert text["text"].startswith("what is this?")
+    assert image["image_url"]["url"].startswith("data:image/png;base64,")

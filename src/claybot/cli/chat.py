@@ -15,9 +15,11 @@ import getpass
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.console import Console
 from rich.markup import escape
 
 from claybot.cli.chat_conversation import START_HINT, Conversation, transport_errors
@@ -56,18 +58,28 @@ def chat(
     channel: Annotated[
         str, typer.Option("--channel", help="Channel id: one conversation per user and channel.")
     ] = "cli",
+    save_to: Annotated[
+        Path | None,
+        typer.Option(
+            "--save-to",
+            help="Where files the agent sends are saved (default: ~/Downloads/claybot, "
+            "or <home>/downloads without a Downloads folder).",
+        ),
+    ] = None,
 ) -> None:
     """Talk to an agent on the local connector; replies stream as they are written.
 
     Enter sends; Alt-Enter (or Esc then Enter) starts a new line, and a paste keeps
-    its lines. Up and Down recall earlier messages. Commands: /help, /reset (clear
-    the agent's context), /stop (stop its running turn), /new (a new conversation),
-    /tool N (tool call N in full), /allow N or /deny N (answer permission prompt N;
-    without N, the newest), /quit (or Ctrl-D). Ctrl-C while a reply is coming gives
-    the prompt back (the reply prints when it is done).
+    its lines. Up and Down recall earlier messages. Commands: /help, /attach PATH
+    (upload a file: your next message carries it; the prompt shows how many wait),
+    /reset (clear the agent's context), /stop (stop its running turn), /new (a new
+    conversation), /tool N (tool call N in full), /allow N or /deny N (answer
+    permission prompt N; without N, the newest), /quit (or Ctrl-D). Ctrl-C while a
+    reply is coming gives the prompt back (the reply prints when it is done). Files
+    the agent sends are saved (see --save-to) and their paths printed.
 
-    With piped input, each line is one message that waits for its reply; stdout
-    carries only the replies.
+    With piped input, each line is one message that waits for its reply (or an
+    /attach PATH line); stdout carries only the replies.
     """
     paths = paths_for(home)
     user = user or _default_user()
@@ -76,7 +88,7 @@ def chat(
         if not probe.is_running():
             fail(f"no engine is running for {paths.home}; {START_HINT}")
     interactive = sys.stdin.isatty()
-    conversation = _open(paths, user, channel)
+    conversation = _open(paths, user, channel, save_to)
     hint = (
         f"Chatting as [bold]{escape(user)}[/bold] on channel [bold]{escape(channel)}[/bold]. "
         "Type /help for commands, /quit or Ctrl-D to leave."
@@ -88,8 +100,8 @@ def chat(
         _chat_piped(conversation)
 
 
-def _open(paths: HomePaths, user: str, channel: str) -> Conversation:
-    conversation = Conversation(paths, user, channel)
+def _open(paths: HomePaths, user: str, channel: str, save_to: Path | None) -> Conversation:
+    conversation = Conversation(paths, user, channel, downloads=save_to)
     follower = threading.Thread(target=conversation.follow, name="chat-events", daemon=True)
     follower.start()
     if not conversation.connected.wait(CONNECT_TIMEOUT_S):
@@ -105,6 +117,9 @@ def _chat_piped(conversation: Conversation) -> None:
                 continue
             if text in ("/quit", "/exit"):
                 break
+            if text.partition(" ")[0] == "/attach":
+                _run_local(conversation, "/attach", text.partition(" ")[2].strip(), err_console)
+                continue
             message_id = _post(conversation, text)
             if message_id is not None:
                 _await_reply(conversation, message_id, interactive=False)
@@ -119,7 +134,7 @@ def _chat_in_terminal(paths: HomePaths, conversation: Conversation) -> None:
     try:
         while True:
             try:
-                text = prompt.read().strip()
+                text = prompt.read(len(conversation.attached)).strip()
             except KeyboardInterrupt:
                 continue  # Ctrl-C at the prompt clears the line
             except EOFError:
@@ -131,7 +146,9 @@ def _chat_in_terminal(paths: HomePaths, conversation: Conversation) -> None:
                 break
             if command == "/new":
                 conversation.stop()
-                conversation = _open(paths, conversation.user, _new_channel(conversation))
+                conversation = _open(
+                    paths, conversation.user, _new_channel(conversation), conversation.downloads
+                )
                 console.print(
                     f"[dim]new conversation on channel {escape(conversation.channel)}[/dim]"
                 )
@@ -146,15 +163,17 @@ def _chat_in_terminal(paths: HomePaths, conversation: Conversation) -> None:
         conversation.stop()
 
 
-LOCAL_COMMANDS = frozenset({"/help", "/reset", "/stop", "/tool"})
+LOCAL_COMMANDS = frozenset({"/help", "/attach", "/reset", "/stop", "/tool"})
 HELP = """\
+[bold]/attach PATH[/bold] upload a file for your next message ([bold]/attach[/bold] lists them)
 [bold]/reset[/bold]      clear the agent's context (its history stays on disk)
 [bold]/stop[/bold]       stop the turn the agent is running
 [bold]/new[/bold]        start a new conversation (a new channel, a new agent)
 [bold]/tool N[/bold]     show tool call N and its result in full
 [bold]/allow N[/bold]    allow permission request N ([bold]/deny N[/bold] refuses it)
 [bold]/quit[/bold]       leave (or Ctrl-D)
-Alt-Enter (or Esc then Enter) starts a new line; Up and Down recall messages."""
+Alt-Enter (or Esc then Enter) starts a new line; Up and Down recall messages.
+Files the agent sends are saved; each one's path is printed."""
 
 
 def _new_channel(conversation: Conversation) -> str:
@@ -162,11 +181,16 @@ def _new_channel(conversation: Conversation) -> str:
     return f"{base}~{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def _run_local(conversation: Conversation, command: str, argument: str) -> None:
-    """A command chat answers itself: none of it reaches the model."""
+def _run_local(
+    conversation: Conversation, command: str, argument: str, out: Console = console
+) -> None:
+    """A command chat answers itself: none of it reaches the model (``out``: where its
+    answer goes; stderr when stdout carries only replies)."""
     try:
         if command == "/help":
             console.print(HELP, highlight=False)
+        elif command == "/attach":
+            out.print(f"[dim]{escape(conversation.attach(argument))}[/dim]", highlight=False)
         elif command == "/reset":
             console.print(f"[dim]{escape(conversation.reset())}[/dim]")
         elif command == "/stop":

@@ -7,15 +7,21 @@ SSE stream in a background thread; when the stream drops (the engine restarted),
 the conversation reconnects and catches up from the agent's history (``after`` the
 last record number read), de-duplicating by outgoing message id, so no reply is
 lost or printed twice. The command and the terminal around it are ``chat.py``.
+
+Files: ``attach`` uploads one (``POST /v1/engine/files``) and the next message
+carries it; files a reply carries are downloaded into ``downloads`` once each, under
+their own name (numbered when the name is taken), and the saved path is printed.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 import uuid
 from contextlib import suppress
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
@@ -25,6 +31,7 @@ from claybot.cli.chat_screen import ChatScreen
 from claybot.cli.common import console, engine_client, err_console, fail
 from claybot.client.errors import EngineApiError, EngineNotRunning
 from claybot.config.home import HomePaths
+from claybot.files.reference import safe_name
 
 if TYPE_CHECKING:
     from claybot.client.engine_client import EngineClient
@@ -42,6 +49,22 @@ LIVE_EVENTS = frozenset(
 START_HINT = "run `claybot start` (or `make run`)"
 
 
+def default_downloads(paths: HomePaths, user_home: Path | None = None) -> Path:
+    """Where files from the agent are saved: ``~/Downloads/claybot`` when there is a
+    Downloads folder, else ``<home>/downloads``."""
+    downloads = (user_home or Path.home()) / "Downloads"
+    return downloads / "claybot" if downloads.is_dir() else paths.home / "downloads"
+
+
+def size_text(size: int) -> str:
+    value = float(size)
+    for unit in ("B", "kB", "MB"):
+        if value < 1000:
+            return f"{size} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{value:.1f} GB"
+
+
 def transport_errors() -> tuple[type[BaseException], ...]:
     """What a request raises when the engine goes away mid-way (httpx loads lazily)."""
     import httpx
@@ -53,12 +76,21 @@ class Conversation:
     """One user and channel on the local connector: sending, and printing replies."""
 
     def __init__(
-        self, paths: HomePaths, user: str, channel: str, *, history_page: int = HISTORY_PAGE
+        self,
+        paths: HomePaths,
+        user: str,
+        channel: str,
+        *,
+        history_page: int = HISTORY_PAGE,
+        downloads: Path | None = None,
     ) -> None:
         self.paths = paths
         self.user = user
         self.channel = channel
         self.history_page = history_page
+        self.downloads = downloads or default_downloads(paths)
+        self.attached: list[dict[str, Any]] = []  # uploaded, for the next message
+        self._saved: set[str] = set()  # outgoing ids whose files were saved
         self.agent_id: str | None = None
         self._seq: int | None = None  # the highest history record number read
         self._printed: set[str] = set()  # outgoing message ids already shown
@@ -76,8 +108,17 @@ class Conversation:
         with self._lock:
             return self._finished.setdefault(message_id, threading.Event())
 
-    def _show(self, outgoing_id: str, text: str, in_reply_to: str | None, final: bool) -> None:
+    def _show(
+        self,
+        outgoing_id: str,
+        text: str,
+        in_reply_to: str | None,
+        final: bool,
+        files: list[dict[str, Any]] | None = None,
+    ) -> None:
         self.screen.reply(outgoing_id, text)
+        if files:
+            self.save_files(outgoing_id, files)
         if final and in_reply_to is not None:
             self._done(in_reply_to).set()
 
@@ -97,6 +138,7 @@ class Conversation:
                     str(message.get("text") or ""),
                     message.get("inReplyTo"),
                     bool(message.get("final", True)),
+                    message.get("files"),
                 )
             return
         if kind not in LIVE_EVENTS or payload.get("agentId") != self.agent_id:
@@ -206,7 +248,8 @@ class Conversation:
             return
         final = bool(record.get("final"))
         if record.get("outgoingId"):
-            self._show(str(record["outgoingId"]), str(record.get("text") or ""), message_id, final)
+            text = str(record.get("text") or "")
+            self._show(str(record["outgoingId"]), text, message_id, final, record.get("files"))
         elif final:
             self._done(message_id).set()
 
@@ -219,18 +262,63 @@ class Conversation:
         except EngineApiError:
             pass  # restarting (503): likewise
 
+    # -- files ------------------------------------------------------------------
+
+    def attach(self, argument: str) -> str:
+        """Upload the file at ``argument`` for the next message; what to tell the user."""
+        if not argument:
+            if not self.attached:
+                return "nothing attached; /attach PATH adds a file to your next message"
+            names = ", ".join(str(file["name"]) for file in self.attached)
+            return f"attached to your next message: {names}"
+        path = Path(argument).expanduser()
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise ValueError(f"cannot read {str(path)!r}: {exc.strerror or exc}") from None
+        with engine_client(self.paths) as client:
+            stored = client.upload("/v1/engine/files", path.name, data)["file"]
+        self.attached.append({"id": stored["id"], "name": stored["name"]})
+        return (
+            f"attached {stored['name']} ({stored['mimeType']}, {size_text(int(stored['size']))}); "
+            "it goes with your next message"
+        )
+
+    def save_files(self, outgoing_id: str, files: list[dict[str, Any]]) -> None:
+        """Save the files of reply ``outgoing_id`` (once) and print where they are."""
+        with self._lock:
+            if outgoing_id in self._saved:
+                return
+            self._saved.add(outgoing_id)
+        for file in files:
+            name = safe_name(str(file.get("name") or "file"))
+            try:
+                with engine_client(self.paths) as client:
+                    data = client.get_bytes(f"/v1/engine/files/{file['id']}", name=name)
+                saved = _save(self.downloads, name, data)
+            except (EngineApiError, OSError, KeyError) as exc:
+                self.screen.line(f"[red]could not save {escape(name)}:[/red] {escape(str(exc))}")
+                continue
+            except transport_errors():
+                self.screen.line(f"[red]could not save {escape(name)}:[/red] the engine is down")
+                continue
+            self.screen.line(f"[green]saved[/green] {escape(name)} to {escape(str(saved))}")
+
     # -- sending ----------------------------------------------------------------
 
     def send(self, text: str) -> str:
-        """Post one line; retried with the same message id until the engine takes it."""
+        """Post one line (with the files attached since the last); retried with the same
+        message id until the engine takes it."""
         message_id = uuid.uuid4().hex
         self.remember(message_id)
-        body = {
+        body: dict[str, Any] = {
             "userId": self.user,
             "channelId": self.channel,
             "text": text,
             "messageId": message_id,
         }
+        if self.attached:
+            body["files"] = list(self.attached)
         deadline = time.monotonic() + RETRY_FOR_S
         delay = RETRY_FIRST_DELAY_S
         announced = False
@@ -254,6 +342,7 @@ class Conversation:
             delay = min(delay * 2, RETRY_MAX_DELAY_S)
         if announced:
             err_console.print("[green]reconnected[/green]")
+        self.attached.clear()  # they went with this message
         self.agent_id = str(posted["agentId"])
         return message_id
 
@@ -321,3 +410,19 @@ class Conversation:
         label = "[red]error[/red]" if output.get("isError") else "[bold]result[/bold]"
         console.print(label)
         console.print(escape(str(output.get("text", ""))), highlight=False, soft_wrap=True)
+
+
+def _save(folder: Path, name: str, data: bytes) -> Path:
+    """``data`` as ``folder/name``, or ``name (2)``, ``name (3)``... when that is taken
+    (never over a file already there)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    stem, suffix = os.path.splitext(name)
+    for number in range(1, 10_000):
+        path = folder / (name if number == 1 else f"{stem} ({number}){suffix}")
+        try:
+            with path.open("xb") as out:
+                out.write(data)
+        except FileExistsError:
+            continue
+        return path
+    raise OSError(f"no free name for {name!r} in {folder}")

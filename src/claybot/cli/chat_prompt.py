@@ -39,10 +39,17 @@ class ChatPrompt:
             enable_history_search=True,
         )
 
-    def read(self) -> str:
-        """One message; EOFError on Ctrl-D, KeyboardInterrupt on Ctrl-C."""
+    def read(self, attached: int = 0) -> str:
+        """One message; EOFError on Ctrl-D, KeyboardInterrupt on Ctrl-C. ``attached``:
+        files waiting to go with it, which the prompt shows."""
         from prompt_toolkit.formatted_text import FormattedText
         from prompt_toolkit.patch_stdout import patch_stdout
 
         with patch_stdout(raw=True):
-            return self._session.prompt(FormattedText([(PROMPT_STYLE, "you> ")]))
+            return self._session.prompt(FormattedText([(PROMPT_STYLE, prompt_text(attached))]))
+
+
+def prompt_text(attached: int) -> str:
+    if not attached:
+        return "you> "
+    return f"you [+{attached} file{'' if attached == 1 else 's'}]> "

@@ -76,6 +76,14 @@ class EngineClient:
     def post(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         return self.request("POST", path, json=body or {})
 
+    def upload(self, path: str, name: str, data: bytes) -> dict[str, Any]:
+        """A multipart upload of one file (field ``file``), as ``POST /v1/engine/files`` takes."""
+        return self.request("POST", path, files={"file": (name, data)})
+
+    def get_bytes(self, path: str, **params: Any) -> bytes:
+        """A route that answers with a file's bytes; its errors are JSON all the same."""
+        return self._send("GET", path, params=_given(params)).content
+
     def delete(self, path: str) -> dict[str, Any]:
         return self.request("DELETE", path)
 
