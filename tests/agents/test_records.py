@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from claybot.agents.history import (
+    Sent,
     assistant_message_record,
     build_context,
     damaged_record,
@@ -34,9 +35,15 @@ from claybot.agents.records import (
     UserMessageRecord,
     parse_record,
 )
+from claybot.files.reference import FileReference
 from claybot.providers.base import ChatMessage, TokenUsage, ToolCall
 
 CALL = ToolCall("c1", "note", {"note": "milk"})
+REPORT = FileReference("ab" * 32, "report.pdf", "application/pdf", 1234)
+# What send_file's call sent: its caption and file, not context.
+SENT_FILE = assistant_message_record(
+    6, "the report", "m1", final=False, outgoing_id="m1#1", files=[REPORT], tool_call_id="c1"
+)
 BUILT: list[tuple[dict[str, Any], type[Any]]] = [
     (start_record(1), StartRecord),
     (
@@ -63,6 +70,7 @@ BUILT: list[tuple[dict[str, Any], type[Any]]] = [
         AssistantMessageRecord,
     ),
     (assistant_message_record(4, "failed", "m1", final=True, error=True), AssistantMessageRecord),
+    (SENT_FILE, AssistantMessageRecord),
     (tool_result_record(5, "m1", CALL, "noted", is_error=False), ToolResultRecord),
     (note_record(6, "a note"), NoteRecord),
     (damaged_record(3, b"{not json"), DamagedRecord),
@@ -111,6 +119,7 @@ def test_context_skips_what_is_no_context_and_what_is_damaged() -> None:
         {"type": "user_message", "at": 3, "messageId": "m2"},  # no text: not context
         damaged_record(4, b"garbage"),
         assistant_message_record(5, "on it", "m1", tool_calls=[CALL], final=False),
+        SENT_FILE,
         tool_result_record(6, "m1", CALL, "noted", is_error=False),
         note_record(7, "for people, not the model"),
     ]
@@ -127,10 +136,14 @@ def test_turn_progress_reads_only_the_turns_records() -> None:
         assistant_message_record(2, "on it", "m1", tool_calls=[CALL], final=False,
                                  outgoing_id="m1#0"),
         user_message_record(3, "other", "m2"),
+        SENT_FILE,
     ]  # fmt: skip
     progress = turn_progress(records, "m1")
     assert (progress.started, progress.done) == (True, False)
-    assert progress.outgoing == [("m1#0", "on it", False)]
+    assert progress.outgoing == [
+        Sent("m1#0", "on it", False),
+        Sent("m1#1", "the report", False, (REPORT,)),
+    ]
     assert progress.unanswered_calls == [CALL]
 
 

@@ -27,11 +27,19 @@ from claybot.agents.transcript import FileTranscript, MemoryTranscript, Transcri
 from claybot.agents.turn_loop import INTERRUPTED_TOOL, LoopLimits, TurnLoop, TurnWork
 from claybot.config.settings import ProviderSettings
 from claybot.durable.group_commit import GroupCommitWriter
+from claybot.files.reference import FileReference
 from claybot.kernel.events import EventBus
 from claybot.permissions.model import Permissions
 from claybot.providers.base import TokenUsage, ToolCall
 from claybot.providers.scripted import ScriptedProvider
-from claybot.tools.base import AgentKind, ToolContext, ToolDefinition, ToolRegistry
+from claybot.tools.base import (
+    AgentKind,
+    Delivery,
+    ToolContext,
+    ToolDefinition,
+    ToolRegistry,
+    ToolResult,
+)
 
 
 @dataclass
@@ -45,13 +53,15 @@ class Store:
 @pytest.fixture(params=["file", "memory"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
     if request.param == "memory":
-        memory = MemoryTranscript()
+        memories = [MemoryTranscript()]
 
         async def reopen_memory() -> Transcript:
-            memory.crash()
-            return MemoryTranscript(memory.durable, delivered=memory.durable_deliveries)
+            last = memories[-1]
+            last.crash()
+            memories.append(MemoryTranscript(last.durable, delivered=last.durable_deliveries))
+            return memories[-1]
 
-        yield Store(memory, reopen_memory)
+        yield Store(memories[0], reopen_memory)
         return
     writer = GroupCommitWriter(journal=tmp_path / "inbox.wal", root=tmp_path)
     await writer.start()
@@ -120,27 +130,58 @@ class Owner:
     permissions: Permissions = field(default_factory=Permissions)
     replies: list[tuple[str, str, bool, bool]] = field(default_factory=list)
     usage: list[TokenUsage] = field(default_factory=list)
+    files: list[tuple[str, tuple[FileReference, ...], bool]] = field(default_factory=list)
+    crash_on_files: bool = False  # the engine dies as a message with files goes out
 
     async def reply(
-        self, item_id: str, outgoing_id: str, text: str, *, final: bool, delivered_before: bool
+        self,
+        item_id: str,
+        outgoing_id: str,
+        text: str,
+        *,
+        final: bool,
+        delivered_before: bool,
+        files: tuple[FileReference, ...] = (),
     ) -> None:
+        if files and self.crash_on_files and not delivered_before:
+            raise Crashed
         self.replies.append((outgoing_id, text, final, delivered_before))
+        if files:
+            self.files.append((outgoing_id, files, delivered_before))
 
     def count_usage(self, usage: TokenUsage, provider: str, model: str) -> None:
         self.usage.append(usage)
 
 
+class Crashed(Exception):
+    """The engine died here (what is not durable yet is lost with it)."""
+
+
+REPORT = FileReference("ab" * 32, "report.pdf", "application/pdf", 1234)
+
+
 def loop_with(*responses: Any) -> tuple[TurnLoop, list[str]]:
+    """A loop whose model says ``responses`` in turn, with a ``note`` tool, and a
+    ``send`` tool that sends REPORT (as send_file does, with the note as caption)."""
     notes: list[str] = []
 
     async def note(arguments: Noted, context: ToolContext) -> str:
         notes.append(arguments.note)
         return f"noted {arguments.note}"
 
+    async def send(arguments: Noted, context: ToolContext) -> ToolResult:
+        notes.append(f"sent {arguments.note}")
+        return ToolResult("Sent report.pdf.", delivers=Delivery(arguments.note, (REPORT,)))
+
     provider = ScriptedProvider(
         ProviderSettings(id="scripted", model="script", options={"responses": list(responses)})
     )
-    tools = ToolRegistry([ToolDefinition("note", "Keep a note.", Noted, note)])
+    tools = ToolRegistry(
+        [
+            ToolDefinition("note", "Keep a note.", Noted, note),
+            ToolDefinition("send", "Send the report.", Noted, send),
+        ]
+    )
     loop = TurnLoop(
         providers=provider, tools=tools, events=EventBus(), now_ms=lambda: 7, limits=LoopLimits()
     )
@@ -201,3 +242,56 @@ async def test_a_turn_resumes_where_the_crash_left_it(store: Store) -> None:
     assert owner.replies[1] == ("m1#1", "done after all", True, False)
     results = [r for r in await transcript.read() if r["type"] == "tool_result"]
     assert results[0]["output"] == {"text": INTERRUPTED_TOOL, "isError": True}
+
+
+SEND = {"text": "", "toolCalls": [{"name": "send", "arguments": {"note": "the report"}}]}
+
+
+async def test_a_file_a_tool_sends_is_recorded_and_goes_out_as_a_reply(store: Store) -> None:
+    loop, notes = loop_with(SEND, "here it is")
+    owner = Owner()
+    work = TurnWork("m1", "send me the report", None, store.transcript)
+    outcome = await loop.run(owner, work)
+    assert outcome.text == "here it is" and notes == ["sent the report"]
+    assert owner.replies == [
+        ("m1#0", "the report", False, False),
+        ("m1#1", "here it is", True, False),
+    ]
+    assert owner.files == [("m1#0", (REPORT,), False)]
+    records = await store.transcript.read()
+    sent = records[2]
+    assert (sent["type"], sent["outgoingId"], sent["toolCallId"]) == (
+        "assistant_message",
+        "m1#0",
+        records[1]["toolCalls"][0]["id"],
+    )
+    assert sent["files"] == [REPORT.to_dict()] and sent["text"] == "the report"
+    # The model knows of it from the call's result, not from a message of its own.
+    assert [m.role for m in work.context] == ["user", "assistant", "tool", "assistant"]
+    assert build_context(records) == work.context
+
+
+async def test_a_sent_file_goes_out_once_across_a_crash(store: Store) -> None:
+    loop, notes = loop_with(SEND)
+    with pytest.raises(Crashed):  # recorded, then the engine died before it went out
+        await loop.run(Owner(crash_on_files=True), TurnWork("m1", "send", None, store.transcript))
+    transcript = await store.reopen()
+    records = await transcript.read()
+    again, notes_after = loop_with("here it is")
+    owner = Owner()
+    work = TurnWork(
+        "m1", "send", None, transcript, build_context(records), turn_progress(records, "m1")
+    )
+    assert (await again.run(owner, work)).text == "here it is"
+    assert notes == ["sent the report"] and notes_after == []  # the tool did not run again
+    assert owner.files == [("m1#0", (REPORT,), False)]  # sent now, as it was not before
+    # Once more after it was marked sent: noted, never sent a second time.
+    transcript = await store.reopen()
+    records = await transcript.read()
+    owner = Owner()
+    work = TurnWork(
+        "m1", "send", None, transcript, build_context(records), turn_progress(records, "m1")
+    )
+    await loop_with()[0].run(owner, work)
+    assert owner.files == [("m1#0", (REPORT,), True)]
+    assert [r["toolName"] for r in records if r["type"] == "tool_result"] == ["send"]

@@ -187,8 +187,10 @@ class Admissions:
         progress = turn_progress(records, item_id)
         descriptor = self.directory.entry(agent_id).descriptor
         replies = [
-            outgoing_message(descriptor, agent_id, item_id, outgoing_id, text, final)
-            for outgoing_id, text, final in progress.outgoing
+            outgoing_message(
+                descriptor, agent_id, item_id, sent.id, sent.text, sent.final, files=sent.files
+            )
+            for sent in progress.outgoing
         ]
         return replies, outcome_of(progress)
 

@@ -34,6 +34,7 @@ from claybot.agents.turn import TurnOutcome
 from claybot.agents.turn_loop import TurnLoop, TurnWork
 from claybot.connectors.base import OutgoingMessage
 from claybot.files.placement import place_files
+from claybot.files.reference import FileReference
 from claybot.files.store import FileStore
 from claybot.kernel.event_types import EventType
 from claybot.kernel.events import EventBus
@@ -264,10 +265,19 @@ class Agent:
         return self.state.permissions
 
     async def reply(
-        self, item_id: str, outgoing_id: str, text: str, *, final: bool, delivered_before: bool
+        self,
+        item_id: str,
+        outgoing_id: str,
+        text: str,
+        *,
+        final: bool,
+        delivered_before: bool,
+        files: tuple[FileReference, ...] = (),
     ) -> None:
         """A reply of the running turn: to its handle always, out only if not sent before."""
-        message = outgoing_message(self.descriptor, self.id, item_id, outgoing_id, text, final)
+        message = outgoing_message(
+            self.descriptor, self.id, item_id, outgoing_id, text, final, files=files
+        )
         item = self._item
         if item is not None and item.id == item_id:
             item.turn.replied(message)
@@ -300,9 +310,12 @@ def outgoing_message(
     outgoing_id: str,
     text: str,
     final: bool,
+    *,
+    files: tuple[FileReference, ...] = (),
 ) -> OutgoingMessage:
     """A reply of the turn of ``item_id``: to the conversation a user agent belongs to;
-    a background agent's has no connector (its clients follow the events)."""
+    a background agent's has no connector (its clients follow the events). ``files``:
+    what ``send_file`` sent, ``text`` their caption."""
     if isinstance(descriptor, UserDescriptor):
         return OutgoingMessage(
             id=outgoing_id,
@@ -313,5 +326,6 @@ def outgoing_message(
             text=text,
             in_reply_to=item_id,
             final=final,
+            files=files,
         )
-    return OutgoingMessage(outgoing_id, agent_id, "", "", "", text, item_id, final)
+    return OutgoingMessage(outgoing_id, agent_id, "", "", "", text, item_id, final, files)

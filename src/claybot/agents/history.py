@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -36,6 +36,7 @@ from claybot.agents.records import (
     parse_record,
 )
 from claybot.durable.jsonl import parse_line
+from claybot.files.reference import FileReference
 from claybot.providers.base import Attachment, ChatMessage, TokenUsage, ToolCall
 
 Record = dict[str, Any]
@@ -99,13 +100,17 @@ def assistant_message_record(
     final: bool,
     outgoing_id: str | None = None,
     error: bool = False,
+    files: Sequence[FileReference] = (),
+    tool_call_id: str | None = None,
 ) -> Record:
+    """``files`` and ``tool_call_id``: a message a tool sent (``send_file``), its text the
+    files' caption; it is not context (the call's result tells the model)."""
     record: Record = {
         "type": "assistant_message",
         "at": at,
         "messageId": message_id,
         "text": text,
-        "files": [],
+        "files": [file.to_dict() for file in files],
         "toolCalls": [call.to_dict() for call in tool_calls],
         "tokens": (
             {"provider": provider, "model": model, "size": usage.to_dict()}
@@ -118,6 +123,8 @@ def assistant_message_record(
         record["outgoingId"] = outgoing_id
     if error:
         record["error"] = True
+    if tool_call_id:
+        record["toolCallId"] = tool_call_id
     return record
 
 
@@ -252,6 +259,8 @@ def record_to_message(record: HistoryRecord) -> ChatMessage | None:
     if isinstance(record, UserMessageRecord):
         return user_message(record.text, record.origin, record.files)
     if isinstance(record, AssistantMessageRecord):
+        if record.toolCallId:
+            return None  # a tool's message: its call and result are the context
         return assistant_message(record.text, _tool_calls(record.toolCalls))
     if isinstance(record, ToolResultRecord):
         call = ToolCall(record.toolCallId, record.toolName, {})
@@ -273,6 +282,15 @@ def build_context(records: Iterable[Record]) -> PackedContext:
     return context
 
 
+class Sent(NamedTuple):
+    """An outgoing message of a turn, as its history records it."""
+
+    id: str
+    text: str
+    final: bool
+    files: tuple[FileReference, ...] = ()
+
+
 @dataclass
 class TurnProgress:
     """What history says about one inbound message's turn."""
@@ -280,7 +298,7 @@ class TurnProgress:
     started: bool = False
     done: bool = False
     failed: bool = False  # the turn ended with an error record
-    outgoing: list[tuple[str, str, bool]] = field(default_factory=list)  # (id, text, final)
+    outgoing: list[Sent] = field(default_factory=list)
     unanswered_calls: list[ToolCall] = field(default_factory=list)
 
 
@@ -321,7 +339,8 @@ def turn_progress(records: Iterable[Record], message_id: str) -> TurnProgress:
             progress.started = True
         elif isinstance(record, AssistantMessageRecord):
             if record.outgoingId:
-                progress.outgoing.append((record.outgoingId, record.text, record.final))
+                files = _references(record.files)
+                progress.outgoing.append(Sent(record.outgoingId, record.text, record.final, files))
             pending.extend(_tool_calls(record.toolCalls))
             if record.final:
                 progress.done = True
@@ -330,3 +349,15 @@ def turn_progress(records: Iterable[Record], message_id: str) -> TurnProgress:
             answered.add(record.toolCallId)
     progress.unanswered_calls = [call for call in pending if call.id not in answered]
     return progress
+
+
+def _references(files: Sequence[Any]) -> tuple[FileReference, ...]:
+    """The file references a record carries (one that is malformed is left out)."""
+    found = []
+    for file in files:
+        if isinstance(file, dict):
+            try:
+                found.append(FileReference.from_dict(file))
+            except (KeyError, TypeError, ValueError):
+                continue
+    return tuple(found)

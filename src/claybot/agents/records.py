@@ -94,6 +94,11 @@ class AssistantMessageRecord(RecordModel):
     final: bool = Field(description="The turn's last record: the message is done")
     outgoingId: str | Absent = Field(default=None, description="The reply delivered, if any")
     error: bool | Absent = Field(default=None, description="The turn ended in an error")
+    toolCallId: str | Absent = Field(
+        default=None,
+        description="The tool call that sent this message (send_file: `files`, captioned by "
+        "`text`); not context: the call's result tells the model",
+    )
 
 
 class ToolOutput(RecordModel):

@@ -7,6 +7,8 @@ rounds and on each tool's output. After a crash the turn resumes from what the
 transcript holds: text already produced is re-delivered under the same outgoing
 ids instead of being generated again, and a tool call that was running when the
 engine died is reported to the model as interrupted rather than silently re-run.
+A message a tool sends (``send_file``'s files) goes out as a reply does: recorded
+first, under the next outgoing id, and sent again after a crash only if unmarked.
 
 The loop knows nothing of files, inboxes or connectors: it reads and appends
 through a ``Transcript`` and answers through its ``TurnOwner`` (an agent today,
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import orjson
@@ -39,6 +41,7 @@ from claybot.agents.ports import ProviderRouter
 from claybot.agents.transcript import Transcript
 from claybot.agents.turn import TurnOutcome
 from claybot.agents.turn_stream import TurnStream
+from claybot.files.reference import FileReference
 from claybot.kernel.event_types import EventType
 from claybot.kernel.events import EventBus
 from claybot.permissions.model import Permissions
@@ -82,9 +85,17 @@ class TurnOwner(Protocol):
     def permissions(self) -> Permissions: ...
 
     async def reply(
-        self, item_id: str, outgoing_id: str, text: str, *, final: bool, delivered_before: bool
+        self,
+        item_id: str,
+        outgoing_id: str,
+        text: str,
+        *,
+        final: bool,
+        delivered_before: bool,
+        files: tuple[FileReference, ...] = (),
     ) -> None:
-        """Hand a reply on (unless ``delivered_before``: then only note it)."""
+        """Hand a reply on (unless ``delivered_before``: then only note it); ``files``:
+        what a tool sent (``send_file``), ``text`` their caption."""
         ...
 
     def count_usage(self, usage: TokenUsage, provider: str, model: str) -> None: ...
@@ -118,7 +129,7 @@ def truncate(text: str, limit: int) -> str:
 
 def outcome_of(progress: TurnProgress) -> TurnOutcome:
     """How a finished turn ended, from what the transcript says about it."""
-    finals = [text for _, text, final in progress.outgoing if final]
+    finals = [sent.text for sent in progress.outgoing if sent.final]
     return TurnOutcome(finals[-1] if finals else "", progress.failed)
 
 
@@ -142,8 +153,15 @@ class TurnLoop:
         limits = self.limits
         progress = work.progress
         if progress is not None:
-            for outgoing_id, text, final in progress.outgoing:
-                await self._reply(owner, work, outgoing_id, text, final=final)
+            for sent_before in progress.outgoing:
+                await self._reply(
+                    owner,
+                    work,
+                    sent_before.id,
+                    sent_before.text,
+                    final=sent_before.final,
+                    files=sent_before.files,
+                )
             if progress.done:
                 return outcome_of(progress)
         if progress is None or not progress.started:
@@ -223,13 +241,17 @@ class TurnLoop:
                     # This call's result is the person's answer, appended when it comes.
                     await self._not_run(work, calls[index + 1 :], NOT_RUN_ASKING)
                     return TurnOutcome(output.text, ended_by="ask")
-                self._append(
-                    work,
-                    tool_result_record(
-                        self.now_ms(), work.item_id, call, output.text, is_error=output.is_error
-                    ),
-                    tool_message(call, output.text, is_error=output.is_error),
-                )
+                if output.delivers is not None:
+                    await self._deliver(owner, work, call, output, f"{work.item_id}#{sent}")
+                    sent += 1
+                else:
+                    self._append(
+                        work,
+                        tool_result_record(
+                            self.now_ms(), work.item_id, call, output.text, is_error=output.is_error
+                        ),
+                        tool_message(call, output.text, is_error=output.is_error),
+                    )
                 if output.ends_turn == "finish":
                     # No checkpoint: the owner commits these last records with the
                     # ending itself (a job: one write with its completion, not two).
@@ -311,11 +333,45 @@ class TurnLoop:
         *,
         final: bool,
         mark: bool = True,
+        files: tuple[FileReference, ...] = (),
     ) -> None:
         before = work.transcript.delivered(work.item_id, outgoing_id)
-        await owner.reply(work.item_id, outgoing_id, text, final=final, delivered_before=before)
+        await owner.reply(
+            work.item_id, outgoing_id, text, final=final, delivered_before=before, files=files
+        )
         if mark and not before:
             work.transcript.mark_delivered(work.item_id, outgoing_id)
+
+    async def _deliver(
+        self, owner: TurnOwner, work: TurnWork, call: ToolCall, output: ToolResult, outgoing_id: str
+    ) -> None:
+        """A message a tool sends (``send_file``), delivered as a reply is: its record and
+        the call's result are durable before it goes out, so after a crash it is sent
+        again only if it was not marked sent, and the call is never run again. The
+        record is not context: the model knows it from the call's result."""
+        delivery = output.delivers
+        assert delivery is not None
+        work.transcript.append(
+            assistant_message_record(
+                self.now_ms(),
+                delivery.text,
+                work.item_id,
+                final=False,
+                outgoing_id=outgoing_id,
+                files=delivery.files,
+                tool_call_id=call.id,
+            )
+        )
+        await self._append_durably(
+            work,
+            tool_result_record(
+                self.now_ms(), work.item_id, call, output.text, is_error=output.is_error
+            ),
+            tool_message(call, output.text, is_error=output.is_error),
+        )
+        await self._reply(
+            owner, work, outgoing_id, delivery.text, final=False, files=delivery.files
+        )
 
     async def _fail(
         self, owner: TurnOwner, work: TurnWork, sent: int, text: str, *, error: bool = True
@@ -381,5 +437,4 @@ class TurnLoop:
             )
             return ToolResult(f"{call.name} failed: {type(exc).__name__}: {exc}", is_error=True)
         result = output if isinstance(output, ToolResult) else ToolResult(str(output))
-        text = truncate(result.text, self.limits.tool_output_limit)
-        return ToolResult(text, result.is_error, result.ends_turn)
+        return replace(result, text=truncate(result.text, self.limits.tool_output_limit))

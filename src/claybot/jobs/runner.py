@@ -37,6 +37,7 @@ from claybot.agents.records import ToolResultRecord, parse_record
 from claybot.agents.turn import TurnOutcome
 from claybot.agents.turn_loop import LoopLimits, TurnLoop, TurnWork
 from claybot.config.settings import JobSettings
+from claybot.files.reference import FileReference
 from claybot.jobs.database import JobDatabase
 from claybot.jobs.mcp_servers import McpServers
 from claybot.jobs.model import Claim, Job, JobStatus, LeaseLost
@@ -116,7 +117,14 @@ class JobOwner:
         return Permissions()  # a job's tools confine themselves to its own directory
 
     async def reply(
-        self, item_id: str, outgoing_id: str, text: str, *, final: bool, delivered_before: bool
+        self,
+        item_id: str,
+        outgoing_id: str,
+        text: str,
+        *,
+        final: bool,
+        delivered_before: bool,
+        files: tuple[FileReference, ...] = (),  # never: a job has no send_file
     ) -> None:
         if not delivered_before:
             await self.db.logs.add(
@@ -269,7 +277,7 @@ class JobRunner:
         if answer is not None:
             return await self._ended(claim, TurnOutcome(answer, ended_by="finish"), {}, transcript)
         if progress.done:
-            finals = [text for _, text, final in progress.outgoing if final]
+            finals = [sent.text for sent in progress.outgoing if sent.final]
             outcome = TurnOutcome(finals[-1] if finals else "", progress.failed)
             return await self._ended(claim, outcome, {}, transcript)
         return None

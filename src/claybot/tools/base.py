@@ -9,6 +9,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel
 
+from claybot.files.reference import FileReference
 from claybot.permissions.model import Permissions
 from claybot.providers.base import ToolSchema
 
@@ -30,10 +31,20 @@ class ToolContext:
 
 
 @dataclass(frozen=True)
+class Delivery:
+    """A message a tool sends to the agent's conversation (``send_file``'s): the turn
+    loop records it before it goes out and delivers it as it does a reply, once."""
+
+    text: str  # the files' caption
+    files: tuple[FileReference, ...] = ()
+
+
+@dataclass(frozen=True)
 class ToolResult:
     text: str
     is_error: bool = False
     ends_turn: TurnEnd | None = None
+    delivers: Delivery | None = None
 
 
 Args = TypeVar("Args", bound=BaseModel)
