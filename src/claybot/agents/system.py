@@ -136,7 +136,8 @@ class AgentSystem:
     # -- lifecycle ------------------------------------------------------------
 
     async def boot(self) -> int:
-        """Load the index and the inbox log; wake agents with unfinished items."""
+        """Load the index and the inbox log; the agents with unfinished items wait for
+        ``resume_recovered``."""
         await asyncio.to_thread(self.inbox_log.replay, self.store.root.parent)
         entries = await asyncio.to_thread(self.store.load_index)
         for entry in entries:
@@ -153,13 +154,19 @@ class AgentSystem:
                     extra={"action": "inbox.orphan", "agentId": item.agent_id, "itemId": item.id},
                 )
                 self.inbox_log.mark_done(item)
-        for agent_id in list(waiting):
-            agent = await self.residency.wake(agent_id)
-            self._schedule(agent)
         self.side_tasks.start("agents-idle-sweeper", self.residency.sweep_idle)
         self.side_tasks.start("agents-state-flush", self.residency.flush_states_periodically)
         self.side_tasks.start("agents-checkpoint", self._checkpoint_periodically)
         return len(recovered)
+
+    async def resume_recovered(self) -> None:
+        """Wake the agents with unfinished items, once the connectors their replies go
+        through are loaded: a reply (or a file) that was recorded but not sent before a
+        crash is sent again, and one resent before its connector is back would be lost.
+        An agent a new message woke meanwhile has its recovered items already."""
+        for agent_id in list(self.residency.recovered):
+            agent = await self.residency.wake(agent_id)
+            self._schedule(agent)
 
     async def shutdown(self, drain_timeout_s: float = 10.0) -> None:
         """Stop taking items; let running turns finish, leaving the rest durably pending."""

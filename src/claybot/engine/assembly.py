@@ -7,11 +7,13 @@ Pure construction, in the order the parts need each other; the engine
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
 from claybot.agents.agent import AgentRuntime
 from claybot.agents.agent_tools import AgentTools
+from claybot.agents.file_tools import FileTools
 from claybot.agents.inbox import InboxLog
 from claybot.agents.permission_desk import PermissionDesk
 from claybot.agents.permission_tools import PermissionTools
@@ -82,8 +84,10 @@ def build_agents(
     connectors: Connectors,
     meter: TurnMeter,
     files: FileStore | None = None,
+    protected_paths: Sequence[str] = (),
 ) -> AgentParts:
-    """The agent runtime, the permission desk in front of it, and the agents' own tools."""
+    """The agent runtime, the permission desk in front of it, and the agents' own tools
+    (``protected_paths``: what no file tool may open, whatever the grants)."""
     agent_settings = settings.agents
     runtime = AgentRuntime(
         store=FileAgentStore(paths.agents, writer),
@@ -127,6 +131,9 @@ def build_agents(
     )
     for tool in [*AgentTools(agents).definitions(), *PermissionTools(desk.ask).definitions()]:
         tools.register(tool)
+    if files is not None:
+        for tool in FileTools(files, protected_paths).definitions():
+            tools.register(tool)
     return AgentParts(agents, desk.broker)
 
 

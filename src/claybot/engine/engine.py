@@ -149,6 +149,7 @@ class Engine:
             connectors=self.registries.connectors,
             meter=self.metrics,
             files=self.files,
+            protected_paths=self.sandbox.secret_paths(),
         )
         agents = parts.agents
         self.conversations.bind(agents, parts.permissions)
@@ -166,6 +167,8 @@ class Engine:
         recovered = await agents.boot()
         # Plugins start after the agents: their connectors post messages at once.
         await self.plugins.restore()
+        # Turns a crash cut short resume once their connectors are back.
+        await agents.resume_recovered()
         await parts.permissions.boot()  # after the connectors: it may re-present prompts
         proactive = build_proactive_service(
             home=self.paths.home,
