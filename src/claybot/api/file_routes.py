@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated
 
-from fastapi import APIRouter, File, Query, Request, UploadFile
+from fastapi import APIRouter, Form, Query, Request, UploadFile
 from fastapi.responses import FileResponse
+from pydantic import BaseModel, ConfigDict, Field
 
 from claybot.api.models.base import AnswerRoute
 from claybot.api.models.files import StoredFile
@@ -17,6 +18,15 @@ from claybot.api.uploads import read_upload
 from claybot.files.store import FileStore
 
 FILES_PATH = "/v1/engine/files"
+
+
+class FileUpload(BaseModel):
+    """The upload's form: its one part, the file (any other part is refused, 422)."""
+
+    model_config = ConfigDict(extra="forbid")
+    file: UploadFile = Field(description="The file")
+
+
 router = APIRouter(prefix=FILES_PATH, route_class=AnswerRoute)
 # Shown in the browser (an image in a history card); anything else is a download, so
 # that no stored page or script ever runs on the engine's origin.
@@ -30,9 +40,9 @@ INLINE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
     responses=errors(400, 413, 422),
 )
 async def upload(
-    request: Request, file: Annotated[UploadFile, File(description="The file")]
+    request: Request, form: Annotated[FileUpload, Form(media_type="multipart/form-data")]
 ) -> StoredFile:
-    stored = await read_upload(engine_of(request).files, file)
+    stored = await read_upload(engine_of(request).files, form.file)
     return StoredFile.model_validate({"ok": True, "file": stored.to_dict()})
 
 

@@ -19,7 +19,6 @@ from pydantic import (
     JsonValue,
     ValidationInfo,
     field_validator,
-    model_validator,
 )
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError, core_schema
@@ -152,16 +151,18 @@ class WithFiles(Body):
         }
     )
 
-    text: str = ""
+    # Files first: ``text`` is checked knowing them (an empty text needs a file).
     files: list[AttachFile] = Field(
         default_factory=list, max_length=20, description="Files the message carries"
     )
+    text: str = Field(default="", validate_default=True)
 
-    @model_validator(mode="after")
-    def _something(self) -> WithFiles:
-        if not self.text and not self.files:
-            raise ValueError("a message needs text or files")
-        return self
+    @field_validator("text")
+    @classmethod
+    def _something(cls, text: str, info: ValidationInfo) -> str:
+        if not text and not info.data.get("files"):
+            raise ValueError("a message needs text (at least 1 character) or files")
+        return text
 
 
 class PostMessage(WithFiles):
