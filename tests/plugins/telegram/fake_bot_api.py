@@ -57,6 +57,8 @@ class FakeBotApi:
     files: dict[str, bytes] = field(default_factory=dict)  # file_id -> what getFile serves
     port: int = 0
     _polls: int = 0
+    _holds: dict[str, asyncio.Event] = field(default_factory=dict)
+    held: int = 0  # requests waiting at a hold now
 
     @property
     def base_url(self) -> str:
@@ -152,6 +154,15 @@ class FakeBotApi:
             error["parameters"] = {"retry_after": retry_after}
         self._errors.setdefault(method, []).extend([error] * times)
 
+    def hold(self, method: str) -> None:
+        """Calls of ``method`` wait, before their body is read, until ``release``: what
+        a client sends meanwhile is not taken (as Telegram takes nothing of an upload
+        cut off by a dying client)."""
+        self._holds[method] = asyncio.Event()
+
+    def release(self, method: str) -> None:
+        self._holds.pop(method).set()
+
     def redeliver(self, update: dict[str, Any]) -> None:
         """Deliver an update once more, whatever the offset says (as after a lost ack)."""
         self._replays.append(update)
@@ -167,6 +178,13 @@ class FakeBotApi:
 
     async def _endpoint(self, request: Request) -> JSONResponse:
         token, method = request.path_params["token"], request.path_params["method"]
+        hold = self._holds.get(method)
+        if hold is not None:
+            self.held += 1
+            try:
+                await hold.wait()
+            finally:
+                self.held -= 1
         if token != self.token:
             return JSONResponse(
                 {"ok": False, "error_code": 401, "description": "Unauthorized"}, 401
