@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import FileResponse, Response, StreamingResponse
-from pydantic import ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from claybot.api.dashboard.auth import Session
 from claybot.api.dashboard.rendering import SECURITY_HEADERS, page, see_other
@@ -21,6 +21,35 @@ from claybot.proactive.broadcast import Listener
 from claybot.proactive.inputs import CreateAgentInput, UpdateAgentInput
 
 router = APIRouter(include_in_schema=False)
+
+
+class AgentForm(BaseModel):
+    """A proactive agent's form, as creating and editing post it."""
+
+    name: str = Field(default="", max_length=200)
+    objective: str = Field(default="", max_length=20_000)
+    schedule: str = Field(default="", max_length=256)
+    timezone: str = Field(default="", max_length=64)
+    cwd: str = Field(default="", max_length=4096)
+    runner: Literal["claude", "engine"] = "claude"
+    csrf: str | None = Field(default=None, max_length=200)
+
+    def shown(self) -> dict[str, str]:
+        """What the form shows again after a problem: what was typed."""
+        return {key: str(value) for key, value in self.model_dump(exclude={"csrf"}).items()}
+
+    def fields(self) -> dict[str, Any]:
+        """The agent's fields: an empty time zone or folder is left out (the default, or
+        the current one when editing)."""
+        fields: dict[str, Any] = {"name": self.name, "objective": self.objective,
+                                  "schedule": self.schedule, "runner": self.runner}  # fmt: skip
+        if self.timezone.strip():
+            fields["timezone"] = self.timezone.strip()
+        if self.cwd.strip():
+            fields["cwd"] = self.cwd.strip()
+        return fields
+
+
 EXECUTIONS_SHOWN = 20
 
 
@@ -52,29 +81,13 @@ async def proactive(request: Request) -> Response:
 
 
 @router.post("/proactive")
-async def create(
-    request: Request,
-    name: Annotated[str, Form(max_length=200)] = "",
-    objective: Annotated[str, Form(max_length=20_000)] = "",
-    schedule: Annotated[str, Form(max_length=256)] = "",
-    timezone: Annotated[str, Form(max_length=64)] = "",
-    cwd: Annotated[str, Form(max_length=4096)] = "",
-    runner: Annotated[Literal["claude", "engine"], Form()] = "claude",
-    csrf: Annotated[str | None, Form(max_length=200)] = None,
-) -> Response:
-    session = await guard_form(request, csrf)
+async def create(request: Request, posted: Annotated[AgentForm, Form()]) -> Response:
+    session = await guard_form(request, posted.csrf)
     if isinstance(session, Response):
         return session
-    form = {"name": name, "objective": objective, "schedule": schedule, "timezone": timezone,
-            "cwd": cwd, "runner": runner}  # fmt: skip
-    fields: dict[str, Any] = {"name": name, "objective": objective, "schedule": schedule,
-                              "runner": runner}  # fmt: skip
-    if timezone.strip():
-        fields["timezone"] = timezone.strip()
-    if cwd.strip():
-        fields["cwd"] = cwd.strip()
+    form = posted.shown()
     try:
-        created = await engine_of(request).proactive.create(CreateAgentInput(**fields))
+        created = await engine_of(request).proactive.create(CreateAgentInput(**posted.fields()))
     except ValidationError as exc:
         return await _list_page(request, session, 422, form, _first_problem(exc))
     except ClayError as exc:
@@ -131,32 +144,15 @@ EDITABLE = ("name", "objective", "schedule", "timezone", "cwd", "runner")
 
 
 @router.post("/proactive/{agent_id}/edit")
-async def edit(
-    request: Request,
-    agent_id: str,
-    name: Annotated[str, Form(max_length=200)] = "",
-    objective: Annotated[str, Form(max_length=20_000)] = "",
-    schedule: Annotated[str, Form(max_length=256)] = "",
-    timezone: Annotated[str, Form(max_length=64)] = "",
-    cwd: Annotated[str, Form(max_length=4096)] = "",
-    runner: Annotated[Literal["claude", "engine"], Form()] = "claude",
-    csrf: Annotated[str | None, Form(max_length=200)] = None,
-) -> Response:
+async def edit(request: Request, agent_id: str, posted: Annotated[AgentForm, Form()]) -> Response:
     """Change what the form holds; an empty time zone or folder keeps the current one."""
-    session = await guard_form(request, csrf)
+    session = await guard_form(request, posted.csrf)
     if isinstance(session, Response):
         return session
-    form = {"name": name, "objective": objective, "schedule": schedule, "timezone": timezone,
-            "cwd": cwd, "runner": runner}  # fmt: skip
-    fields: dict[str, Any] = {"name": name, "objective": objective, "schedule": schedule,
-                              "runner": runner}  # fmt: skip
-    if timezone.strip():
-        fields["timezone"] = timezone.strip()
-    if cwd.strip():
-        fields["cwd"] = cwd.strip()
+    form = posted.shown()
     service = engine_of(request).proactive
     try:
-        await service.update(agent_id, UpdateAgentInput(**fields))
+        await service.update(agent_id, UpdateAgentInput(**posted.fields()))
     except ValidationError as exc:
         return await _agent_page(request, session, agent_id, 422, form, _first_problem(exc))
     except ClayError as exc:
