@@ -262,7 +262,8 @@ async def test_a_page_of_agents_is_the_slice_of_the_whole_list(engine: Engine) -
     the same agents, in the same order, as the whole list's slice."""
     agents = engine.agents
     for n in range(7):
-        turn = await agents.submit_inbound(InboundMessage("local", f"u{n}", "c", "hi", f"m{n}"))
+        # A hyphen: the search looks in ids too, and no id holds one (it could hold "u3").
+        turn = await agents.submit_inbound(InboundMessage("local", f"user-{n}", "c", "hi", f"m{n}"))
         await turn.outcome(10)
     whole = agents.list_agents()
     first, total = agents.agents_page(kind=None, text=None, offset=0, limit=3)
@@ -270,6 +271,6 @@ async def test_a_page_of_agents_is_the_slice_of_the_whole_list(engine: Engine) -
     assert total == 7
     assert [a["agentId"] for a in first + rest] == [a["agentId"] for a in whole]
     assert first[0] == whole[0]  # the same listing
-    found, count = agents.agents_page(kind="user", text="U3", offset=0, limit=10)
-    assert count == 1 and "u3" in found[0]["label"]  # the search ignores case
+    found, count = agents.agents_page(kind="user", text="USER-3", offset=0, limit=10)
+    assert count == 1 and "user-3" in found[0]["label"]  # the search ignores case
     assert agents.agents_page(kind="cron", text=None, offset=0, limit=10) == ([], 0)
