@@ -78,12 +78,10 @@ async def new_cron_task(
         return session
     cron = engine_of(request).cron
     form = {"name": name, "schedule": schedule, "timezone": timezone, "prompt": prompt}
-    zone = timezone.strip() or cron.store.default_timezone
     try:
-        parsed = CronSchedule.parse(schedule, zone)
+        preview = _preview(schedule, timezone, cron.store.default_timezone)
     except ClayError as exc:
         return await _page(request, session, 422, form, problem=str(exc))
-    preview = _next_runs(parsed, PREVIEW_RUNS)
     if action == "preview":
         return await _page(request, session, 200, form, preview)
     fields: dict[str, Any] = {"taskId": new_id(), "name": name.strip(), "schedule": schedule}
@@ -91,12 +89,10 @@ async def new_cron_task(
         fields["timezone"] = timezone.strip()
     try:
         spec = CronTaskSpec.model_validate(fields)
-        if not prompt.strip():
-            raise ValueError("a task needs a prompt: what its agent is asked each run")
+        _require_prompt(prompt)
         await cron.add(spec, prompt)
     except (ValidationError, ValueError, ClayError) as exc:
-        message = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
-        return await _page(request, session, 422, form, preview, problem=message)
+        return await _page(request, session, 422, form, preview, problem=_problem_of(exc))
     return see_other("/automations")
 
 
@@ -154,22 +150,19 @@ async def edit_cron_task(
         return session
     cron = engine_of(request).cron
     form = {"name": name, "schedule": schedule, "timezone": timezone, "prompt": prompt}
-    zone = timezone.strip() or cron.store.default_timezone
     try:
-        preview = _next_runs(CronSchedule.parse(schedule, zone), PREVIEW_RUNS)
+        preview = _preview(schedule, timezone, cron.store.default_timezone)
     except ClayError as exc:
         return await _task_page(request, session, task_id, 422, form, problem=str(exc))
     if action == "preview":
         return await _task_page(request, session, task_id, 200, form, preview)
     try:
-        if not prompt.strip():
-            raise ValueError("a task needs a prompt: what its agent is asked each run")
+        _require_prompt(prompt)
         await cron.edit(task_id, name=name.strip(), schedule=schedule,
                         timezone=timezone.strip() or None, prompt=prompt)  # fmt: skip
     except (ValidationError, ValueError, ClayError) as exc:
-        message = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
         status = exc.status if isinstance(exc, ClayError) else 422
-        return await _task_page(request, session, task_id, status, form, preview, message)
+        return await _task_page(request, session, task_id, status, form, preview, _problem_of(exc))
     return see_other(f"/automations/cron/{task_id}")
 
 
@@ -205,6 +198,22 @@ async def run_heartbeat(
         return session
     engine_of(request).heartbeat.run_now(None)
     return see_other("/automations")
+
+
+def _preview(schedule: str, timezone: str, default_zone: str) -> list[datetime]:
+    """A schedule's next runs in its zone (ClayError when either is wrong)."""
+    parsed = CronSchedule.parse(schedule, timezone.strip() or default_zone)
+    return _next_runs(parsed, PREVIEW_RUNS)
+
+
+def _require_prompt(prompt: str) -> None:
+    if not prompt.strip():
+        raise ValueError("a task needs a prompt: what its agent is asked each run")
+
+
+def _problem_of(exc: Exception) -> str:
+    """What a refused form is told: a validation error's first message, else the error."""
+    return exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
 
 
 def _next_runs(schedule: CronSchedule, count: int) -> list[datetime]:
