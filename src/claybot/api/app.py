@@ -12,8 +12,8 @@ from claybot.api import openapi
 from claybot.api.body_limit import BodyLimitMiddleware
 from claybot.api.cron_routes import router as cron_router
 from claybot.api.dashboard.auth import DashboardAuth
-from claybot.api.dashboard.chat_pages import CHAT_FORM_SLACK_BYTES, CHAT_PAGES
 from claybot.api.dashboard.install import install_dashboard
+from claybot.api.dashboard.paths import CHAT_FORM_SLACK_BYTES, CHAT_PAGES
 from claybot.api.errors import install_error_handlers
 from claybot.api.file_routes import FILES_PATH
 from claybot.api.file_routes import router as file_router

@@ -22,8 +22,10 @@ from starlette.datastructures import UploadFile
 
 from claybot.agents.descriptors import UserDescriptor
 from claybot.agents.system import AgentNotFound
+from claybot.api.dashboard.control import engine_of
+from claybot.api.dashboard.paths import MESSAGE_MAX
 from claybot.api.dashboard.rendering import done, page
-from claybot.api.dashboard.routes import engine_of, guard, guard_form
+from claybot.api.dashboard.routes import guard, guard_form
 from claybot.api.routes import resume_after
 from claybot.api.schemas import NAME_PATTERN
 from claybot.api.sse import EventStream
@@ -39,11 +41,7 @@ DASHBOARD_USER = "dashboard"
 RECORDS_SHOWN = 50
 CONVERSATIONS_SHOWN = 200
 NAME = re.compile(NAME_PATTERN)
-MESSAGE_MAX = 100_000
 FILES_MAX = 20  # a message's files, as on the API (``WithFiles``)
-CHAT_PAGES = "/chat/"
-# A form's body past its files' cap: the text (up to 4 bytes a character) and framing.
-CHAT_FORM_SLACK_BYTES = 4 * MESSAGE_MAX + 64 * 1024
 # The header that tells the page's script what a message's files became (JSON, ASCII).
 FILES_HEADER = "X-Claybot-Files"
 

@@ -27,9 +27,10 @@ from pydantic import ValidationError
 from starlette.datastructures import UploadFile
 
 from claybot.api.dashboard.auth import Session
+from claybot.api.dashboard.control import engine_of
 from claybot.api.dashboard.markdown import render_markdown
 from claybot.api.dashboard.rendering import SECURITY_HEADERS, page, see_other, templates
-from claybot.api.dashboard.routes import engine_of, guard, guard_form
+from claybot.api.dashboard.routes import guard, guard_form
 from claybot.api.job_admin_routes import list_workers, metrics
 from claybot.api.job_routes import (
     artifact_download,

@@ -1,4 +1,5 @@
-"""Which paths are the dashboard's: they answer to its session cookie, not to an API key."""
+"""Which paths are the dashboard's: they answer to its session cookie, not to an API key.
+Known without importing the pages, which load the first time one is asked for."""
 
 from __future__ import annotations
 
@@ -15,6 +16,12 @@ SECTIONS = (
     "/settings",
 )
 STATIC_ROOT = "/static"
+CHAT_PAGES = "/chat/"
+# The chat form's limits, which the body limit applies before any page is loaded:
+# a message's text, and the form's body past its files' cap (the text at up to 4
+# bytes a character, and the framing).
+MESSAGE_MAX = 100_000
+CHAT_FORM_SLACK_BYTES = 4 * MESSAGE_MAX + 64 * 1024
 
 
 def is_dashboard_path(path: str) -> bool:

@@ -1,5 +1,4 @@
-"""The dashboard: the socket routes that let people in, logging in and out, the guard
-every page passes, and the Overview.
+"""The dashboard: logging in and out, the guard every page passes, and the Overview.
 
 Pages are rendered on the server (Jinja2, autoescaped: text from agents, users and
 plugins always shows as text) from the engine's own status, never a copy of its
@@ -21,15 +20,13 @@ from fastapi import APIRouter, Form, Header, Query, Request
 from fastapi.responses import Response
 
 from claybot.api.dashboard.auth import SESSION_TTL_S, DashboardAuth, Session
+from claybot.api.dashboard.control import auth_of, engine_of
 from claybot.api.dashboard.rendering import page, see_other, to_login
-from claybot.api.models.base import AnswerRoute, Ok
-from claybot.api.models.dashboard import DashboardLink, DashboardSessions
-from claybot.api.responses import errors
 from claybot.api.routes import SSE_PING_S, resume_after
 from claybot.api.sse import EventStream
 from claybot.db.errors import StoreError
 from claybot.engine.engine import Engine
-from claybot.kernel.errors import ClayError, NotFound
+from claybot.kernel.errors import ClayError
 from claybot.kernel.event_types import EventType
 
 SESSION_COOKIE = "claybot_session"
@@ -49,53 +46,6 @@ RECENT_SCANNED = 2_000
 ERRORS_SHOWN = 10
 JOB_COUNTS_WAIT_S = 0.5
 pages = APIRouter(include_in_schema=False)
-control = APIRouter(prefix="/v1/engine/dashboard", route_class=AnswerRoute)
-
-
-def auth_of(request: Request) -> DashboardAuth:
-    auth = request.app.state.dashboard_auth
-    assert isinstance(auth, DashboardAuth)
-    return auth
-
-
-def engine_of(request: Request) -> Engine:
-    engine = request.app.state.engine
-    assert isinstance(engine, Engine)
-    return engine
-
-
-# -- letting people in (the socket's routes; on TCP they need the admin scope) --------------
-
-
-@control.post(
-    "/links",
-    summary="A one-time dashboard login link (5 minutes, one use)",
-    status_code=201,
-    responses=errors(503),
-)
-async def new_link(request: Request) -> DashboardLink:
-    engine = engine_of(request)
-    token, ttl_s = auth_of(request).new_link_token()
-    host = engine.settings.engine.host
-    if host in ("0.0.0.0", "::"):  # listening everywhere: this machine's own address works
-        host = "127.0.0.1"
-    shown = f"[{host}]" if ":" in host else host
-    url = f"http://{shown}:{engine.tcp_port}/login?token={token}"
-    return DashboardLink.model_validate({"ok": True, "url": url, "expiresInS": ttl_s})
-
-
-@control.get("/sessions", summary="Live dashboard sessions, oldest first")
-async def list_sessions(request: Request) -> DashboardSessions:
-    auth = auth_of(request)
-    listed = [session.to_dict(auth.wall) for session in auth.sessions()]
-    return DashboardSessions.model_validate({"ok": True, "sessions": listed})
-
-
-@control.delete("/sessions/{sessionId}", summary="End a dashboard session", responses=errors(404))
-async def revoke_session(request: Request, sessionId: str) -> Ok:
-    if not auth_of(request).revoke(sessionId):
-        raise NotFound(f"no dashboard session {sessionId!r}", field="sessionId")
-    return Ok(ok=True)
 
 
 # -- pages ---------------------------------------------------------------------------------

@@ -17,10 +17,11 @@ from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import Response
 
 from claybot.api.dashboard.auth import Session
+from claybot.api.dashboard.control import engine_of
 from claybot.api.dashboard.log_tail import SHOWN_LINES, read_tail
 from claybot.api.dashboard.provider_pages import router as provider_pages
 from claybot.api.dashboard.rendering import page, see_other
-from claybot.api.dashboard.routes import engine_of, guard, guard_form
+from claybot.api.dashboard.routes import guard, guard_form
 from claybot.api.dashboard.schema_form import (
     FIELD_PREFIX,
     fields_of,
