@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import threading
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from psycopg.errors import DeadlockDetected
 from sqlalchemy import Connection, insert, select
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 from claybot.db.errors import StoreError
 from claybot.db.tables import workers
 from claybot.jobs.database import JobDatabase
 from claybot.jobs.model import NewJob
 from claybot.jobs.sql import notify_bodies
-from claybot.jobs.writer import Events
+from claybot.jobs.writer import TRANSIENT_RETRIES, Events
 
 NOW = datetime(2026, 11, 25, tzinfo=UTC)
 
@@ -127,3 +130,74 @@ async def test_another_process_hears_every_event_of_a_batch(
             await db.close()
         for engine in engines:
             await engine.dispose()
+
+
+def deadlocking(name: str, times: int, tries: list[str]) -> Any:
+    """``add_worker(name)``, which PostgreSQL picks as a deadlock's victim its first
+    ``times`` runs (after the row is written: the retry must undo it)."""
+    add = add_worker(name)
+
+    def write(connection: Connection, events: Events) -> str:
+        tries.append(name)
+        added: str = add(connection, events)
+        if tries.count(name) <= times:
+            raise OperationalError("UPDATE job_queue ...", None, DeadlockDetected("deadlock"))
+        return added
+
+    return write
+
+
+@pytest.mark.parametrize("alone", [True, False], ids=["alone", "in-a-batch"])
+async def test_a_batch_undone_by_a_deadlock_is_run_again_whole(
+    jobs_db: JobDatabase, caplog: pytest.LogCaptureFixture, alone: bool
+) -> None:
+    heard: list[str] = []
+    jobs_db.tables.subscribe(lambda kind, payload: heard.append(payload["name"]))
+    tries: list[str] = []
+    writes = [deadlocking("victim", 1, tries)] + ([] if alone else [add_worker("bystander")])
+    with caplog.at_level(logging.WARNING, logger="claybot.jobs.writer"):
+        # One job's writes: one lane, so one batch.
+        results = await asyncio.gather(
+            *(jobs_db.tables.write("adding", write, job_id="j1") for write in writes)
+        )
+    expected = ["victim"] if alone else ["victim", "bystander"]
+    assert results == expected
+    assert tries == ["victim", "victim"]
+    assert await names(jobs_db) == set(expected)
+    assert sorted(heard) == sorted(expected)  # each once: the undone run's events are gone
+    assert jobs_db.tables.writer.retries == 1
+    assert "run again" in caplog.text
+
+
+async def test_a_batch_deadlocked_every_time_fails_only_the_victim_in_the_end(
+    jobs_db: JobDatabase,
+) -> None:
+    tries: list[str] = []
+    victim, bystander = await asyncio.gather(
+        jobs_db.tables.write("adding", deadlocking("victim", 99, tries), job_id="j1"),
+        jobs_db.tables.write("adding", add_worker("bystander"), job_id="j1"),
+        return_exceptions=True,
+    )
+    assert isinstance(victim, StoreError) and "DeadlockDetected" in str(victim)
+    assert bystander == "bystander"
+    assert len(tries) == TRANSIENT_RETRIES + 1
+    assert await names(jobs_db) == {"bystander"}
+
+
+async def test_one_jobs_writes_share_a_lane_and_rows_skipped_locked_go_last(
+    jobs_db: JobDatabase,
+) -> None:
+    ran: list[tuple[str, str]] = []
+
+    def noting(name: str) -> Any:
+        def write(_connection: Connection, _events: Events) -> None:
+            ran.append((name, threading.current_thread().name))
+
+        return write
+
+    await asyncio.gather(
+        jobs_db.tables.write("renewing", noting("skips locked"), skips_locked=True, job_id="j1"),
+        *(jobs_db.tables.write("fencing", noting(f"fence {n}"), job_id="j1") for n in range(6)),
+    )
+    assert len({thread for _, thread in ran}) == 1
+    assert [name for name, _ in ran] == [*(f"fence {n}" for n in range(6)), "skips locked"]

@@ -126,7 +126,7 @@ class JobFiles:
                 )
             )
 
-        await self._db.write("storing an upload", write)
+        await self._db.write("storing an upload", write, job_id=job_id)
         return StoredFile(
             attachment_id, job_id, filename, mime_type, len(content), now, None, storage_path
         )

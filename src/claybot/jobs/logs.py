@@ -40,7 +40,7 @@ class JobLogs:
                 self._db.fence(connection, claim)
             return add_log(connection, events, job_id, message, level, metadata, now, step_key)
 
-        return await self._db.write("writing a job log", write)
+        return await self._db.write("writing a job log", write, job_id=job_id)
 
     async def page(
         self, job_id: str, *, after_id: int = 0, limit: int = 100, offset: int = 0

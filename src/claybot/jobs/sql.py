@@ -127,11 +127,26 @@ class JobTables:
 
     # -- writes and events ---------------------------------------------------------
 
-    async def write(self, action: str, write: Write[T]) -> T:
+    async def write(
+        self,
+        action: str,
+        write: Write[T],
+        *,
+        job_id: str | None = None,
+        skips_locked: bool = False,
+    ) -> T:
         """Run ``write(connection, events)`` in the writer's next transaction; its
         result once committed. The events it appended go to listeners after the commit
-        (and, on PostgreSQL, to other processes with NOTIFY, in the same transaction)."""
-        return await self.writer.write(action, write, self._publish)
+        (and, on PostgreSQL, to other processes with NOTIFY, in the same transaction).
+
+        ``job_id``: the one job whose rows the write changes (every such write goes to
+        that job's lane); ``skips_locked``: it takes many jobs' rows with ``SKIP
+        LOCKED``. A write over several jobs that does neither may close a lock cycle
+        with another lane on PostgreSQL (``writer.py`` then runs it again, once PostgreSQL
+        has found the cycle: a second later by default)."""
+        return await self.writer.write(
+            action, write, self._publish, lane_key=job_id, skips_locked=skips_locked
+        )
 
     def _publish(self, events: Events) -> None:
         for kind, payload in events:

@@ -31,6 +31,8 @@ from functools import partial
 from typing import Any, TypeVar
 
 from sqlalchemy import (
+    BindParameter,
+    ColumnElement,
     Connection,
     Update,
     and_,
@@ -144,7 +146,7 @@ class JobStore:
             events.append((EventType.JOB_CREATED, {"jobId": job_id, "status": "queued"}))
             return job_from_row(row)
 
-        return await self._db.write("creating a job", write)
+        return await self._db.write("creating a job", write, job_id=job_id)
 
     async def get(self, job_id: str, owner: Owner = EVERYONE) -> Job:
         async with wrap_database_errors("reading a job"), self._db.engine.connect() as connection:
@@ -208,7 +210,7 @@ class JobStore:
             return self._db.reread(connection, job_id)
 
         # As the write left it: a worker may claim it the moment it commits.
-        return await self._db.write("answering a job", write)
+        return await self._db.write("answering a job", write, job_id=job_id)
 
     async def cancel(self, job_id: str, owner: Owner = EVERYONE) -> Job:
         """Cancel a queued or waiting job at once; a running one is asked to stop (its
@@ -239,7 +241,7 @@ class JobStore:
                 events.append((EventType.JOB_STATUS, {"jobId": job_id, "status": "cancelled"}))
             return self._db.reread(connection, job_id)
 
-        return await self._db.write("cancelling a job", write)
+        return await self._db.write("cancelling a job", write, job_id=job_id)
 
     # -- claiming -------------------------------------------------------------------
 
@@ -273,84 +275,58 @@ class JobStore:
                 Claim(job, worker_id, job.attempt, tuple(uploads.get(job.id, ()))) for job in jobs
             ]
 
-        return await self._db.write("claiming jobs", write)
+        return await self._db.write("claiming jobs", write, skips_locked=self._db.postgres)
 
     async def renew(self, worker_id: str, job_ids: Sequence[str]) -> Renewal:
         """Extend this worker's leases; which of its jobs were asked to cancel, and which
-        it no longer holds."""
-        if not job_ids:
+        it no longer holds.
+
+        On PostgreSQL a row another transaction is writing is skipped, not waited for:
+        that write is this worker's fence (which extends the lease itself) or a cancel,
+        and the job is still held. Which are held is then read without a lock (a job
+        the sweep is taking from this worker that moment is lost at the next renewal)."""
+        wanted = set(job_ids)
+        if not wanted:
             return Renewal(set(), set())
         now = self._db.clock()
+        statement = renew_statement(self._db.postgres)
+        parameters = {"ids": sorted(wanted), "worker": worker_id}
 
         def write(connection: Connection, _events: Events) -> list[Any]:
-            return list(
-                connection.execute(
-                    update(job_queue)
-                    .where(
-                        job_queue.c.id.in_(job_ids),
-                        job_queue.c.worker_id == worker_id,
-                        job_queue.c.status == JobStatus.RUNNING.value,
-                    )
-                    .values(lease_expires_at=now + self._db.lease)
-                    .returning(job_queue.c.id, job_queue.c.cancel_requested)
-                ).all()
+            rows = list(
+                connection.execute(statement, {**parameters, "lease": now + self._db.lease})
             )
+            if self._db.postgres and len(rows) < len(wanted):  # skipped, or not held
+                renewed = {row.id for row in rows}
+                rows += [
+                    row
+                    for row in connection.execute(HELD_BY_WORKER, parameters)
+                    if row.id not in renewed
+                ]
+            return rows
 
-        rows = await self._db.write("renewing leases", write)
+        rows = await self._db.write("renewing leases", write, skips_locked=self._db.postgres)
         return Renewal(
             cancelled={row.id for row in rows if row.cancel_requested},
-            lost=set(job_ids) - {row.id for row in rows},
+            lost=wanted - {row.id for row in rows},
         )
 
     async def sweep(self) -> Swept:
         """Jobs whose lease ran out: requeued (retry_count + 1), failed when their
-        retries are spent, cancelled when a cancel was asked for meanwhile."""
+        retries are spent, cancelled when a cancel was asked for meanwhile. On
+        PostgreSQL a row another transaction is writing is left for the next sweep."""
         now = self._db.clock()
-        expired = and_(
-            job_queue.c.status == JobStatus.RUNNING.value,
-            job_queue.c.lease_expires_at < now,
-        )
-        done: dict[str, list[str]] = {}
+        done: dict[JobStatus, list[str]] = {}
 
         def write(connection: Connection, events: Events) -> None:
-            for status, extra, values in (
-                (
-                    JobStatus.CANCELLED,
-                    job_queue.c.cancel_requested.is_(True),
-                    {"completed_at": now},
-                ),
-                (
-                    JobStatus.FAILED,
-                    job_queue.c.retry_count >= job_queue.c.max_retries,
-                    {
-                        "completed_at": now,
-                        "error_message": "its worker was lost and its retries are spent",
-                    },
-                ),
-                (
-                    JobStatus.QUEUED,
-                    job_queue.c.retry_count < job_queue.c.max_retries,
-                    {"retry_count": job_queue.c.retry_count + 1},
-                ),
-            ):
-                rows = connection.execute(
-                    update(job_queue)
-                    .where(expired, extra)
-                    .values(
-                        status=status.value,
-                        worker_id=None,
-                        lease_expires_at=None,
-                        updated_at=now,
-                        **values,
-                    )
-                    .returning(job_queue.c.id)
-                ).all()
-                done[status.value] = [row.id for row in rows]
-                for row in rows:
-                    events.append((EventType.JOB_STATUS, {"jobId": row.id, "status": status.value}))
+            for status in SWEPT_TO:
+                rows = connection.execute(sweep_statement(status, self._db.postgres), {"now": now})
+                done[status] = [row.id for row in rows]
+                for job_id in done[status]:
+                    events.append((EventType.JOB_STATUS, {"jobId": job_id, "status": status.value}))
 
-        await self._db.write("sweeping lost jobs", write)
-        return Swept(done["queued"], done["failed"], done["cancelled"])
+        await self._db.write("sweeping lost jobs", write, skips_locked=self._db.postgres)
+        return Swept(done[JobStatus.QUEUED], done[JobStatus.FAILED], done[JobStatus.CANCELLED])
 
     # -- a claimed job's writes (fenced) ----------------------------------------------
 
@@ -464,7 +440,7 @@ class JobStore:
                 (EventType.JOB_STATUS, {"jobId": claim.job.id, "status": "waiting_for_user"})
             )
 
-        await self._db.write("pausing a job", write)
+        await self._db.write("pausing a job", write, job_id=claim.job.id)
 
     async def record_discovered(self, claim: Claim, packages: Sequence[str]) -> list[str]:
         """Add MCP servers (by package) to those the job found, seed 002's
@@ -479,7 +455,7 @@ class JobStore:
             self._db.fence(connection, claim, tools_discovered=found)
             return found
 
-        return await self._db.write("recording discovered tools", write)
+        return await self._db.write("recording discovered tools", write, job_id=claim.job.id)
 
     async def release(self, claim: Claim) -> None:
         """Give a running job back to the queue (the worker is draining): not a failure,
@@ -495,7 +471,7 @@ class JobStore:
             )
             events.append((EventType.JOB_STATUS, {"jobId": claim.job.id, "status": "queued"}))
 
-        await self._db.write("releasing a job", write)
+        await self._db.write("releasing a job", write, job_id=claim.job.id)
 
     async def activity_since(self, moment: datetime) -> dict[str, int]:
         """Jobs created and jobs completed since ``moment`` (the metrics route)."""
@@ -562,13 +538,13 @@ async def write_fenced(
         return write(connection, events)
 
     try:
-        return await tables.write(action, transaction)
+        return await tables.write(action, transaction, job_id=claim.job.id)
     except StoreError as exc:
         if not isinstance(exc.__cause__, IntegrityError):
             raise
     # A number is taken: by these very records (sent again after a cancel as they
     # committed), or by another writer. Rare, so looked into only now.
-    return await tables.write(action, partial(transaction, careful=True))
+    return await tables.write(action, partial(transaction, careful=True), job_id=claim.job.id)
 
 
 def insert_records(
@@ -603,6 +579,73 @@ RECORDS_FROM = (
     .where(job_records.c.job_id == bindparam("job_id"), job_records.c.seq >= bindparam("seq"))
     .order_by(job_records.c.seq)
 )
+
+
+# Jobs among ``ids`` that worker ``worker`` holds.
+HELD = and_(
+    job_queue.c.id.in_(bindparam("ids", expanding=True)),
+    job_queue.c.worker_id == bindparam("worker"),
+    job_queue.c.status == JobStatus.RUNNING.value,
+)
+HELD_BY_WORKER = select(job_queue.c.id, job_queue.c.cancel_requested).where(HELD)
+
+
+@functools.cache
+def renew_statement(postgres: bool) -> Update:
+    """Extend the leases of the worker's running jobs among ``ids``; on PostgreSQL only
+    of the rows no other transaction holds (built once: see ``fence_statement``)."""
+    return (
+        _of_rows(HELD, postgres)
+        .values(lease_expires_at=bindparam("lease"))
+        .returning(job_queue.c.id, job_queue.c.cancel_requested)
+    )
+
+
+# In this order: a cancel asked for wins over the retries left.
+SWEPT_TO = (JobStatus.CANCELLED, JobStatus.FAILED, JobStatus.QUEUED)
+
+
+@functools.cache
+def sweep_statement(status: JobStatus, postgres: bool) -> Update:
+    """The running jobs whose lease ran out before ``now`` that go to ``status`` (one of
+    ``SWEPT_TO``); on PostgreSQL only the rows no other transaction holds."""
+    now: BindParameter[datetime] = bindparam("now")
+    extra: dict[JobStatus, tuple[Any, dict[str, Any]]] = {
+        JobStatus.CANCELLED: (job_queue.c.cancel_requested.is_(True), {"completed_at": now}),
+        JobStatus.FAILED: (
+            job_queue.c.retry_count >= job_queue.c.max_retries,
+            {"completed_at": now, "error_message": "its worker was lost and its retries are spent"},
+        ),
+        JobStatus.QUEUED: (
+            job_queue.c.retry_count < job_queue.c.max_retries,
+            {"retry_count": job_queue.c.retry_count + 1},
+        ),
+    }
+    condition, values = extra[status]
+    expired = and_(
+        job_queue.c.status == JobStatus.RUNNING.value,
+        job_queue.c.lease_expires_at < now,
+        condition,
+    )
+    return (
+        _of_rows(expired, postgres)
+        .values(
+            status=status.value, worker_id=None, lease_expires_at=None, updated_at=now, **values
+        )
+        .returning(job_queue.c.id)
+    )
+
+
+def _of_rows(where: ColumnElement[bool], postgres: bool) -> Update:
+    """An UPDATE of the job rows ``where`` picks; on PostgreSQL of those no other
+    transaction holds, locked with FOR NO KEY UPDATE SKIP LOCKED in a CTE (see
+    ``claim_statement``). NO KEY: the lock the UPDATE takes anyway, which lets other
+    lanes' inserts that refer to the job (its log lines, its records) go on."""
+    if not postgres:  # one writer: nothing to wait for
+        return update(job_queue).where(where)
+    picked = select(job_queue.c.id).where(where)
+    unlocked = picked.with_for_update(skip_locked=True, key_share=True).cte("unlocked")
+    return update(job_queue).add_cte(unlocked).where(job_queue.c.id.in_(select(unlocked.c.id)))
 
 
 @functools.cache

@@ -12,6 +12,21 @@ raises is rolled back to its savepoint and its caller gets the error; the others
 commit. If the commit fails, every write of the batch fails with it, so nothing is
 reported written that is not.
 
+On PostgreSQL several lanes (each a connection and its thread) commit batches at
+once, so two of them must never wait on each other's rows. Three rules see to it:
+
+- Writes about one job go to one lane (``lane_key``, the job's id, picks it by a
+  stable hash), so two lanes' single-job writes never touch the same row.
+- Writes over many job rows (claims, lease renewals, the sweep) take their rows with
+  ``SKIP LOCKED`` and so never wait; they say so (``skips_locked``) and run after the
+  batch's other writes. A transaction therefore waits only on a row of its own lane's
+  jobs, which another lane holds only through such a write, at the end of a batch
+  that waits for nothing more: no cycle can form.
+- Should one form anyway (through a write outside these rules: deleting many jobs,
+  marking workers dead), PostgreSQL breaks it by failing one transaction
+  (``deadlock_detected``); nothing of that batch was committed, so it is run again
+  whole, up to ``TRANSIENT_RETRIES`` times.
+
 Callers see what they saw before: ``await write(...)`` returns once the write is
 committed (or raises), the events it collected are published after the commit,
 and a caller that is cancelled still waits for its write to finish first (a write
@@ -23,12 +38,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import zlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine
+from sqlalchemy.exc import DBAPIError
 
 from claybot.db.errors import StoreError, as_store_error
 
@@ -43,6 +60,10 @@ Write = Callable[[Connection, Events], T]
 BeforeCommit = Callable[[Connection, Events], None]
 MAX_BATCH = 500  # writes in one transaction: bounds how long one commit holds the lock
 SAVEPOINT = "job_write"
+# PostgreSQL's errors that undo a transaction only because of others running beside it
+# (deadlock_detected, serialization_failure): the same transaction run again succeeds.
+TRANSIENT_SQLSTATES = frozenset({"40P01", "40001"})
+TRANSIENT_RETRIES = 3  # a batch is run again at most this many times, then its writes fail
 
 
 @dataclass
@@ -50,16 +71,24 @@ class _Queued:
     action: str
     write: Write[Any]
     future: asyncio.Future[Any]
+    skips_locked: bool
     events: Events = field(default_factory=list)
     result: Any = None
     error: BaseException | None = None
+
+    def forget(self) -> None:
+        """Before the batch is run again: what its undone run left."""
+        self.events.clear()
+        self.result = None
+        self.error = None
 
 
 class JobWriter:
     """The writes of one process, over ``lanes`` connections each with its thread: one
     for SQLite (it has one writer at a time anyway), several for PostgreSQL, where a
     write's time is mostly round trips and other connections' batches can commit
-    meanwhile. A write goes to the lane with the least queued."""
+    meanwhile. A write about one job goes to that job's lane; any other to the lane
+    with the least queued."""
 
     def __init__(
         self, engine: Engine, before_commit: BeforeCommit | None = None, *, lanes: int = 1
@@ -76,13 +105,36 @@ class JobWriter:
     def writes(self) -> int:
         return sum(lane.writes for lane in self._lanes)
 
-    async def write(self, action: str, write: Write[T], publish: Callable[[Events], None]) -> T:
+    @property
+    def retries(self) -> int:
+        """Batches run again after a transient error (see ``TRANSIENT_SQLSTATES``)."""
+        return sum(lane.retries for lane in self._lanes)
+
+    async def write(
+        self,
+        action: str,
+        write: Write[T],
+        publish: Callable[[Events], None],
+        *,
+        lane_key: str | None = None,
+        skips_locked: bool = False,
+    ) -> T:
         """Run ``write`` in the next batch; its result once committed. ``publish`` gets
-        the events it collected, after the commit."""
+        the events it collected, after the commit.
+
+        ``lane_key``: the id of the one job the write is about; every write with that
+        key goes to the same lane. ``skips_locked``: the write takes its rows with
+        ``SKIP LOCKED`` (it never waits on a row), so it runs after its batch's others.
+        """
         if self._closed:
             raise StoreError(f"{action} failed: the job store is closed")
-        lane = min(self._lanes, key=lambda lane: lane.load)
-        queued = lane.queue(action, write)
+        if lane_key is None:
+            lane = min(self._lanes, key=lambda lane: lane.load)
+        else:
+            # crc32, not hash(): hash() of a str changes from one process to the next,
+            # and a job's lane had better be the same in every run of a test.
+            lane = self._lanes[zlib.crc32(lane_key.encode()) % len(self._lanes)]
+        queued = lane.queue(action, write, skips_locked)
         try:
             result: T = await asyncio.shield(queued.future)
         except asyncio.CancelledError:
@@ -117,14 +169,15 @@ class _Lane:
         self._closed = False
         self.batches = 0
         self.writes = 0
+        self.retries = 0  # counted in the lane's thread, read on the loop: an int is safe
 
     @property
     def load(self) -> int:
         return len(self._queue) + self._busy
 
-    def queue(self, action: str, write: Write[Any]) -> _Queued:
+    def queue(self, action: str, write: Write[Any], skips_locked: bool) -> _Queued:
         loop = asyncio.get_running_loop()
-        queued = _Queued(action, write, loop.create_future())
+        queued = _Queued(action, write, loop.create_future(), skips_locked)
         self._queue.append(queued)
         if self._task is None or self._task.done():
             self._wakeup = asyncio.Event()
@@ -176,24 +229,51 @@ class _Lane:
     # -- the writer thread ---------------------------------------------------------------
 
     def _commit(self, batch: list[_Queued]) -> None:
-        try:
-            connection = self._connect()
-            if len(batch) == 1:
-                self._alone(connection, batch[0])
+        # Those that never wait on a row last: see the module's docstring. Concurrent
+        # writes have no order between them, so this changes nothing a caller can see.
+        batch = sorted(batch, key=lambda queued: queued.skips_locked)
+        for retry in range(TRANSIENT_RETRIES + 1):
+            last_try = retry == TRANSIENT_RETRIES
+            try:
+                self._transaction(batch, last_try=last_try)
                 return
-            with connection.begin():
+            except Exception as exc:
+                if last_try or not is_transient(exc):
+                    # Nothing of the batch was committed: none of its writes may look written.
+                    self._disconnect()
+                    for queued in batch:
+                        if queued.error is None:
+                            queued.error = as_store_error(queued.action, exc)
+                            queued.events.clear()
+                    return
+                self.retries += 1
+                log.warning(
+                    "a batch of %d job writes met %s and is run again (try %d of %d); "
+                    "if this repeats, a write is locking job rows outside the writer's "
+                    "rules (see claybot.jobs.writer)",
+                    len(batch),
+                    type(getattr(exc, "orig", exc)).__name__,
+                    retry + 2,
+                    TRANSIENT_RETRIES + 1,
+                    extra={"action": "job.batch_retried", "writes": len(batch)},
+                )
                 for queued in batch:
-                    self._one(connection, queued)
-                self._announce(connection, [event for q in batch for event in q.events])
-        except Exception as exc:
-            # Nothing of the batch was committed: none of its writes may look written.
-            self._disconnect()
-            for queued in batch:
-                if queued.error is None:
-                    queued.error = as_store_error(queued.action, exc)
-                    queued.events.clear()
+                    queued.forget()
 
-    def _alone(self, connection: Connection, queued: _Queued) -> None:
+    def _transaction(self, batch: list[_Queued], *, last_try: bool) -> None:
+        """The batch in one transaction. A transient error raises out of it (the batch
+        is run again), unless this is its ``last_try``: then, as any other error, it
+        is the failing write's alone."""
+        connection = self._connect()
+        if len(batch) == 1:
+            self._alone(connection, batch[0], last_try=last_try)
+            return
+        with connection.begin():
+            for queued in batch:
+                self._one(connection, queued, last_try=last_try)
+            self._announce(connection, [event for q in batch for event in q.events])
+
+    def _alone(self, connection: Connection, queued: _Queued, *, last_try: bool) -> None:
         """A batch of one needs no savepoint: the transaction is the write's own."""
         transaction = connection.begin()
         try:
@@ -201,12 +281,14 @@ class _Lane:
             self._announce(connection, queued.events)
         except Exception as exc:
             transaction.rollback()
+            if not last_try and is_transient(exc):
+                raise
             queued.error = as_store_error(queued.action, exc)
             queued.events.clear()
             return
         transaction.commit()
 
-    def _one(self, connection: Connection, queued: _Queued) -> None:
+    def _one(self, connection: Connection, queued: _Queued, *, last_try: bool) -> None:
         # Savepoints said to the driver itself: SQLAlchemy's own (begin_nested) cost
         # 38 us each here, more than the statements of most writes.
         driver = connection.connection.dbapi_connection
@@ -215,6 +297,10 @@ class _Lane:
         try:
             queued.result = queued.write(connection, queued.events)
         except Exception as exc:
+            if not last_try and is_transient(exc):
+                # Not the write's own failure: the locks the batch holds are what closed
+                # the cycle, so trying this write again inside it would close it again.
+                raise
             # If this fails too, the connection is gone: the batch fails as a whole.
             driver.execute(f"ROLLBACK TO SAVEPOINT {SAVEPOINT}")
             driver.execute(f"RELEASE SAVEPOINT {SAVEPOINT}")
@@ -237,3 +323,10 @@ class _Lane:
             with contextlib.suppress(Exception):
                 self._connection.close()
             self._connection = None
+
+
+def is_transient(exc: BaseException) -> bool:
+    """A PostgreSQL error that undid the transaction only because of others beside it."""
+    if not isinstance(exc, DBAPIError):
+        return False
+    return getattr(exc.orig, "sqlstate", None) in TRANSIENT_SQLSTATES
