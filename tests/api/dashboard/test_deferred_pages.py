@@ -1,10 +1,9 @@
-"""The dashboard's pages load the first time one is asked for, not at boot."""
+"""The dashboard's pages load the first time one is asked for, not at boot (that boot
+imports none of them: ``tests/api/test_boot_imports.py``)."""
 
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 
 import httpx
 from fastapi import FastAPI
@@ -12,18 +11,6 @@ from starlette.routing import Mount
 
 from claybot.api.dashboard.install import DeferredPages, install_dashboard
 from claybot.engine.engine import Engine
-
-
-def test_starting_the_api_imports_no_page_nor_the_template_engine() -> None:
-    probe = (
-        "import sys, claybot.cli.main, claybot.api.serve, claybot.api.app; "
-        "loaded = sorted(m for m in sys.modules if m.startswith(('jinja2', 'markdown_it', "
-        "'claybot.api.dashboard.site', 'claybot.api.dashboard.chat_pages'))); print(loaded)"
-    )
-    shown = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
-    )
-    assert shown.stdout.strip() == "[]"
 
 
 async def test_the_first_requests_load_the_pages_once_and_all_get_their_page(
