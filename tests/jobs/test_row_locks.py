@@ -80,7 +80,8 @@ async def test_a_renewal_skips_a_row_being_written_and_still_counts_it_held(
         # Another lane's transaction holds the row (a fence in flight, say).
         await other_lane.execute(select(job_queue).where(job_queue.c.id == busy).with_for_update())
         renewing = asyncio.create_task(db.jobs.renew("w1", [busy, *others]))
-        done, _ = await asyncio.wait([renewing], timeout=5)
+        # Had it waited for the row, it would end only after the rollback below.
+        done, _ = await asyncio.wait([renewing], timeout=15)
         await other_lane.rollback()
     assert done, "the renewal waited for the locked row"
     renewal = renewing.result()
@@ -117,7 +118,7 @@ async def test_a_sweep_leaves_a_row_being_written_for_the_next_sweep(
     async with db.tables.engine.connect() as other_lane:
         await other_lane.execute(select(job_queue).where(job_queue.c.id == busy).with_for_update())
         sweeping = asyncio.create_task(db.jobs.sweep())
-        done, _ = await asyncio.wait([sweeping], timeout=5)
+        done, _ = await asyncio.wait([sweeping], timeout=15)
         await other_lane.rollback()
     assert done, "the sweep waited for the locked row"
     assert sweeping.result().requeued == [idle]
