@@ -1,8 +1,8 @@
 """Putting the dashboard into the engine's application: its socket routes and its auth
 at once, its pages the first time one is asked for.
 
-The pages are a third of what the engine imports (ten routers whose forms FastAPI
-turns into models, Jinja2, markdown-it), and an engine serves agents and the API
+The pages are about a sixth of the engine's import time (ten routers whose forms
+FastAPI turns into models, Jinja2, markdown-it), and an engine serves agents and the API
 whether or not anyone opens the dashboard. So a stand-in route holds the pages'
 place: the first request for a dashboard path imports them (on a thread: the event
 loop keeps serving meanwhile), puts their routes where the stand-in was, and routes
