@@ -11,9 +11,9 @@ from fastapi.responses import Response
 
 from claybot.agents.descriptors import SubagentDescriptor
 from claybot.agents.system import AgentNotFound
-from claybot.api.dashboard.control import engine_of
 from claybot.api.dashboard.rendering import page, see_other
 from claybot.api.dashboard.routes import guard, guard_form
+from claybot.api.routes import engine_of
 from claybot.permissions.model import Permissions
 from claybot.permissions.tags import PermissionTagError
 

@@ -12,9 +12,9 @@ from fastapi.responses import Response
 from pydantic import ValidationError
 
 from claybot.api.dashboard.auth import Session
-from claybot.api.dashboard.control import engine_of
 from claybot.api.dashboard.rendering import page, see_other
 from claybot.api.dashboard.routes import guard, guard_form
+from claybot.api.routes import engine_of
 from claybot.cron.task import CronTaskSpec
 from claybot.kernel.errors import ClayError
 from claybot.kernel.ids import new_id

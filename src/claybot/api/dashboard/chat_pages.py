@@ -22,11 +22,10 @@ from starlette.datastructures import UploadFile
 
 from claybot.agents.descriptors import UserDescriptor
 from claybot.agents.system import AgentNotFound
-from claybot.api.dashboard.control import engine_of
 from claybot.api.dashboard.paths import MESSAGE_MAX
 from claybot.api.dashboard.rendering import done, page
 from claybot.api.dashboard.routes import guard, guard_form
-from claybot.api.routes import resume_after
+from claybot.api.routes import engine_of, resume_after
 from claybot.api.schemas import NAME_PATTERN
 from claybot.api.sse import EventStream
 from claybot.api.uploads import read_upload

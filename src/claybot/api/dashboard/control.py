@@ -10,7 +10,7 @@ from claybot.api.dashboard.auth import DashboardAuth
 from claybot.api.models.base import AnswerRoute, Ok
 from claybot.api.models.dashboard import DashboardLink, DashboardSessions
 from claybot.api.responses import errors
-from claybot.engine.engine import Engine
+from claybot.api.routes import engine_of
 from claybot.kernel.errors import NotFound
 
 control = APIRouter(prefix="/v1/engine/dashboard", route_class=AnswerRoute)
@@ -20,12 +20,6 @@ def auth_of(request: Request) -> DashboardAuth:
     auth = request.app.state.dashboard_auth
     assert isinstance(auth, DashboardAuth)
     return auth
-
-
-def engine_of(request: Request) -> Engine:
-    engine = request.app.state.engine
-    assert isinstance(engine, Engine)
-    return engine
 
 
 @control.post(

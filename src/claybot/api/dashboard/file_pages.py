@@ -12,10 +12,10 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
-from claybot.api.dashboard.control import engine_of
 from claybot.api.dashboard.rendering import page
 from claybot.api.dashboard.routes import guard
 from claybot.api.file_routes import serve_file
+from claybot.api.routes import engine_of
 from claybot.files.store import FileNotFound
 
 router = APIRouter(include_in_schema=False)

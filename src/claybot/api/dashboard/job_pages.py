@@ -27,7 +27,6 @@ from pydantic import ValidationError
 from starlette.datastructures import UploadFile
 
 from claybot.api.dashboard.auth import Session
-from claybot.api.dashboard.control import engine_of
 from claybot.api.dashboard.markdown import render_markdown
 from claybot.api.dashboard.rendering import SECURITY_HEADERS, page, see_other, templates
 from claybot.api.dashboard.routes import guard, guard_form
@@ -40,6 +39,7 @@ from claybot.api.job_routes import (
     store_upload,
 )
 from claybot.api.models.jobs import CreateJob, RespondToJob
+from claybot.api.routes import engine_of
 from claybot.jobs.model import HitlMode, Job, JobStatus, Owner, visible_to
 from claybot.kernel.errors import ClayError, NotFound
 

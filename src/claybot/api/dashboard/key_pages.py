@@ -7,9 +7,9 @@ from typing import Annotated
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
 
-from claybot.api.dashboard.control import engine_of
 from claybot.api.dashboard.rendering import page, see_other
 from claybot.api.dashboard.routes import guard, guard_form
+from claybot.api.routes import engine_of
 from claybot.db.keys import SCOPES
 from claybot.kernel.errors import ClayError
 

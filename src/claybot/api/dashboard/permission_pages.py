@@ -7,9 +7,9 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
 
-from claybot.api.dashboard.control import engine_of
 from claybot.api.dashboard.rendering import done, page
 from claybot.api.dashboard.routes import guard, guard_form
+from claybot.api.routes import engine_of
 from claybot.kernel.errors import ClayError
 
 router = APIRouter(include_in_schema=False)

@@ -14,9 +14,9 @@ from fastapi.responses import FileResponse, Response, StreamingResponse
 from pydantic import BaseModel, Field, ValidationError
 
 from claybot.api.dashboard.auth import Session
-from claybot.api.dashboard.control import engine_of
 from claybot.api.dashboard.rendering import SECURITY_HEADERS, page, see_other
 from claybot.api.dashboard.routes import guard, guard_form
+from claybot.api.routes import engine_of
 from claybot.kernel.errors import ClayError
 from claybot.proactive.broadcast import Listener
 from claybot.proactive.inputs import CreateAgentInput, UpdateAgentInput

@@ -20,9 +20,9 @@ from fastapi.responses import Response
 from pydantic import ValidationError
 
 from claybot.api.dashboard.auth import Session
-from claybot.api.dashboard.control import engine_of
 from claybot.api.dashboard.rendering import page, see_other
 from claybot.api.dashboard.routes import guard, guard_form
+from claybot.api.routes import engine_of
 from claybot.api.schemas import SetAuth
 from claybot.config.redaction import redact_named
 from claybot.config.settings import ProviderSettings

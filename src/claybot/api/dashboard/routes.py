@@ -20,9 +20,9 @@ from fastapi import APIRouter, Form, Header, Query, Request
 from fastapi.responses import Response
 
 from claybot.api.dashboard.auth import SESSION_TTL_S, DashboardAuth, Session
-from claybot.api.dashboard.control import auth_of, engine_of
+from claybot.api.dashboard.control import auth_of
 from claybot.api.dashboard.rendering import page, see_other, to_login
-from claybot.api.routes import SSE_PING_S, resume_after
+from claybot.api.routes import SSE_PING_S, engine_of, resume_after
 from claybot.api.sse import EventStream
 from claybot.db.errors import StoreError
 from claybot.engine.engine import Engine

@@ -17,7 +17,6 @@ from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import Response
 
 from claybot.api.dashboard.auth import Session
-from claybot.api.dashboard.control import engine_of
 from claybot.api.dashboard.log_tail import SHOWN_LINES, read_tail
 from claybot.api.dashboard.provider_pages import router as provider_pages
 from claybot.api.dashboard.rendering import page, see_other
@@ -29,6 +28,7 @@ from claybot.api.dashboard.schema_form import (
     submitted_values,
     values_of,
 )
+from claybot.api.routes import engine_of
 from claybot.engine.engine import Engine
 from claybot.kernel.errors import ClayError
 
