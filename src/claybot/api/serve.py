@@ -102,11 +102,15 @@ def freeze_boot_heap() -> None:
     Settings, plugins, thousands of cron tasks and loaded agents live as long as
     the engine. Left in the oldest generation, every full collection walks them
     again: with 10,000 cron tasks one took 60-80 ms, long enough to make 1,000
-    runs that fire together late. Boot's own garbage is collected first; later
-    objects are collected as usual. ``claybot start`` turns the collector off for
-    boot (its passes over what boot builds find next to nothing): on from here.
+    runs that fire together late. Later objects are collected as usual.
+    ``claybot start`` turns the collector off for boot (its passes over what boot
+    builds find next to nothing): on from here.
+
+    No collection first. One walks every object boot made (80-125 ms of a 1 s boot
+    with 10,000 agents) to find about 450 unreachable ones: closures, cells and a
+    few classes that imports made and dropped, tens of kilobytes holding no file or
+    socket. Frozen, they stay for the engine's life; that is cheaper than the walk.
     """
-    gc.collect()
     gc.freeze()
     gc.enable()
 
