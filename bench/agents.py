@@ -584,6 +584,11 @@ async def main() -> None:
         action="store_true",
         help="only the memory run: resident memory at boot, after load, after idle unload",
     )
+    parser.add_argument(
+        "--agents-table-only",
+        action="store_true",
+        help="only the throughput and latency table: no boot, long-history or provider runs",
+    )
     args = parser.parse_args()
     if args.memory:
         print("running the memory benchmark...", file=sys.stderr, flush=True)
@@ -619,8 +624,6 @@ async def main() -> None:
         flush=True,
     )
     rows.append(await bench_socket(1000, args.messages, readers=SSE_READERS))
-    print("running boot with 10,000 agents x 100 records...", file=sys.stderr, flush=True)
-    boot_s, rss_mb = bench_boot(10_000, 100, args.boot_runs)
 
     print(f"\nClayBot agent benchmark ({os.cpu_count()} cores, echo provider, fsync on)\n")
     print(
@@ -646,6 +649,10 @@ async def main() -> None:
         f"throughput without them; engine CPU per message {plain.engine_cpu_ms:.2f} ms -> "
         f"{fanned.engine_cpu_ms:.2f} ms."
     )
+    if args.agents_table_only:
+        return
+    print("running boot with 10,000 agents x 100 records...", file=sys.stderr, flush=True)
+    boot_s, rss_mb = bench_boot(10_000, 100, args.boot_runs)
     print(f"\n| boot with 10,000 agents x 100 records | median of {args.boot_runs} |")
     print("|---|---:|")
     print(f"| process start to a ready socket | {boot_s * 1000:.0f} ms |")
