@@ -13,6 +13,10 @@ first, under the next outgoing id, and sent again after a crash only if unmarked
 The loop knows nothing of files, inboxes or connectors: it reads and appends
 through a ``Transcript`` and answers through its ``TurnOwner`` (an agent today,
 a job over database rows tomorrow), so both run the very same loop.
+
+It is longer than most modules because the recovery rules above (resume, re-deliver,
+report an interrupted tool) touch every step of the loop, and reading them apart
+from the steps would hide which step each one guards.
 """
 
 from __future__ import annotations

@@ -11,6 +11,10 @@ lost or printed twice. The command and the terminal around it are ``chat.py``.
 Files: ``attach`` uploads one (``POST /v1/engine/files``) and the next message
 carries it; files a reply carries are downloaded into ``downloads`` once each, under
 their own name (numbered when the name is taken), and the saved path is printed.
+
+It is longer than most modules because posting, following and catching up share
+the one record of what was shown (``remember``, ``is_answered``): split apart, each
+part would need that record handed to it and kept consistent across threads.
 """
 
 from __future__ import annotations

@@ -10,6 +10,10 @@ As with the OpenAI provider, the body is built here as JSON and sent through the
 SDK's own ``post``, which keeps its retries, errors and streaming; each message's JSON
 is kept by the agent's context (``providers/encoded.py``) and only regrouped into turns
 on each call, and answers are read as the JSON the SDK parsed.
+
+It is longer than most modules because it is one vendor's whole wire format both
+ways (messages and tools out; answers, streamed events, usage and errors in), kept
+beside the provider that uses it, as ``openai_provider.py`` is for OpenAI's.
 """
 
 from __future__ import annotations

@@ -16,6 +16,10 @@ chunk's model took 86 us to build, once per token streamed. Each message's JSON 
 kept by the agent's context (``providers/encoded.py``), so a call encodes only what
 is new, and answers are read as the JSON the SDK parsed.
 ``tests/providers/test_request_bodies.py`` holds the body equal to the SDK's own.
+
+It is longer than most modules because it is one vendor's whole wire format both
+ways (messages and tools out; answers, streamed chunks, usage and errors in), kept
+beside the provider that uses it, as ``anthropic_provider.py`` is for Anthropic's.
 """
 
 from __future__ import annotations

@@ -11,6 +11,10 @@ HttpOnly, and pages call no API with a key).
 The pages stay current without a framework: ``static/jobs.js`` asks for a page's
 live part again (the same URL with ``X-Jobs-Fragment``, answered with that block of
 the template only) and follows a job's log as server-sent events.
+
+It is longer than most page modules because a job's pages act on one job's life
+(create, plan, respond, cancel, log, artifacts) under one access rule, which the
+shared helpers at the top apply to every route.
 """
 
 from __future__ import annotations

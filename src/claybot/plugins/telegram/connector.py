@@ -15,6 +15,11 @@ plain-text retry when Telegram rejects the markup. A message with files uploads
 each (a photo or a document, ``attachments.py``), the text as the first one's
 caption, once per outgoing message also across a restart. Permission prompts
 carry Allow/Deny buttons and are edited in place once decided.
+
+It is longer than most modules because it is one connector contract (poll, send,
+ask permission) over one Bot API session: the polling loop, its back-off and the
+saved offset, files in and out, and the retries on Telegram's limits share the
+same client and error rules; the rendering and attachments are split out already.
 """
 
 from __future__ import annotations
