@@ -62,6 +62,11 @@ def run_bench(tree: Path, messages: int) -> dict[str, float]:
     return measured
 
 
+def spread(values: list[float]) -> str:
+    """Each run's figure, lowest first: how far a row moves by itself on this machine."""
+    return " ".join(f"{value:,.4g}" for value in sorted(values))
+
+
 def boot_times(trees: dict[str, Path], starts: int) -> dict[str, list[float]]:
     """Milliseconds from process start to an answer, each side's engine alternately."""
     homes = {}
@@ -128,18 +133,22 @@ def main() -> None:
         f"\nbench/agents.py, {args.before} against this tree, medians of {args.rounds} rounds"
         f" (boot: of {args.boot_starts} starts each)\n"
     )
-    print("| measure | before | after | change |")
-    print("|---|---:|---:|---:|")
+    print("| measure | before | after | change | before, each run | after, each run |")
+    print("|---|---:|---:|---:|---:|---:|")
     worst = 0.0
     for measure in sides["after"][0]:
-        before = statistics.median(run[measure] for run in sides["before"] if measure in run)
-        after = statistics.median(run[measure] for run in sides["after"] if measure in run)
+        befores = [run[measure] for run in sides["before"] if measure in run]
+        afters = [run[measure] for run in sides["after"] if measure in run]
+        before, after = statistics.median(befores), statistics.median(afters)
         change = (after / before - 1) * 100
         # Throughput should not fall; a latency or a boot time should not rise.
         worse = -change if measure.endswith("msg/s") else change
         worst = max(worst, worse)
         mark = " (worse)" if worse > args.tolerance else ""
-        print(f"| {measure} | {before:,.2f} | {after:,.2f} | {change:+.1f} %{mark} |")
+        print(
+            f"| {measure} | {before:,.2f} | {after:,.2f} | {change:+.1f} %{mark} "
+            f"| {spread(befores)} | {spread(afters)} |"
+        )
     print(f"\nWorst change: {worst:.1f} % (tolerance {args.tolerance:g} %).")
 
 
