@@ -122,8 +122,6 @@ def main() -> None:
                     sides[side].append(run_bench(tree, args.messages))
             print("boot, alternated starts...", file=sys.stderr, flush=True)
             boots = boot_times({"before": before_tree, "after": ROOT}, args.boot_starts)
-            for side, times in boots.items():
-                sides[side][0][BOOT_MEASURE] = statistics.median(times)
         finally:
             subprocess.run(
                 ["git", "worktree", "remove", "--force", str(before_tree)],
@@ -136,9 +134,15 @@ def main() -> None:
     print("| measure | before | after | change | before, each run | after, each run |")
     print("|---|---:|---:|---:|---:|---:|")
     worst = 0.0
-    for measure in sides["after"][0]:
-        befores = [run[measure] for run in sides["before"] if measure in run]
-        afters = [run[measure] for run in sides["after"] if measure in run]
+    series = {
+        measure: (
+            [run[measure] for run in sides["before"] if measure in run],
+            [run[measure] for run in sides["after"]],
+        )
+        for measure in sides["after"][0]
+    }
+    series[BOOT_MEASURE] = (boots["before"], boots["after"])
+    for measure, (befores, afters) in series.items():
         before, after = statistics.median(befores), statistics.median(afters)
         change = (after / before - 1) * 100
         # Throughput should not fall; a latency or a boot time should not rise.
