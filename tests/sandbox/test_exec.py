@@ -280,6 +280,37 @@ async def test_a_command_past_its_timeout_is_killed_with_its_children(
     assert not late.exists()
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_command_stopped_as_it_starts_ends_at_once_with_all_of_it(
+    tmp_path: Path, backend: SandboxMode
+) -> None:
+    # A turn stopped (a job cancelled) in the first milliseconds of its command: asyncio
+    # alone killed only the first process and then waited for the pipes, which the
+    # command's own child holds, so the stop waited out the whole command. The stops
+    # below sweep the start, some of them landing inside it.
+    sandbox = runner(backend)
+    folder = str(tmp_path)
+    granted = Permissions(workingDir=folder, writeDirs=[folder], network=True)
+    markers = []
+    for delay_ms in range(0, 40, 2):
+        marker = tmp_path / f"survived-{delay_ms}"
+        markers.append(marker)
+        command = sandbox.run(
+            f"sleep 3 && touch {marker}", cwd=folder, home=folder, permissions=granted,
+            timeout_s=30,
+        )  # fmt: skip
+        running = asyncio.ensure_future(command)
+        await asyncio.sleep(delay_ms / 1000)
+        stopped_at = time.monotonic()
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        took = time.monotonic() - stopped_at
+        assert took < 2.5, f"stopped {delay_ms} ms in, it took {took:.1f} s to end"
+    await asyncio.sleep(3.5)  # past the moment a survivor would have written its marker
+    assert [marker.name for marker in markers if marker.exists()] == []
+
+
 # -- the pure parts and the runner on a poorer machine ----------------------------------
 
 

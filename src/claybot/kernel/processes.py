@@ -36,6 +36,11 @@ def signal_group(pgid: int, signum: signal.Signals) -> None:
         os.killpg(pgid, signum)
 
 
+# How long a process stopped as it started may take to end (a killed group ends at once;
+# what the group kill cannot reach is left to the caller, e.g. a cgroup).
+STOPPED_START_WAIT_S = 2.0
+
+
 async def start_group(
     argv: Sequence[str],
     *,
@@ -43,17 +48,36 @@ async def start_group(
     env: Mapping[str, str],
     preexec_fn: Callable[[], object] | None = None,
 ) -> asyncio.subprocess.Process:
-    """``argv`` in a new session (its own process group), stdin empty, output piped."""
-    return await asyncio.create_subprocess_exec(
-        *argv,
-        cwd=cwd,
-        env=env,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        start_new_session=True,
-        preexec_fn=preexec_fn,
+    """``argv`` in a new session (its own process group), stdin empty, output piped.
+
+    Cancelled while the process starts, the start still finishes (shielded), its
+    whole group is killed, and the cancellation goes on. Left to asyncio, a start
+    cut short kills only the first process and then waits for the pipes to close:
+    a command's children hold them (bubblewrap's sandboxed command does), so a turn
+    stopped in the first milliseconds of its command waited out all of that command.
+    """
+    starting = asyncio.ensure_future(
+        asyncio.create_subprocess_exec(
+            *argv,
+            cwd=cwd,
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+            preexec_fn=preexec_fn,
+        )
     )
+    try:
+        return await asyncio.shield(starting)
+    except asyncio.CancelledError:
+        # A start that failed left nothing to stop; what outlives the wait is the caller's.
+        with contextlib.suppress(Exception):
+            process = await starting
+            signal_group(process.pid, signal.SIGKILL)
+            async with asyncio.timeout(STOPPED_START_WAIT_S):
+                await process.wait()  # its pipes closed, its transport done with
+        raise
 
 
 class ProcessGroup:

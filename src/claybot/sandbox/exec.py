@@ -331,12 +331,19 @@ class SandboxRunner:
     async def _spawn(
         self, argv: list[str], cwd: str, home: str, timeout_s: float, cgroup: CommandCgroup | None
     ) -> tuple[int | None, CapturedOutput, CapturedOutput, bool]:
-        process = await start_group(
-            argv,
-            cwd=cwd,
-            env=sandbox_environment(home, self.sandbox.environ),
-            preexec_fn=limits_applier(self.config.limits, cgroup),
-        )
+        try:
+            process = await start_group(
+                argv,
+                cwd=cwd,
+                env=sandbox_environment(home, self.sandbox.environ),
+                preexec_fn=limits_applier(self.config.limits, cgroup),
+            )
+        except asyncio.CancelledError:
+            # Stopped as it started: the group is killed, but bubblewrap's sandboxed
+            # command is in a session of its own; the cgroup holds all of it.
+            if cgroup is not None:
+                await asyncio.shield(asyncio.to_thread(cgroup.kill_all))
+            raise
         group = ProcessGroup(
             process.pid,
             exited=functools.partial(_exited, process.pid),
