@@ -1,4 +1,4 @@
-"""How the engine's parts are put together: the agent runtime, and the schedulers.
+"""How the engine's parts are put together: the agent runtime, and the schedules.
 
 Pure construction, in the order the parts need each other; the engine
 (``engine.py``) owns what is built and starts and stops it.
@@ -7,7 +7,7 @@ Pure construction, in the order the parts need each other; the engine
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -21,6 +21,7 @@ from claybot.agents.ports import TurnMeter
 from claybot.agents.store import FileAgentStore
 from claybot.agents.system import AgentSystem, SubagentLimits
 from claybot.agents.turn_loop import DEFAULT_SYSTEM_PROMPT, LoopLimits, TurnLoop
+from claybot.config.auth import AuthFile
 from claybot.config.home import HomePaths
 from claybot.config.settings import Settings
 from claybot.connectors.outbox import ConnectorOutbox, Connectors
@@ -40,6 +41,7 @@ from claybot.kernel.events import EventBus
 from claybot.permissions.model import Permissions
 from claybot.permissions.requests import PermissionBroker
 from claybot.proactive.service import ProactiveService
+from claybot.proactive.wiring import build_proactive_service
 from claybot.providers.router import InferenceRouter
 from claybot.sandbox import Sandbox
 from claybot.scheduling.gate import gate_runner
@@ -59,6 +61,19 @@ class Running:
     cron: CronScheduler
     heartbeat: HeartbeatScheduler
     proactive: ProactiveService
+
+    async def start_schedules(self, *, heartbeat: bool) -> None:
+        await self.proactive.start()
+        await self.cron.start()
+        if heartbeat:
+            await self.heartbeat.start()
+
+    async def stop_schedules(self) -> None:
+        """No new runs; proactive runs are killed and their state saved; cron runs not
+        finished resume at the next boot."""
+        await self.proactive.stop()
+        await self.cron.stop()
+        await self.heartbeat.stop()
 
 
 @dataclass(frozen=True)
@@ -148,8 +163,11 @@ def build_schedulers(
     tools: ToolRegistry,
     durable: bool,
     watch_files: bool,
-) -> tuple[CronScheduler, HeartbeatScheduler]:
-    """Cron and the heartbeat, over the agents, with the tools agents manage them by."""
+    env: Mapping[str, str],
+    read_auth: Callable[[], AuthFile],
+) -> tuple[CronScheduler, HeartbeatScheduler, ProactiveService]:
+    """Cron, the heartbeat and proactive agents, over the agents, with the tools agents
+    manage the first two by."""
     cron = CronScheduler(
         CronStore(paths.home / "cron", settings.engine.timezone),
         RunLedger(paths.home / "cron" / LEDGER_FILE, durable=durable),
@@ -169,4 +187,14 @@ def build_schedulers(
     )
     for tool in [*CronTools(cron, agents).definitions(), *HeartbeatTools(heartbeat).definitions()]:
         tools.register(tool)
-    return cron, heartbeat
+    proactive = build_proactive_service(
+        home=paths.home,
+        settings=settings.proactive,
+        engine_timezone=settings.engine.timezone,
+        env=env,
+        read_auth=read_auth,
+        agents=agents,
+        events=events,
+        clock=clock,
+    )
+    return cron, heartbeat, proactive

@@ -35,7 +35,6 @@ from claybot.kernel.events import EventBus
 from claybot.permissions.requests import PermissionBroker
 from claybot.plugins import PluginCatalog, PluginManager, Registries
 from claybot.proactive.service import ProactiveService
-from claybot.proactive.wiring import build_proactive_service
 from claybot.providers.configured import ConfiguredProviders
 from claybot.providers.registry import ProviderRegistry, builtin_provider_types
 from claybot.providers.router import InferenceRouter
@@ -153,7 +152,7 @@ class Engine:
         )
         agents = parts.agents
         self.conversations.bind(agents, parts.permissions)
-        cron, heartbeat = build_schedulers(
+        cron, heartbeat, proactive = build_schedulers(
             self.paths,
             self.settings,
             agents=agents,
@@ -163,6 +162,8 @@ class Engine:
             tools=self.tools,
             durable=self.options.durable,
             watch_files=self.options.watch_files,
+            env=self.options.env,
+            read_auth=self.config.read_auth,
         )
         recovered = await agents.boot()
         # Plugins start after the agents: their connectors post messages at once.
@@ -170,21 +171,8 @@ class Engine:
         # Turns a crash cut short resume once their connectors are back.
         await agents.resume_recovered()
         await parts.permissions.boot()  # after the connectors: it may re-present prompts
-        proactive = build_proactive_service(
-            home=self.paths.home,
-            settings=self.settings.proactive,
-            engine_timezone=self.settings.engine.timezone,
-            env=self.options.env,
-            read_auth=self.config.read_auth,
-            agents=agents,
-            events=self.events,
-            clock=self.options.clock,
-        )
         self._running = Running(agents, parts.permissions, cron, heartbeat, proactive)
-        await proactive.start()
-        await cron.start()
-        if self.settings.heartbeat.enabled:
-            await heartbeat.start()
+        await self._running.start_schedules(heartbeat=self.settings.heartbeat.enabled)
         # Again now that plugins are loaded: one may have registered a provider type
         # that settings name (the first build, before recovery, counted such a provider
         # as failed).
@@ -202,9 +190,7 @@ class Engine:
             await asyncio.gather(self._file_collection, return_exceptions=True)
         running = self._running
         if running is not None:
-            await running.proactive.stop()  # schedules stop, runs are killed, state is saved
-            await running.cron.stop()  # no new runs; unfinished ones resume next boot
-            await running.heartbeat.stop()
+            await running.stop_schedules()
         await self.plugins.shutdown()  # connectors stop taking messages first
         if running is not None:
             await running.permissions.shutdown()
