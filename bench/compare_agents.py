@@ -1,12 +1,17 @@
 """Compare bench/agents.py between an earlier revision and this tree, in one run.
 
-Each side runs its own ``bench/agents.py`` from its own source tree (the earlier one
-checked out into a temporary git worktree, imported through ``PYTHONPATH``), with the
-same virtual environment, alternating ``--rounds`` times so that the machine's
-drift hits both alike. Prints each row's median on both sides and the change: a
-throughput that fell, or a latency or boot time that rose, by more than
-``--tolerance`` is marked. On a shared machine single runs of a row move by 10-25 %;
-the medians of alternated rounds are what to read.
+Each side's rows come from its own ``bench/agents.py`` (``bench_in_process`` and
+``bench_socket``, present in both), run from its own source tree (the earlier one
+checked out into a temporary git worktree, imported through ``PYTHONPATH``) with the
+same virtual environment, one row at a time in a fresh process. The sides alternate
+row by row, ``--rounds`` times per row, the first side changing from one round to
+the next, so that each pair of runs is seconds apart: on a shared machine a row
+moves by 10-25 % from one minute to the next, and whole tables run one after the
+other (the way this script worked before) gave the same code verdicts 20 % apart.
+Prints, for each measure, both sides' medians, the median of the pairs' changes
+(each round's after against the same round's before: what drift cancels out of),
+and every pair's change. A throughput that fell, or a latency or boot time that
+rose, by more than ``--tolerance`` (by the median of the pairs) is marked.
 
 Boot is timed here for both sides, not taken from their tables: the two revisions'
 scripts probe for readiness differently (the earlier one built an HTTP client per
@@ -14,14 +19,14 @@ try, which cost more than the change to be seen). Each side starts on its own ho
 of 10,000 agents (written once by this tree's ``populate``, the same format on both
 sides), alternately, ``--boot-starts`` times, with this tree's probe.
 
-    .venv/bin/python bench/compare_agents.py [--before 09b34e5] [--rounds 3] [--messages N]
+    .venv/bin/python bench/compare_agents.py [--before 09b34e5] [--rounds 5] [--messages N]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -34,37 +39,53 @@ from agents import fresh_home, populate, start_engine
 ROOT = Path(__file__).resolve().parent.parent
 # 09b34e5: the last commit before the layering of issue 10.
 DEFAULT_BEFORE = "09b34e5"
-# | path | agents | messages | msg/s | accept p50 | accept p99 | reply p50 | reply p99 | ...
-ROW = re.compile(r"^\| (in-process|socket[^|]*) \| ([\d,]+) \| [\d,]+ \| ([\d,]+) \|(.*)$")
+# (path, agents, SSE readers): the rows of bench/agents.py's table, in its order.
+ROWS = [
+    ("in-process", 1, 0),
+    ("in-process", 100, 0),
+    ("in-process", 1000, 0),
+    ("socket", 1, 0),
+    ("socket", 100, 0),
+    ("socket", 1000, 0),
+    ("socket", 1000, 200),
+]
+# Run in each side's tree: one row of its bench, printed as JSON.
+ONE_ROW = """
+import asyncio, dataclasses, json, sys
+import agents
+path, count, messages, readers = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+if path == "in-process":
+    row = asyncio.run(agents.bench_in_process(count, messages))
+else:
+    row = asyncio.run(agents.bench_socket(count, messages, readers=readers))
+print(json.dumps(dataclasses.asdict(row)))
+"""
+MEASURES = {  # the Row field, and whether more is better
+    "msg/s": ("rate", True),
+    "accept p50 ms": ("accept_p50_ms", False),
+    "accept p99 ms": ("accept_p99_ms", False),
+    "reply p50 ms": ("reply_p50_ms", False),
+}
 BOOT_MEASURE = "boot, 10,000 agents: ms"
 
 
-def run_bench(tree: Path, messages: int) -> dict[str, float]:
-    """One run of ``tree``'s bench: every row's throughput and latencies."""
-    environment = {**os.environ, "PYTHONPATH": str(tree / "src")}
-    command = [sys.executable, str(tree / "bench" / "agents.py"), "--messages", str(messages)]
-    if tree == ROOT:  # boot is timed apart (below); the earlier script has no such option
-        command.append("--agents-table-only")
+def row_name(path: str, agents: int, readers: int) -> str:
+    extra = f" + {readers} SSE readers" if readers else ""
+    return f"{path}{extra}, {agents:,} agents"
+
+
+def run_row(tree: Path, path: str, agents: int, readers: int, messages: int) -> dict[str, float]:
+    """One row of ``tree``'s bench, in a process of its own: its measures."""
+    environment = {**os.environ, "PYTHONPATH": f"{tree / 'src'}{os.pathsep}{tree / 'bench'}"}
+    count = messages if agents > 1 else max(1000, messages // 5)  # as agents.py's table
+    command = [sys.executable, "-c", ONE_ROW, path, str(agents), str(count), str(readers)]
     done = subprocess.run(
-        command, cwd=tree, env=environment, capture_output=True, text=True, check=True
+        command, cwd=tree / "bench", env=environment, capture_output=True, text=True
     )
-    measured: dict[str, float] = {}
-    for line in done.stdout.splitlines():
-        row = ROW.match(line)
-        if row:
-            name = f"{row.group(1)}, {row.group(2)} agents"
-            measured[f"{name}: msg/s"] = float(row.group(3).replace(",", ""))
-            cells = [cell.strip() for cell in row.group(4).split("|") if cell.strip()]
-            for label, cell in zip(("accept p50", "accept p99", "reply p50"), cells, strict=False):
-                measured[f"{name}: {label} ms"] = float(cell.split()[0])
-    if not measured:
-        raise RuntimeError(f"no table in the output of {tree}:\n{done.stdout}\n{done.stderr}")
-    return measured
-
-
-def spread(values: list[float]) -> str:
-    """Each run's figure, lowest first: how far a row moves by itself on this machine."""
-    return " ".join(f"{value:,.4g}" for value in sorted(values))
+    if done.returncode != 0:
+        raise RuntimeError(f"{row_name(path, agents, readers)} failed in {tree}:\n{done.stderr}")
+    row = json.loads(done.stdout.strip().splitlines()[-1])
+    return {measure: float(row[field]) for measure, (field, _) in MEASURES.items()}
 
 
 def boot_times(trees: dict[str, Path], starts: int) -> dict[str, list[float]]:
@@ -97,61 +118,69 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--before", default=DEFAULT_BEFORE, help="the earlier revision")
-    parser.add_argument("--rounds", type=int, default=3, help="runs of each side, alternated")
-    parser.add_argument("--messages", type=int, default=10_000, help="messages per bench run")
+    parser.add_argument("--rounds", type=int, default=5, help="runs of each row on each side")
+    parser.add_argument("--messages", type=int, default=10_000, help="messages per row's run")
     parser.add_argument(
         "--boot-starts", type=int, default=15, help="engine starts of each side, alternated"
     )
     parser.add_argument("--tolerance", type=float, default=5.0, help="percent worse to mark")
     args = parser.parse_args()
+    # measure -> side -> one figure per round
+    series: dict[str, dict[str, list[float]]] = {}
     with tempfile.TemporaryDirectory(prefix="claybot-compare-") as scratch:
         before_tree = Path(scratch) / "before"
         subprocess.run(
             ["git", "worktree", "add", "--detach", str(before_tree), args.before],
             cwd=ROOT, check=True, capture_output=True,
         )  # fmt: skip
+        trees = {"before": before_tree, "after": ROOT}
         try:
-            for tree in (before_tree, ROOT):  # bytecode first, as `make run` has it
+            for tree in trees.values():  # bytecode first, as `make run` has it
                 subprocess.run(
                     [sys.executable, "-m", "compileall", "-q", str(tree / "src")], check=True
                 )
-            sides: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
-            for round_number in range(args.rounds):
-                for side, tree in (("before", before_tree), ("after", ROOT)):
-                    print(f"round {round_number + 1}: {side}...", file=sys.stderr, flush=True)
-                    sides[side].append(run_bench(tree, args.messages))
+            for path, agents, readers in ROWS:
+                name = row_name(path, agents, readers)
+                for round_number in range(args.rounds):
+                    order = list(trees) if round_number % 2 == 0 else list(reversed(trees))
+                    for side in order:
+                        print(f"{name}, round {round_number + 1}: {side}...", file=sys.stderr,
+                              flush=True)  # fmt: skip
+                        measured = run_row(trees[side], path, agents, readers, args.messages)
+                        for measure, value in measured.items():
+                            sides = series.setdefault(f"{name}: {measure}", {})
+                            sides.setdefault(side, []).append(value)
             print("boot, alternated starts...", file=sys.stderr, flush=True)
-            boots = boot_times({"before": before_tree, "after": ROOT}, args.boot_starts)
+            series[BOOT_MEASURE] = boot_times(trees, args.boot_starts)
         finally:
             subprocess.run(
                 ["git", "worktree", "remove", "--force", str(before_tree)],
                 cwd=ROOT, check=False, capture_output=True,
             )  # fmt: skip
+    print_comparison(series, args)
+
+
+def print_comparison(series: dict[str, dict[str, list[float]]], args: argparse.Namespace) -> None:
     print(
-        f"\nbench/agents.py, {args.before} against this tree, medians of {args.rounds} rounds"
-        f" (boot: of {args.boot_starts} starts each)\n"
+        f"\nbench/agents.py, {args.before} against this tree: {args.rounds} alternated runs of "
+        f"each row on each side (boot: {args.boot_starts} starts each)\n"
     )
-    print("| measure | before | after | change | before, each run | after, each run |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| measure | before | after | change (median of pairs) | each pair's change |")
+    print("|---|---:|---:|---:|---|")
     worst = 0.0
-    series = {
-        measure: (
-            [run[measure] for run in sides["before"] if measure in run],
-            [run[measure] for run in sides["after"]],
-        )
-        for measure in sides["after"][0]
-    }
-    series[BOOT_MEASURE] = (boots["before"], boots["after"])
-    for measure, (befores, afters) in series.items():
-        before, after = statistics.median(befores), statistics.median(afters)
-        change = (after / before - 1) * 100
+    for measure, sides in series.items():
+        befores, afters = sides["before"], sides["after"]
+        pairs = zip(befores, afters, strict=True)
+        changes = [(after / before - 1) * 100 for before, after in pairs]
+        change = statistics.median(changes)
         # Throughput should not fall; a latency or a boot time should not rise.
         worse = -change if measure.endswith("msg/s") else change
         worst = max(worst, worse)
         mark = " (worse)" if worse > args.tolerance else ""
+        each = " ".join(f"{value:+.0f}" for value in changes)
         print(
-            f"| {measure} | {before:,.2f} | {after:,.2f} | {change:+.1f} %{mark} "
-            f"| {spread(befores)} | {spread(afters)} |"
+            f"| {measure} | {statistics.median(befores):,.2f} | {statistics.median(afters):,.2f} "
+            f"| {change:+.1f} %{mark} | {each} |"
         )
     print(f"\nWorst change: {worst:.1f} % (tolerance {args.tolerance:g} %).")
 
