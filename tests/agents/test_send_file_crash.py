@@ -71,8 +71,10 @@ class HeldConnector:
     async def send(self, message):
         settings = self._api.settings
         if message.files and not os.path.exists(settings.hold):
-            with open(settings.hold, "w") as file:
+            # Whole or not at all: the test reads the id as soon as the file exists.
+            with open(settings.hold + ".part", "w") as file:
                 file.write(message.id)
+            os.replace(settings.hold + ".part", settings.hold)
             await asyncio.Event().wait()  # until the engine is killed
         with open(settings.log, "a") as file:
             file.write(json.dumps(message.to_dict()) + "\\n")
