@@ -62,6 +62,17 @@ LATENCY_MESSAGES = 1000
 SSE_READERS = 200  # dashboards reading every event, in the fan-out row
 
 
+def table_rows(messages: int) -> list[tuple[str, int, int, int]]:
+    """(path, agents, messages, SSE readers) of each row of the table, in its order. One
+    agent gets a fifth of the messages: its turns run one after another, so it is slower."""
+    rows = [
+        (path, agents, messages if agents > 1 else max(1000, messages // 5), 0)
+        for path in ("in-process", "socket")
+        for agents in (1, 100, 1000)
+    ]
+    return [*rows, ("socket", 1000, messages, SSE_READERS)]
+
+
 @dataclass
 class Row:
     path: str
@@ -584,11 +595,6 @@ async def main() -> None:
         action="store_true",
         help="only the memory run: resident memory at boot, after load, after idle unload",
     )
-    parser.add_argument(
-        "--agents-table-only",
-        action="store_true",
-        help="only the throughput and latency table: no boot, long-history or provider runs",
-    )
     args = parser.parse_args()
     if args.memory:
         print("running the memory benchmark...", file=sys.stderr, flush=True)
@@ -609,21 +615,17 @@ async def main() -> None:
         await run_provider_overhead()
         return
     rows = []
-    for path, bench in (("in-process", bench_in_process), ("socket", bench_socket)):
-        for agents in (1, 100, 1000):
-            messages = args.messages if agents > 1 else max(1000, args.messages // 5)
-            print(
-                f"running {path} with {agents} agents, {messages} messages...",
-                file=sys.stderr,
-                flush=True,
-            )
-            rows.append(await bench(agents, messages))
-    print(
-        f"running socket with 1000 agents, {args.messages} messages, {SSE_READERS} SSE readers...",
-        file=sys.stderr,
-        flush=True,
-    )
-    rows.append(await bench_socket(1000, args.messages, readers=SSE_READERS))
+    for path, agents, messages, readers in table_rows(args.messages):
+        extra = f", {readers} SSE readers" if readers else ""
+        print(
+            f"running {path} with {agents} agents, {messages} messages{extra}...",
+            file=sys.stderr,
+            flush=True,
+        )
+        if path == "in-process":
+            rows.append(await bench_in_process(agents, messages))
+        else:
+            rows.append(await bench_socket(agents, messages, readers=readers))
 
     print(f"\nClayBot agent benchmark ({os.cpu_count()} cores, echo provider, fsync on)\n")
     print(
@@ -649,8 +651,6 @@ async def main() -> None:
         f"throughput without them; engine CPU per message {plain.engine_cpu_ms:.2f} ms -> "
         f"{fanned.engine_cpu_ms:.2f} ms."
     )
-    if args.agents_table_only:
-        return
     print("running boot with 10,000 agents x 100 records...", file=sys.stderr, flush=True)
     boot_s, rss_mb = bench_boot(10_000, 100, args.boot_runs)
     print(f"\n| boot with 10,000 agents x 100 records | median of {args.boot_runs} |")

@@ -3,7 +3,8 @@
 Each side's rows come from its own ``bench/agents.py`` (``bench_in_process`` and
 ``bench_socket``, present in both), run from its own source tree (the earlier one
 checked out into a temporary git worktree, imported through ``PYTHONPATH``) with the
-same virtual environment, one row at a time in a fresh process. The sides alternate
+same virtual environment, one row at a time in a fresh process (the rows, and the messages
+each is sent, are those of this tree's table: ``table_rows``). The sides alternate
 row by row, ``--rounds`` times per row, the first side changing from one round to
 the next, so that each pair of runs is seconds apart: on a shared machine a row
 moves by 10-25 % from one minute to the next, and whole tables run one after the
@@ -34,21 +35,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from agents import fresh_home, populate, start_engine
+from agents import fresh_home, populate, start_engine, table_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 # 09b34e5: the last commit before the layering of issue 10.
 DEFAULT_BEFORE = "09b34e5"
-# (path, agents, SSE readers): the rows of bench/agents.py's table, in its order.
-ROWS = [
-    ("in-process", 1, 0),
-    ("in-process", 100, 0),
-    ("in-process", 1000, 0),
-    ("socket", 1, 0),
-    ("socket", 100, 0),
-    ("socket", 1000, 0),
-    ("socket", 1000, 200),
-]
 # Run in each side's tree: one row of its bench, printed as JSON.
 ONE_ROW = """
 import asyncio, dataclasses, json, sys
@@ -74,11 +65,10 @@ def row_name(path: str, agents: int, readers: int) -> str:
     return f"{path}{extra}, {agents:,} agents"
 
 
-def run_row(tree: Path, path: str, agents: int, readers: int, messages: int) -> dict[str, float]:
+def run_row(tree: Path, path: str, agents: int, messages: int, readers: int) -> dict[str, float]:
     """One row of ``tree``'s bench, in a process of its own: its measures."""
     environment = {**os.environ, "PYTHONPATH": f"{tree / 'src'}{os.pathsep}{tree / 'bench'}"}
-    count = messages if agents > 1 else max(1000, messages // 5)  # as agents.py's table
-    command = [sys.executable, "-c", ONE_ROW, path, str(agents), str(count), str(readers)]
+    command = [sys.executable, "-c", ONE_ROW, path, str(agents), str(messages), str(readers)]
     done = subprocess.run(
         command, cwd=tree / "bench", env=environment, capture_output=True, text=True
     )
@@ -139,14 +129,14 @@ def main() -> None:
                 subprocess.run(
                     [sys.executable, "-m", "compileall", "-q", str(tree / "src")], check=True
                 )
-            for path, agents, readers in ROWS:
+            for path, agents, messages, readers in table_rows(args.messages):
                 name = row_name(path, agents, readers)
                 for round_number in range(args.rounds):
                     order = list(trees) if round_number % 2 == 0 else list(reversed(trees))
                     for side in order:
                         print(f"{name}, round {round_number + 1}: {side}...", file=sys.stderr,
                               flush=True)  # fmt: skip
-                        measured = run_row(trees[side], path, agents, readers, args.messages)
+                        measured = run_row(trees[side], path, agents, messages, readers)
                         for measure, value in measured.items():
                             sides = series.setdefault(f"{name}: {measure}", {})
                             sides.setdefault(side, []).append(value)
