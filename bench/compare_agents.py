@@ -111,10 +111,27 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="runs of each row on each side")
     parser.add_argument("--messages", type=int, default=10_000, help="messages per row's run")
     parser.add_argument(
-        "--boot-starts", type=int, default=15, help="engine starts of each side, alternated"
+        "--boot-starts",
+        type=int,
+        default=15,
+        help="engine starts of each side, alternated (0: none)",
     )
     parser.add_argument("--tolerance", type=float, default=5.0, help="percent worse to mark")
+    parser.add_argument(
+        "--row",
+        action="append",
+        default=None,
+        help="only this row, named as printed ('in-process, 1,000 agents'); may be repeated "
+        "(a row whose measures moved within their pairs' spread, run again with more rounds)",
+    )
     args = parser.parse_args()
+    rows = table_rows(args.messages)
+    if args.row:
+        named = {row_name(path, agents, readers) for path, agents, _, readers in rows}
+        unknown = set(args.row) - named
+        if unknown:
+            parser.error(f"no such row: {', '.join(sorted(unknown))} (rows: {', '.join(named)})")
+        rows = [row for row in rows if row_name(row[0], row[1], row[3]) in args.row]
     # measure -> side -> one figure per round
     series: dict[str, dict[str, list[float]]] = {}
     with tempfile.TemporaryDirectory(prefix="claybot-compare-") as scratch:
@@ -129,7 +146,7 @@ def main() -> None:
                 subprocess.run(
                     [sys.executable, "-m", "compileall", "-q", str(tree / "src")], check=True
                 )
-            for path, agents, messages, readers in table_rows(args.messages):
+            for path, agents, messages, readers in rows:
                 name = row_name(path, agents, readers)
                 for round_number in range(args.rounds):
                     order = list(trees) if round_number % 2 == 0 else list(reversed(trees))
@@ -140,8 +157,9 @@ def main() -> None:
                         for measure, value in measured.items():
                             sides = series.setdefault(f"{name}: {measure}", {})
                             sides.setdefault(side, []).append(value)
-            print("boot, alternated starts...", file=sys.stderr, flush=True)
-            series[BOOT_MEASURE] = boot_times(trees, args.boot_starts)
+            if args.boot_starts:
+                print("boot, alternated starts...", file=sys.stderr, flush=True)
+                series[BOOT_MEASURE] = boot_times(trees, args.boot_starts)
         finally:
             subprocess.run(
                 ["git", "worktree", "remove", "--force", str(before_tree)],
