@@ -222,6 +222,35 @@ async def test_a_step_writes_its_log_line_once(jobs_db: JobDatabase) -> None:
     assert await jobs_db.logs.step_keys(job.id) == {"c1"}
 
 
+async def test_a_checkpoints_lines_are_written_once_in_order_and_heard_with_their_ids(
+    jobs_db: JobDatabase,
+) -> None:
+    heard: list[dict[str, Any]] = []
+    jobs_db.tables.subscribe(
+        lambda kind, payload: heard.append(payload) if kind == "job.log" else None
+    )
+    job = await jobs_db.jobs.create(NewJob("t"))
+    claim = await claimed(jobs_db)
+    lines = [("s1", "first"), ("s2", "second")]
+    record = {"type": "note", "text": "a"}
+    await jobs_db.jobs.append_records(claim, 0, [record], logs=lines)
+    # Sent again (cancelled as it committed), with one line more: only that one is new.
+    await jobs_db.jobs.append_records(claim, 0, [record], logs=[*lines, ("s3", "third")])
+    await jobs_db.jobs.finish(claim, JobStatus.FAILED, error="e", log="Job failed: e")
+    written = await jobs_db.logs.page(job.id)
+    assert [(line.message, line.level) for line in written] == [
+        ("Job created", "info"),
+        ("first", "info"),
+        ("second", "info"),
+        ("third", "info"),
+        ("Job failed: e", "error"),
+    ]
+    assert [(p["id"], p["message"], p["level"]) for p in heard] == [
+        (line.id, line.message, line.level) for line in written[1:]
+    ]
+    assert await jobs_db.jobs.records(job.id) == [record]
+
+
 async def test_an_artifact_written_again_is_replaced(jobs_db: JobDatabase) -> None:
     job = await jobs_db.jobs.create(NewJob("t"))
     claim = await claimed(jobs_db)

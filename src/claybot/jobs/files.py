@@ -12,10 +12,9 @@ from sqlalchemy import Connection, and_, insert, select
 from claybot.db.driver_statement import DriverStatement
 from claybot.db.errors import wrap_database_errors
 from claybot.db.tables import job_artifacts, job_attachments
-from claybot.jobs.logs import add_log
+from claybot.jobs.fenced import NO_CHECKPOINT, Checkpoint, write_fenced
 from claybot.jobs.model import Claim, InvalidJobState, Owner, StoredFile
 from claybot.jobs.sql import JobTables, at
-from claybot.jobs.store import NO_CHECKPOINT, Checkpoint, write_fenced
 from claybot.jobs.writer import Events
 from claybot.kernel.errors import InvalidInput, NotFound
 
@@ -67,12 +66,15 @@ class JobFiles:
                 )
                 .first
             )
-            if log is not None:
-                add_log(connection, events, claim.job.id, log, "info", None, now)
             return str(stored[0])
 
         artifact_id = await write_fenced(
-            self._db, "storing an artifact", claim, checkpoint or NO_CHECKPOINT, write
+            self._db,
+            "storing an artifact",
+            claim,
+            checkpoint or NO_CHECKPOINT,
+            write,
+            log=None if log is None else (log, "info"),
         )
         return StoredFile(artifact_id, claim.job.id, filename, mime_type, len(content), now)
 

@@ -24,10 +24,9 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from functools import partial
 from typing import Any, TypeVar
 
 from sqlalchemy import (
@@ -44,11 +43,10 @@ from sqlalchemy import (
     true,
     update,
 )
-from sqlalchemy.exc import IntegrityError
 
-from claybot.db.driver_statement import DriverStatement
-from claybot.db.errors import StoreError, wrap_database_errors
+from claybot.db.errors import wrap_database_errors
 from claybot.db.tables import job_attachments, job_logs, job_queue, job_records
+from claybot.jobs.fenced import NO_CHECKPOINT, Checkpoint, write_fenced
 from claybot.jobs.logs import add_log
 from claybot.jobs.model import (
     EVERYONE,
@@ -57,7 +55,6 @@ from claybot.jobs.model import (
     Job,
     JobNotFound,
     JobStatus,
-    LeaseLost,
     NewJob,
     Owner,
     check_transition,
@@ -68,19 +65,6 @@ from claybot.kernel.errors import NotFound
 from claybot.kernel.event_types import EventType
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Checkpoint:
-    """Records to append from ``first_seq``, and (step key, line) log lines written
-    with them."""
-
-    first_seq: int
-    records: Sequence[dict[str, Any]]
-    logs: Sequence[tuple[str, str]]
-
-
-NO_CHECKPOINT = Checkpoint(0, (), ())
 
 
 @dataclass(frozen=True)
@@ -407,15 +391,12 @@ class JobStore:
     ) -> None:
         """The fence (setting ``values``) with the checkpoint's records and log lines,
         then ``last_log`` (line, level) and ``event``."""
-        now = self._db.clock()
 
-        def write(connection: Connection, events: Events) -> None:
-            if last_log is not None:
-                add_log(connection, events, claim.job.id, last_log[0], last_log[1], None, now)
+        def write(_connection: Connection, events: Events) -> None:
             if event is not None:
                 events.append(event)
 
-        await write_fenced(self._db, action, claim, checkpoint, write, values)
+        await write_fenced(self._db, action, claim, checkpoint, write, values, log=last_log)
 
     async def pause(
         self, claim: Claim, question: str, state: dict[str, Any], *, log: str | None = None
@@ -511,74 +492,13 @@ def _same_owner(column: Any, owner: Owner) -> Any:
     return column.is_(None) if owner is None else column == owner
 
 
-async def write_fenced(
-    tables: JobTables,
-    action: str,
-    claim: Claim,
-    checkpoint: Checkpoint,
-    write: Callable[[Connection, Events], T],
-    values: dict[str, Any] | None = None,
-) -> T:
-    """One transaction of a claimed job: the fence (setting ``values``), the
-    checkpoint's records and log lines, then ``write``."""
-    rows = [
-        {"job_id": claim.job.id, "seq": checkpoint.first_seq + n, "record": record}
-        for n, record in enumerate(checkpoint.records)
-    ]
-    now = tables.clock()
-
-    def transaction(connection: Connection, events: Events, *, careful: bool = False) -> T:
-        tables.fence(connection, claim, **(values or {}))
-        if careful:
-            insert_records(connection, claim, checkpoint.first_seq, checkpoint.records, rows)
-        elif rows:
-            INSERT_RECORDS.executemany(connection, rows)
-        for key, line in checkpoint.logs:
-            add_log(connection, events, claim.job.id, line, "info", None, now, key)
-        return write(connection, events)
-
-    try:
-        return await tables.write(action, transaction, job_id=claim.job.id)
-    except StoreError as exc:
-        if not isinstance(exc.__cause__, IntegrityError):
-            raise
-    # A number is taken: by these very records (sent again after a cancel as they
-    # committed), or by another writer. Rare, so looked into only now.
-    return await tables.write(action, partial(transaction, careful=True), job_id=claim.job.id)
-
-
-def insert_records(
-    connection: Connection,
-    claim: Claim,
-    first_seq: int,
-    records: Sequence[dict[str, Any]],
-    rows: list[dict[str, Any]],
-) -> None:
-    """Insert a checkpoint's records; the ones already there under their numbers, the
-    same, are skipped (sent again after a cancel as they committed). A number taken by
-    another record: another writer got there first."""
-    present = connection.execute(RECORDS_FROM, {"job_id": claim.job.id, "seq": first_seq}).all()
-    for row in present:
-        index = row.seq - first_seq
-        if index >= len(records) or dict(row.record) != records[index]:
-            raise LeaseLost(f"job {claim.job.id}'s records were written by another worker")
-    if len(present) < len(records):
-        INSERT_RECORDS.executemany(connection, rows[len(present) :])
-
-
 CREATE_JOB = insert(job_queue).returning(*job_queue.c)
 UPLOADS_OF = (
     select(job_attachments.c.job_id, job_attachments.c.filename)
     .where(job_attachments.c.job_id.in_(bindparam("ids", expanding=True)))
     .order_by(job_attachments.c.created_at, job_attachments.c.id)
 )
-INSERT_RECORDS = DriverStatement(insert(job_records), ("job_id", "seq", "record"))
 INSERT_LOG = insert(job_logs)
-RECORDS_FROM = (
-    select(job_records.c.seq, job_records.c.record)
-    .where(job_records.c.job_id == bindparam("job_id"), job_records.c.seq >= bindparam("seq"))
-    .order_by(job_records.c.seq)
-)
 
 
 # Jobs among ``ids`` that worker ``worker`` holds.

@@ -20,8 +20,8 @@ from typing import TypeVar
 
 from claybot.agents.history import Record, of_turn
 from claybot.jobs.database import JobDatabase
+from claybot.jobs.fenced import Checkpoint
 from claybot.jobs.model import Claim
-from claybot.jobs.store import Checkpoint
 
 T = TypeVar("T")
 

@@ -7,10 +7,12 @@ driver's thread and back, and each commit waited for the one before: 40 jobs a
 second on SQLite, the event loop mostly idle. Here a write is a plain function of a
 synchronous connection. Writes queue while a batch runs; the next batch takes every
 write queued, runs them one after another in one transaction on the writer's own
-thread and connection, each inside a savepoint, and commits once. A write that
-raises is rolled back to its savepoint and its caller gets the error; the others
-commit. If the commit fails, every write of the batch fails with it, so nothing is
-reported written that is not.
+thread and connection, and commits once. A write that raises fails alone: the
+batch's transaction is undone and the batch run again with each write inside a
+savepoint, the failing one rolled back to its own and its caller given the error,
+the others committed. (Savepoints only then: on PostgreSQL each is two more round
+trips per write, and writes fail rarely.) If the commit fails, every write of the
+batch fails with it, so nothing is reported written that is not.
 
 On PostgreSQL several lanes (each a connection and its thread) commit batches at
 once, so two of them must never wait on each other's rows. Three rules see to it:
@@ -268,10 +270,32 @@ class _Lane:
         if len(batch) == 1:
             self._alone(connection, batch[0], last_try=last_try)
             return
+        if not last_try and self._at_once(connection, batch):
+            return
+        # A write raised (or this is the last try, where a transient error is the
+        # failing write's alone): which one fails is settled by savepoints.
+        for queued in batch:
+            queued.forget()
         with connection.begin():
             for queued in batch:
                 self._one(connection, queued, last_try=last_try)
             self._announce(connection, [event for q in batch for event in q.events])
+
+    def _at_once(self, connection: Connection, batch: list[_Queued]) -> bool:
+        """The batch without savepoints, committed; False, with nothing committed, if
+        one of its writes raised. A transient error raises (the batch is run again)."""
+        transaction = connection.begin()
+        try:
+            for queued in batch:
+                queued.result = queued.write(connection, queued.events)
+            self._announce(connection, [event for q in batch for event in q.events])
+        except Exception as exc:
+            transaction.rollback()
+            if is_transient(exc):
+                raise
+            return False
+        transaction.commit()
+        return True
 
     def _alone(self, connection: Connection, queued: _Queued, *, last_try: bool) -> None:
         """A batch of one needs no savepoint: the transaction is the write's own."""

@@ -1,0 +1,273 @@
+"""A claimed job's checkpoint: the fence, its records and its log lines, in one write.
+
+After every step a job writes the same three things under its claim: the fence (the
+UPDATE of its row that must match exactly one row, ``JobTables.fence``), the step's
+records in ``job_records``, and the step's lines in ``job_logs``. On SQLite they are
+three statements, which cost nothing but the statements. On PostgreSQL every statement
+is a round trip that the writer's lane waits for, and those waits were what bounded
+its jobs per second (the lanes' threads sat in ``Connection.wait`` 40 % of the run),
+so there the three are one statement: the fence is a CTE, and the records and lines
+are inserted from its RETURNING, so a fence that matched nothing inserts nothing.
+
+Both say the same things back: ``LeaseLost`` when the fence did not hold; the records
+already there under their numbers, the same, are skipped (a checkpoint sent again
+because its caller was cancelled as it committed), and a number taken by a different
+record means another writer got there first (``LeaseLost`` too); a line whose step
+key was written before is not written again.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, TypeVar
+
+from sqlalchemy import Connection, Integer, bindparam, func, insert, literal, select, true, update
+from sqlalchemy.dialects.postgresql import aggregate_order_by
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.types import JSON
+
+from claybot.db.driver_statement import DriverStatement
+from claybot.db.errors import StoreError
+from claybot.db.tables import job_logs, job_queue, job_records
+from claybot.jobs.logs import add_log
+from claybot.jobs.model import Claim, JobStatus, LeaseLost
+from claybot.jobs.sql import JobTables
+from claybot.jobs.writer import Events
+from claybot.kernel.event_types import EventType
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """Records to append from ``first_seq``, and (step key, line) log lines written
+    with them."""
+
+    first_seq: int
+    records: Sequence[dict[str, Any]]
+    logs: Sequence[tuple[str, str]]
+
+
+NO_CHECKPOINT = Checkpoint(0, (), ())
+
+
+@dataclass(frozen=True)
+class LogLine:
+    key: str | None  # the step that wrote it; None: written every time
+    message: str
+    level: str = "info"
+
+
+def _nothing(_connection: Connection, _events: Events) -> None:
+    return None
+
+
+async def write_fenced(
+    tables: JobTables,
+    action: str,
+    claim: Claim,
+    checkpoint: Checkpoint,
+    write: Callable[[Connection, Events], T] = _nothing,  # type: ignore[assignment]
+    values: dict[str, Any] | None = None,
+    *,
+    log: tuple[str, str] | None = None,
+) -> T:
+    """One transaction of a claimed job: the fence (setting ``values``), the
+    checkpoint's records and log lines, ``log`` (line, level: a line of no step),
+    then ``write``."""
+    lines = [LogLine(key, line) for key, line in checkpoint.logs]
+    if log is not None:
+        lines.append(LogLine(None, *log))
+    fenced = _FencedWrite(tables, claim, checkpoint, lines, values or {})
+
+    def transaction(connection: Connection, events: Events, *, careful: bool = False) -> T:
+        if tables.postgres:
+            fenced.in_one_statement(connection, events)
+        else:
+            fenced.in_statements(connection, events, careful=careful)
+        return write(connection, events)
+
+    try:
+        return await tables.write(action, transaction, job_id=claim.job.id)
+    except StoreError as exc:
+        if tables.postgres or not isinstance(exc.__cause__, IntegrityError):
+            raise
+    # SQLite: a number is taken, by these very records (sent again after a cancel as
+    # they committed) or by another writer. Rare, so looked into only now.
+    return await tables.write(action, partial(transaction, careful=True), job_id=claim.job.id)
+
+
+@dataclass(frozen=True)
+class _FencedWrite:
+    tables: JobTables
+    claim: Claim
+    checkpoint: Checkpoint
+    lines: list[LogLine]
+    values: dict[str, Any]
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        first, job_id = self.checkpoint.first_seq, self.claim.job.id
+        return [
+            {"job_id": job_id, "seq": first + n, "record": record}
+            for n, record in enumerate(self.checkpoint.records)
+        ]
+
+    def in_statements(self, connection: Connection, events: Events, *, careful: bool) -> None:
+        self.tables.fence(connection, self.claim, **self.values)
+        if careful:
+            insert_records(connection, self.claim, self.checkpoint, self.rows)
+        elif self.checkpoint.records:
+            INSERT_RECORDS.executemany(connection, self.rows)
+        now, job_id = self.tables.clock(), self.claim.job.id
+        for line in self.lines:
+            add_log(connection, events, job_id, line.message, line.level, None, now, line.key)
+
+    def in_one_statement(self, connection: Connection, events: Events) -> None:
+        now, claim = self.tables.clock(), self.claim
+        ran = fenced_checkpoint_statement(frozenset(self.values)).execute(
+            connection,
+            {
+                "f_id": claim.job.id,
+                "f_worker": claim.worker_id,
+                "f_attempt": claim.attempt,
+                "f_now": now,
+                "f_lease": now + self.tables.lease,
+                "c_first_seq": self.checkpoint.first_seq,
+                "c_records": list(self.checkpoint.records),
+                "c_logs": [
+                    {"key": line.key, "message": line.message, "level": line.level}
+                    for line in self.lines
+                ],
+                **{f"v_{name}": value for name, value in self.values.items()},
+            },
+        )
+        fenced, recorded, logged = ran.first
+        if fenced != 1:
+            raise LeaseLost(
+                f"job {claim.job.id} is no longer held by {claim.worker_id} "
+                f"(attempt {claim.attempt})"
+            )
+        if recorded < len(self.checkpoint.records):
+            # Some numbers were taken: by these records (sent again), or by another's.
+            insert_records(connection, claim, self.checkpoint, [])
+        for log_id, level, message in logged or ():
+            events.append(
+                (
+                    EventType.JOB_LOG,
+                    {"jobId": claim.job.id, "id": log_id, "level": level, "message": message},
+                )
+            )
+
+
+def insert_records(
+    connection: Connection, claim: Claim, checkpoint: Checkpoint, rows: list[dict[str, Any]]
+) -> None:
+    """Insert ``rows``, the checkpoint's records, but those already there under their
+    numbers, which must be the same: a number taken by another record means another
+    writer got there first."""
+    first_seq, records = checkpoint.first_seq, checkpoint.records
+    present = connection.execute(RECORDS_FROM, {"job_id": claim.job.id, "seq": first_seq}).all()
+    for row in present:
+        index = row.seq - first_seq
+        if index >= len(records) or dict(row.record) != records[index]:
+            raise LeaseLost(f"job {claim.job.id}'s records were written by another worker")
+    if len(present) < len(rows):
+        INSERT_RECORDS.executemany(connection, rows[len(present) :])
+
+
+@functools.cache
+def fenced_checkpoint_statement(names: frozenset[str]) -> DriverStatement:
+    """PostgreSQL's checkpoint in one statement, setting ``names`` with the fence
+    (built once per set of names, as ``fence_statement`` is). It answers one row:
+    the rows the fence matched (1, or 0 when the claim is lost), the records it
+    inserted, and the lines it logged as [id, level, message] in order."""
+    values: dict[str, Any] = {
+        "updated_at": bindparam("f_now"),
+        "lease_expires_at": bindparam("f_lease"),
+    }
+    values.update({name: bindparam(f"v_{name}") for name in names})
+    fence = (
+        update(job_queue)
+        .where(
+            job_queue.c.id == bindparam("f_id"),
+            job_queue.c.worker_id == bindparam("f_worker"),
+            job_queue.c.attempt == bindparam("f_attempt"),
+            job_queue.c.status == JobStatus.RUNNING.value,
+        )
+        .values(**values)
+        .returning(job_queue.c.id)
+        .cte("fence")
+    )
+    records = _elements("c_records", "checkpoint_records")
+    new_records = (
+        pg_insert(job_records)
+        .from_select(
+            ["job_id", "seq", "record"],
+            select(
+                fence.c.id,
+                bindparam("c_first_seq", type_=Integer) + records.c.n - 1,
+                records.c.value,
+            )
+            .select_from(fence)
+            .join(records, true()),
+        )
+        .on_conflict_do_nothing(index_elements=[job_records.c.job_id, job_records.c.seq])
+        .returning(job_records.c.seq)
+        .cte("new_records")
+    )
+    lines = _elements("c_logs", "checkpoint_lines")
+    new_logs = (
+        pg_insert(job_logs)
+        .from_select(
+            ["job_id", "level", "message", "timestamp", "step_key"],
+            select(
+                fence.c.id,
+                lines.c.value.op("->>")(literal("level")),
+                lines.c.value.op("->>")(literal("message")),
+                bindparam("f_now"),
+                lines.c.value.op("->>")(literal("key")),
+            )
+            .select_from(fence)
+            .join(lines, true())
+            .order_by(lines.c.n),  # ids in the lines' order
+        )
+        .on_conflict_do_nothing(index_elements=[job_logs.c.job_id, job_logs.c.step_key])
+        .returning(job_logs.c.id, job_logs.c.level, job_logs.c.message)
+        .cte("new_logs")
+    )
+    logged = func.json_agg(
+        aggregate_order_by(
+            func.json_build_array(new_logs.c.id, new_logs.c.level, new_logs.c.message),
+            new_logs.c.id,
+        )
+    )
+    return DriverStatement(
+        select(
+            select(func.count()).select_from(fence).scalar_subquery(),
+            select(func.count()).select_from(new_records).scalar_subquery(),
+            select(logged).scalar_subquery(),
+        )
+    )
+
+
+def _elements(name: str, alias: str) -> Any:
+    """``json_array_elements(:name) WITH ORDINALITY``: the JSON array parameter's items
+    (``value``) and their places from 1 (``n``)."""
+    return (
+        func.json_array_elements(bindparam(name, type_=JSON))
+        .table_valued("value", with_ordinality="n")
+        .render_derived(alias)
+    )
+
+
+INSERT_RECORDS = DriverStatement(insert(job_records), ("job_id", "seq", "record"))
+RECORDS_FROM = (
+    select(job_records.c.seq, job_records.c.record)
+    .where(job_records.c.job_id == bindparam("job_id"), job_records.c.seq >= bindparam("seq"))
+    .order_by(job_records.c.seq)
+)
