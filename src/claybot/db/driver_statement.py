@@ -105,6 +105,18 @@ class DriverStatement:
         return compiled
 
 
+def execute_script(connection: Connection, script: Any) -> None:
+    """``script``, statements with their values written in (no parameters: psycopg's
+    ``sql.Composed``), sent as one simple query: one round trip for all of them, as
+    ``DriverStatement`` cannot (the extended protocol takes one statement at a time)."""
+    driver = connection.connection.dbapi_connection
+    assert driver is not None
+    try:
+        driver.execute(script)
+    except connection.dialect.loaded_dbapi.Error as exc:
+        raise _as_sqlalchemy(connection, str(script), None, exc) from exc
+
+
 def _as_sqlalchemy(connection: Connection, sql: str, values: Any, exc: Exception) -> Exception:
     return DBAPIError.instance(
         sql, values, exc, connection.dialect.loaded_dbapi.Error, dialect=connection.dialect

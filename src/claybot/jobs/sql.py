@@ -17,11 +17,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, bindparam, select, text, update
+from psycopg import sql as psycopg_sql
+from sqlalchemy import Connection, bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from claybot.db.database import create_sync_engine
-from claybot.db.driver_statement import DriverStatement
+from claybot.db.driver_statement import DriverStatement, execute_script
 from claybot.db.tables import job_queue
 from claybot.jobs.model import (
     EVERYONE,
@@ -112,7 +113,9 @@ class JobTables:
         self._listeners: list[Listener] = []
         # Writes, grouped into shared transactions on a thread of their own.
         self.writer = (
-            JobWriter(create_sync_engine(engine), self._notify, lanes=POSTGRES_WRITE_LANES)
+            JobWriter(
+                create_sync_engine(engine), self._notify_and_commit, lanes=POSTGRES_WRITE_LANES
+            )
             if self.postgres
             else JobWriter(create_sync_engine(engine))
         )
@@ -153,11 +156,17 @@ class JobTables:
             for listener in list(self._listeners):
                 listener(kind, payload)
 
-    def _notify(self, connection: Connection, events: Events) -> None:
+    def _notify_and_commit(self, connection: Connection, events: Events) -> None:
         """The batch's events to other processes, as few NOTIFYs as fit them (a
-        payload must stay under 8,000 bytes)."""
-        for body in notify_bodies(self.origin, events):
-            NOTIFY.execute(connection, {"channel": NOTIFY_CHANNEL, "body": body})
+        payload must stay under 8,000 bytes), and the COMMIT, in one round trip: a
+        statement is a round trip on PostgreSQL, and a batch is often a single write."""
+        notifies = [
+            psycopg_sql.SQL("SELECT pg_notify({}, {})").format(
+                psycopg_sql.Literal(NOTIFY_CHANNEL), psycopg_sql.Literal(body)
+            )
+            for body in notify_bodies(self.origin, events)
+        ]
+        execute_script(connection, psycopg_sql.SQL("; ").join([*notifies, COMMIT]))
 
     def fence(self, connection: Connection, claim: Claim, **values: Any) -> None:
         """The write that proves the claim still holds; extends the lease too."""
@@ -217,7 +226,7 @@ def fence_statement(names: frozenset[str]) -> DriverStatement:
 
 
 JOB_BY_ID = select(job_queue).where(job_queue.c.id == bindparam("id"))
-NOTIFY = DriverStatement(text("SELECT pg_notify(:channel, :body)"))
+COMMIT = psycopg_sql.SQL("COMMIT")
 NOTIFY_PAYLOAD_BYTES = 7_000  # PostgreSQL refuses 8,000 and more
 
 

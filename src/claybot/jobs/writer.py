@@ -56,10 +56,11 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 Events = list[tuple[str, dict[str, Any]]]
 Write = Callable[[Connection, Events], T]
-# Called in the writer thread with the events of a batch's writes that succeeded,
-# just before the commit: how PostgreSQL's NOTIFY rides along with the transaction
-# that made the changes (one NOTIFY for the batch, not one per event).
-BeforeCommit = Callable[[Connection, Events], None]
+# Called in the writer thread with the events of a batch's writes that succeeded, to
+# commit the transaction with them: how PostgreSQL's NOTIFY rides along with the
+# transaction that made the changes (one NOTIFY for the batch, not one per event, sent
+# with the COMMIT). Without events, or without it, the transaction commits as usual.
+CommitWith = Callable[[Connection, Events], None]
 MAX_BATCH = 500  # writes in one transaction: bounds how long one commit holds the lock
 SAVEPOINT = "job_write"
 # PostgreSQL's errors that undo a transaction only because of others running beside it
@@ -93,10 +94,10 @@ class JobWriter:
     with the least queued."""
 
     def __init__(
-        self, engine: Engine, before_commit: BeforeCommit | None = None, *, lanes: int = 1
+        self, engine: Engine, commit_with: CommitWith | None = None, *, lanes: int = 1
     ) -> None:
         self.engine = engine
-        self._lanes = [_Lane(engine, before_commit, n) for n in range(lanes)]
+        self._lanes = [_Lane(engine, commit_with, n) for n in range(lanes)]
         self._closed = False
 
     @property
@@ -159,9 +160,9 @@ class JobWriter:
 
 
 class _Lane:
-    def __init__(self, engine: Engine, before_commit: BeforeCommit | None, number: int) -> None:
+    def __init__(self, engine: Engine, commit_with: CommitWith | None, number: int) -> None:
         self.engine = engine
-        self._before_commit = before_commit
+        self._commit_with = commit_with
         self._queue: list[_Queued] = []
         self._busy = 0  # writes in the batch being committed
         self._wakeup: asyncio.Event | None = None
@@ -334,8 +335,11 @@ class _Lane:
         driver.execute(f"RELEASE SAVEPOINT {SAVEPOINT}")
 
     def _announce(self, connection: Connection, events: Events) -> None:
-        if events and self._before_commit is not None:
-            self._before_commit(connection, events)
+        """Just before the commit: ``commit_with`` sends the events and commits (the
+        driver then knows it committed, and SQLAlchemy's commit after this sends
+        nothing)."""
+        if events and self._commit_with is not None:
+            self._commit_with(connection, events)
 
     def _connect(self) -> Connection:
         if self._connection is None or self._connection.closed:
