@@ -1,13 +1,14 @@
 """A claimed job's checkpoint: the fence, its records and its log lines, in one write.
 
-After every step a job writes the same three things under its claim: the fence (the
-UPDATE of its row that must match exactly one row, ``JobTables.fence``), the step's
-records in ``job_records``, and the step's lines in ``job_logs``. On SQLite they are
-three statements, which cost nothing but the statements. On PostgreSQL every statement
-is a round trip that the writer's lane waits for, and those waits were what bounded
-its jobs per second (the lanes' threads sat in ``Connection.wait`` 40 % of the run),
-so there the three are one statement: the fence is a CTE, and the records and lines
-are inserted from its RETURNING, so a fence that matched nothing inserts nothing.
+After every step a job writes the same things under its claim: the fence (the UPDATE
+of its row that must match exactly one row, ``JobTables.fence``), the step's records in
+``job_records``, the step's lines in ``job_logs``, and for ``write_file`` the artifact
+in ``job_artifacts``. On SQLite they are separate statements, which cost nothing but
+the statements. On PostgreSQL every statement is a round trip that the writer's lane
+waits for, and those waits were what bounded its jobs per second (the lanes' threads
+sat in ``Connection.wait`` 40 % of the run), so there they are one statement: the
+fence is a CTE, and the rest are inserted from its RETURNING, so a fence that matched
+nothing inserts nothing.
 
 Both say the same things back: ``LeaseLost`` when the fence did not hold; the records
 already there under their numbers, the same, are skipped (a checkpoint sent again
@@ -19,27 +20,43 @@ key was written before is not written again.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
-from sqlalchemy import Connection, Integer, bindparam, func, insert, literal, select, true, update
+from sqlalchemy import (
+    BigInteger,
+    Connection,
+    DateTime,
+    Integer,
+    LargeBinary,
+    String,
+    bindparam,
+    func,
+    insert,
+    literal,
+    null,
+    select,
+    true,
+    update,
+)
 from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.types import JSON
 
 from claybot.db.driver_statement import DriverStatement
 from claybot.db.errors import StoreError
-from claybot.db.tables import job_logs, job_queue, job_records
+from claybot.db.tables import job_artifacts, job_logs, job_queue, job_records
 from claybot.jobs.logs import add_log
 from claybot.jobs.model import Claim, JobStatus, LeaseLost
 from claybot.jobs.sql import JobTables
 from claybot.jobs.writer import Events
 from claybot.kernel.event_types import EventType
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -62,8 +79,12 @@ class LogLine:
     level: str = "info"
 
 
-def _nothing(_connection: Connection, _events: Events) -> None:
-    return None
+@dataclass(frozen=True)
+class NewArtifact:
+    filename: str
+    mime_type: str | None
+    content: bytes
+    created_at: datetime
 
 
 async def write_fenced(
@@ -71,25 +92,29 @@ async def write_fenced(
     action: str,
     claim: Claim,
     checkpoint: Checkpoint,
-    write: Callable[[Connection, Events], T] = _nothing,  # type: ignore[assignment]
     values: dict[str, Any] | None = None,
     *,
     log: tuple[str, str] | None = None,
-) -> T:
+    event: tuple[str, dict[str, Any]] | None = None,
+    artifact: NewArtifact | None = None,
+) -> str | None:
     """One transaction of a claimed job: the fence (setting ``values``), the
-    checkpoint's records and log lines, ``log`` (line, level: a line of no step),
-    then ``write``."""
+    checkpoint's records and log lines, ``log`` (line, level: a line of no step), and
+    ``artifact`` (its id is returned; written again under its name, an artifact is
+    replaced and keeps its id). ``event`` is published once it committed."""
     lines = [LogLine(key, line) for key, line in checkpoint.logs]
     if log is not None:
         lines.append(LogLine(None, *log))
-    fenced = _FencedWrite(tables, claim, checkpoint, lines, values or {})
+    fenced = _FencedWrite(tables, claim, checkpoint, lines, values or {}, artifact)
 
-    def transaction(connection: Connection, events: Events, *, careful: bool = False) -> T:
+    def transaction(connection: Connection, events: Events, *, careful: bool = False) -> str | None:
         if tables.postgres:
-            fenced.in_one_statement(connection, events)
+            artifact_id = fenced.in_one_statement(connection, events)
         else:
-            fenced.in_statements(connection, events, careful=careful)
-        return write(connection, events)
+            artifact_id = fenced.in_statements(connection, events, careful=careful)
+        if event is not None:
+            events.append(event)
+        return artifact_id
 
     try:
         return await tables.write(action, transaction, job_id=claim.job.id)
@@ -108,6 +133,7 @@ class _FencedWrite:
     checkpoint: Checkpoint
     lines: list[LogLine]
     values: dict[str, Any]
+    artifact: NewArtifact | None
 
     @property
     def rows(self) -> list[dict[str, Any]]:
@@ -117,7 +143,20 @@ class _FencedWrite:
             for n, record in enumerate(self.checkpoint.records)
         ]
 
-    def in_statements(self, connection: Connection, events: Events, *, careful: bool) -> None:
+    @property
+    def artifact_values(self) -> dict[str, Any]:
+        if self.artifact is None:
+            return {}
+        return {
+            "a_id": str(uuid.uuid4()),
+            "a_filename": self.artifact.filename,
+            "a_mime_type": self.artifact.mime_type,
+            "a_content": self.artifact.content,
+            "a_size_bytes": len(self.artifact.content),
+            "a_created_at": self.artifact.created_at,
+        }
+
+    def in_statements(self, connection: Connection, events: Events, *, careful: bool) -> str | None:
         self.tables.fence(connection, self.claim, **self.values)
         if careful:
             insert_records(connection, self.claim, self.checkpoint, self.rows)
@@ -126,10 +165,15 @@ class _FencedWrite:
         now, job_id = self.tables.clock(), self.claim.job.id
         for line in self.lines:
             add_log(connection, events, job_id, line.message, line.level, None, now, line.key)
+        if self.artifact is None:
+            return None
+        stored = PUT_ARTIFACT.execute(connection, {"f_id": job_id, **self.artifact_values}).first
+        return str(stored[0])
 
-    def in_one_statement(self, connection: Connection, events: Events) -> None:
+    def in_one_statement(self, connection: Connection, events: Events) -> str | None:
         now, claim = self.tables.clock(), self.claim
-        ran = fenced_checkpoint_statement(frozenset(self.values)).execute(
+        statement = fenced_checkpoint_statement(frozenset(self.values), self.artifact is not None)
+        ran = statement.execute(
             connection,
             {
                 "f_id": claim.job.id,
@@ -144,9 +188,10 @@ class _FencedWrite:
                     for line in self.lines
                 ],
                 **{f"v_{name}": value for name, value in self.values.items()},
+                **self.artifact_values,
             },
         )
-        fenced, recorded, logged = ran.first
+        fenced, recorded, logged, artifact_id = ran.first
         if fenced != 1:
             raise LeaseLost(
                 f"job {claim.job.id} is no longer held by {claim.worker_id} "
@@ -162,6 +207,7 @@ class _FencedWrite:
                     {"jobId": claim.job.id, "id": log_id, "level": level, "message": message},
                 )
             )
+        return None if artifact_id is None else str(artifact_id)
 
 
 def insert_records(
@@ -181,11 +227,12 @@ def insert_records(
 
 
 @functools.cache
-def fenced_checkpoint_statement(names: frozenset[str]) -> DriverStatement:
-    """PostgreSQL's checkpoint in one statement, setting ``names`` with the fence
-    (built once per set of names, as ``fence_statement`` is). It answers one row:
-    the rows the fence matched (1, or 0 when the claim is lost), the records it
-    inserted, and the lines it logged as [id, level, message] in order."""
+def fenced_checkpoint_statement(names: frozenset[str], artifact: bool) -> DriverStatement:
+    """PostgreSQL's checkpoint in one statement, setting ``names`` with the fence, and
+    storing an artifact if ``artifact`` (built once for each, as ``fence_statement``
+    is). It answers one row: the rows the fence matched (1, or 0 when the claim is
+    lost), the records it inserted, the lines it logged as [id, level, message] in
+    order, and the artifact's id (None without one)."""
     values: dict[str, Any] = {
         "updated_at": bindparam("f_now"),
         "lease_expires_at": bindparam("f_lease"),
@@ -246,13 +293,40 @@ def fenced_checkpoint_statement(names: frozenset[str]) -> DriverStatement:
             new_logs.c.id,
         )
     )
+    stored: Any = null()
+    if artifact:
+        stored = select(_put_artifact(pg_insert, fence).cte("stored").c.id).scalar_subquery()
     return DriverStatement(
         select(
             select(func.count()).select_from(fence).scalar_subquery(),
             select(func.count()).select_from(new_records).scalar_subquery(),
             select(logged).scalar_subquery(),
+            stored,
         )
     )
+
+
+def _put_artifact(dialect_insert: Any, rows: Any, *where: Any) -> Any:
+    """INSERT, or UPDATE of the artifact of that name (which keeps its id), RETURNING
+    its id, for the job of each of ``rows`` (by its ``id``) that matches ``where``:
+    the fence's row on PostgreSQL, the job's on SQLite."""
+    columns = ["id", "job_id", "filename", "mime_type", "content", "size_bytes", "created_at"]
+    source = select(
+        bindparam("a_id", type_=String),
+        rows.c.id,
+        bindparam("a_filename", type_=String),
+        bindparam("a_mime_type", type_=String),
+        bindparam("a_content", type_=LargeBinary),
+        bindparam("a_size_bytes", type_=BigInteger),
+        bindparam("a_created_at", type_=DateTime(timezone=True)),
+    ).select_from(rows)
+    if where:
+        source = source.where(*where)
+    statement = dialect_insert(job_artifacts).from_select(columns, source)
+    return statement.on_conflict_do_update(
+        index_elements=[job_artifacts.c.job_id, job_artifacts.c.filename],
+        set_={name: statement.excluded[name] for name in columns[3:]},
+    ).returning(job_artifacts.c.id)
 
 
 def _elements(name: str, alias: str) -> Any:
@@ -265,6 +339,10 @@ def _elements(name: str, alias: str) -> Any:
     )
 
 
+# SQLite's (it has no data-modifying CTEs); the job's row is there: the fence found it.
+PUT_ARTIFACT = DriverStatement(
+    _put_artifact(sqlite_insert, job_queue, job_queue.c.id == bindparam("f_id"))
+)
 INSERT_RECORDS = DriverStatement(insert(job_records), ("job_id", "seq", "record"))
 RECORDS_FROM = (
     select(job_records.c.seq, job_records.c.record)

@@ -3,16 +3,14 @@
 
 from __future__ import annotations
 
-import functools
 import uuid
 from typing import Any
 
 from sqlalchemy import Connection, and_, insert, select
 
-from claybot.db.driver_statement import DriverStatement
 from claybot.db.errors import wrap_database_errors
 from claybot.db.tables import job_artifacts, job_attachments
-from claybot.jobs.fenced import NO_CHECKPOINT, Checkpoint, write_fenced
+from claybot.jobs.fenced import NO_CHECKPOINT, Checkpoint, NewArtifact, write_fenced
 from claybot.jobs.model import Claim, InvalidJobState, Owner, StoredFile
 from claybot.jobs.sql import JobTables, at
 from claybot.jobs.writer import Events
@@ -48,34 +46,15 @@ class JobFiles:
         records (the call that wrote it), written with it."""
         self._check_size(content, "content")
         now = self._db.clock()
-
-        def write(connection: Connection, events: Events) -> str:
-            stored = (
-                _put_artifact_statement(connection.dialect.name)
-                .execute(
-                    connection,
-                    {
-                        "id": str(uuid.uuid4()),
-                        "job_id": claim.job.id,
-                        "filename": filename,
-                        "mime_type": mime_type,
-                        "content": content,
-                        "size_bytes": len(content),
-                        "created_at": now,
-                    },
-                )
-                .first
-            )
-            return str(stored[0])
-
         artifact_id = await write_fenced(
             self._db,
             "storing an artifact",
             claim,
             checkpoint or NO_CHECKPOINT,
-            write,
             log=None if log is None else (log, "info"),
+            artifact=NewArtifact(filename, mime_type, content, now),
         )
+        assert artifact_id is not None
         return StoredFile(artifact_id, claim.job.id, filename, mime_type, len(content), now)
 
     async def artifacts(self, job_id: str, *, content: bool = False) -> list[StoredFile]:
@@ -168,18 +147,3 @@ class JobFiles:
                 )
                 for row in rows
             ]
-
-
-@functools.cache
-def _put_artifact_statement(dialect: str) -> DriverStatement:
-    """INSERT, or UPDATE of the artifact of that name (which keeps its id), RETURNING
-    its id: one statement, built once per dialect."""
-    from sqlalchemy.dialects import postgresql, sqlite
-
-    dialect_insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    statement = dialect_insert(job_artifacts)
-    upsert = statement.on_conflict_do_update(
-        index_elements=[job_artifacts.c.job_id, job_artifacts.c.filename],
-        set_={name: statement.excluded[name] for name in ARTIFACT_COLUMNS[3:]},
-    ).returning(job_artifacts.c.id)
-    return DriverStatement(upsert, ARTIFACT_COLUMNS)
