@@ -106,11 +106,19 @@ job_queue = Table(
     Column("updated_at", DateTime(timezone=True), nullable=False),
     CheckConstraint(_one_of("status", JOB_STATUSES), name="status"),
     CheckConstraint(_one_of("hitl_mode", HITL_MODES), name="hitl_mode"),
-    Index("ix_job_queue_claim", "status", "priority", "created_at"),
     Index("ix_job_queue_newest", "created_at", "id"),  # the lists: newest first
     Index("ix_job_queue_status_newest", "status", "created_at", "id"),
     Index("ix_job_queue_api_key_id", "api_key_id"),
     Index("ix_job_queue_worker_id", "worker_id"),
+)
+# The claim's order (priority first, highest first; then age), so a claim reads the top
+# queued rows instead of sorting every queued one (migration 0005).
+Index(
+    "ix_job_queue_claim",
+    job_queue.c.status,
+    job_queue.c.priority.desc(),
+    job_queue.c.created_at,
+    job_queue.c.id,
 )
 
 # The job's transcript: the very records an agent's history.jsonl holds, one row each.
