@@ -18,7 +18,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from claybot.jobs.sql import NOTIFY_CHANNEL, JobTables
+from claybot.jobs.sql import NOTIFY_CHANNEL, JobTables, notify_prefix
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +33,7 @@ class JobSignals:
         self._unsubscribe = tables.subscribe(self._dispatch)
         self._listening: asyncio.Task[None] | None = None
         self.connected = asyncio.Event()  # LISTEN is in place (PostgreSQL)
+        self._own = notify_prefix(tables.origin)
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         self._listeners.append(listener)
@@ -57,6 +58,8 @@ class JobSignals:
                 log.exception("a job signal listener failed", extra={"action": "job.signal"})
 
     def _notified(self, _connection: Any, _pid: int, _channel: str, body: str) -> None:
+        if body.startswith(self._own):
+            return  # ours (told without parsing it: most are, where workers run in-engine)
         try:
             message = json.loads(body)
         except ValueError:

@@ -248,5 +248,10 @@ def notify_bodies(origin: str, events: Events) -> list[str]:
     return bodies
 
 
+def notify_prefix(origin: str) -> str:
+    """How every NOTIFY of ``origin`` begins."""
+    return f'{{"origin": {json.dumps(origin)}, '
+
+
 def _message(origin: str, items: list[str]) -> str:
-    return f'{{"origin": {json.dumps(origin)}, "events": [{",".join(items)}]}}'
+    return f'{notify_prefix(origin)}"events": [{",".join(items)}]}}'

@@ -44,6 +44,7 @@ from sqlalchemy import (
     true,
     update,
 )
+from sqlalchemy.dialects.postgresql import aggregate_order_by
 
 from claybot.db.errors import wrap_database_errors
 from claybot.db.tables import job_attachments, job_logs, job_queue, job_records
@@ -248,7 +249,9 @@ class JobStore:
                 key=lambda job: (-job.priority, job.created_at, job.id),
             )
             uploads: dict[str, list[str]] = {}
-            if jobs:
+            if self._db.postgres:  # the claim's rows carry them
+                uploads = {row.id: row.uploads for row in rows if row.uploads}
+            elif jobs:
                 for upload in connection.execute(UPLOADS_OF, {"ids": [job.id for job in jobs]}):
                     uploads.setdefault(upload.job_id, []).append(upload.filename)
             for job in jobs:
@@ -616,6 +619,18 @@ def claim_statement(limit: int, postgres: bool) -> Update:
     # A CTE, not `id IN (subquery)`: PostgreSQL may run such a subquery again for each
     # row it looks at, and each run locks and skips its way to other rows.
     picked = top.cte("picked")
+    returned: list[Any] = list(job_queue.c)
+    if postgres:
+        # The names of each job's uploads, in the claim's own round trip.
+        uploads = job_attachments.c
+        returned.append(
+            select(
+                func.json_agg(aggregate_order_by(uploads.filename, uploads.created_at, uploads.id))
+            )
+            .where(uploads.job_id == job_queue.c.id)
+            .scalar_subquery()
+            .label("uploads")
+        )
     return (
         update(job_queue)
         .add_cte(picked)
@@ -631,5 +646,5 @@ def claim_statement(limit: int, postgres: bool) -> Update:
             lease_expires_at=bindparam("lease_expires_at"),
             updated_at=bindparam("now"),
         )
-        .returning(*job_queue.c)
+        .returning(*returned)
     )
