@@ -132,6 +132,47 @@ async def test_another_process_hears_every_event_of_a_batch(
             await engine.dispose()
 
 
+async def test_a_notified_line_arrives_as_written_whatever_it_holds(
+    fresh_postgres_url: str,
+) -> None:
+    """The NOTIFYs go with the COMMIT as one query with their payloads quoted in: quotes,
+    backslashes, a statement's end and other scripts' letters must arrive unchanged."""
+    from claybot.db.database import create_database_engine, migrate
+    from claybot.jobs.signals import JobSignals
+
+    engines = [create_database_engine(fresh_postgres_url) for _ in range(2)]
+    await migrate(engines[0])
+    writer, listener = JobDatabase(engines[0]), JobDatabase(engines[1])
+    signals = JobSignals(listener.tables)
+    heard: list[str] = []
+    signals.subscribe(
+        lambda kind, payload: heard.append(str(payload["message"])) if kind == "job.log" else None
+    )
+    signals.start()
+    lines = [
+        "it's \\'; COMMIT; SELECT pg_notify('x', 'y'); --",
+        "a \"quoted\" $$dollar$$ E'\\x41' line",
+        "Ünïcødé ✓ 日本語 \t tab\nnewline",
+    ]
+    try:
+        async with asyncio.timeout(10):
+            await signals.connected.wait()
+        job = await writer.jobs.create(NewJob("t"))
+        for line in lines:
+            await writer.logs.add(job.id, line)
+        async with asyncio.timeout(10):
+            while len(heard) < len(lines):
+                await asyncio.sleep(0.01)
+        assert heard == lines
+        assert [line.message for line in await writer.logs.page(job.id)] == ["Job created", *lines]
+    finally:
+        await signals.close()
+        for db in (writer, listener):
+            await db.close()
+        for engine in engines:
+            await engine.dispose()
+
+
 def deadlocking(name: str, times: int, tries: list[str]) -> Any:
     """``add_worker(name)``, which PostgreSQL picks as a deadlock's victim its first
     ``times`` runs (after the row is written: the retry must undo it)."""
