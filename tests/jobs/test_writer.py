@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import threading
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,10 +16,12 @@ from psycopg.errors import DeadlockDetected
 from sqlalchemy import Connection, insert, select
 from sqlalchemy.exc import IntegrityError, OperationalError
 
+from claybot.db.database import create_database_engine, migrate
 from claybot.db.errors import StoreError
 from claybot.db.tables import workers
 from claybot.jobs.database import JobDatabase
 from claybot.jobs.model import NewJob
+from claybot.jobs.signals import JobSignals
 from claybot.jobs.sql import notify_bodies
 from claybot.jobs.writer import TRANSIENT_RETRIES, Events
 
@@ -102,34 +106,38 @@ def test_a_batch_of_events_is_told_in_notifies_that_fit_and_say_it_all() -> None
     assert {json.loads(body)["origin"] for body in bodies} == {"me"}
 
 
-async def test_another_process_hears_every_event_of_a_batch(
-    fresh_postgres_url: str,
-) -> None:
-    """Two job databases on one PostgreSQL database stand for two processes."""
-    from claybot.db.database import create_database_engine, migrate
-    from claybot.jobs.signals import JobSignals
-
-    engines = [create_database_engine(fresh_postgres_url) for _ in range(2)]
+@contextlib.asynccontextmanager
+async def two_processes(url: str) -> AsyncIterator[tuple[JobDatabase, JobSignals]]:
+    """Two job databases on one PostgreSQL database stand for two processes: one
+    writes, the other's signals listen (connected when this yields)."""
+    engines = [create_database_engine(url) for _ in range(2)]
     await migrate(engines[0])
     writer, listener = JobDatabase(engines[0]), JobDatabase(engines[1])
     signals = JobSignals(listener.tables)
-    heard: list[str] = []
-    signals.subscribe(lambda kind, payload: heard.append(str(payload.get("jobId"))))
     signals.start()
     try:
         async with asyncio.timeout(10):
             await signals.connected.wait()
-        created = await asyncio.gather(*(writer.jobs.create(NewJob(f"t{n}")) for n in range(20)))
-        async with asyncio.timeout(10):
-            while len(heard) < 20:
-                await asyncio.sleep(0.01)
-        assert sorted(heard) == sorted(job.id for job in created)
+        yield writer, signals
     finally:
         await signals.close()
         for db in (writer, listener):
             await db.close()
         for engine in engines:
             await engine.dispose()
+
+
+async def test_another_process_hears_every_event_of_a_batch(
+    fresh_postgres_url: str,
+) -> None:
+    async with two_processes(fresh_postgres_url) as (writer, signals):
+        heard: list[str] = []
+        signals.subscribe(lambda kind, payload: heard.append(str(payload.get("jobId"))))
+        created = await asyncio.gather(*(writer.jobs.create(NewJob(f"t{n}")) for n in range(20)))
+        async with asyncio.timeout(10):
+            while len(heard) < 20:
+                await asyncio.sleep(0.01)
+        assert sorted(heard) == sorted(job.id for job in created)
 
 
 async def test_a_notified_line_arrives_as_written_whatever_it_holds(
@@ -137,26 +145,16 @@ async def test_a_notified_line_arrives_as_written_whatever_it_holds(
 ) -> None:
     """The NOTIFYs go with the COMMIT as one query with their payloads quoted in: quotes,
     backslashes, a statement's end and other scripts' letters must arrive unchanged."""
-    from claybot.db.database import create_database_engine, migrate
-    from claybot.jobs.signals import JobSignals
-
-    engines = [create_database_engine(fresh_postgres_url) for _ in range(2)]
-    await migrate(engines[0])
-    writer, listener = JobDatabase(engines[0]), JobDatabase(engines[1])
-    signals = JobSignals(listener.tables)
-    heard: list[str] = []
-    signals.subscribe(
-        lambda kind, payload: heard.append(str(payload["message"])) if kind == "job.log" else None
-    )
-    signals.start()
     lines = [
         "it's \\'; COMMIT; SELECT pg_notify('x', 'y'); --",
         "a \"quoted\" $$dollar$$ E'\\x41' line",
         "Ünïcødé ✓ 日本語 \t tab\nnewline",
     ]
-    try:
-        async with asyncio.timeout(10):
-            await signals.connected.wait()
+    async with two_processes(fresh_postgres_url) as (writer, signals):
+        heard: list[str] = []
+        signals.subscribe(
+            lambda kind, payload: heard.append(payload["message"]) if kind == "job.log" else None
+        )
         job = await writer.jobs.create(NewJob("t"))
         for line in lines:
             await writer.logs.add(job.id, line)
@@ -164,13 +162,8 @@ async def test_a_notified_line_arrives_as_written_whatever_it_holds(
             while len(heard) < len(lines):
                 await asyncio.sleep(0.01)
         assert heard == lines
-        assert [line.message for line in await writer.logs.page(job.id)] == ["Job created", *lines]
-    finally:
-        await signals.close()
-        for db in (writer, listener):
-            await db.close()
-        for engine in engines:
-            await engine.dispose()
+        written = [line.message for line in await writer.logs.page(job.id)]
+        assert written == ["Job created", *lines]
 
 
 def deadlocking(name: str, times: int, tries: list[str]) -> Any:

@@ -41,7 +41,6 @@ from sqlalchemy import (
     null,
     select,
     true,
-    update,
 )
 from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -53,8 +52,8 @@ from claybot.db.driver_statement import DriverStatement
 from claybot.db.errors import StoreError
 from claybot.db.tables import job_artifacts, job_logs, job_queue, job_records
 from claybot.jobs.logs import add_log
-from claybot.jobs.model import Claim, JobStatus, LeaseLost
-from claybot.jobs.sql import JobTables
+from claybot.jobs.model import Claim, LeaseLost
+from claybot.jobs.sql import JobTables, fence_update, lease_lost
 from claybot.jobs.writer import Events
 from claybot.kernel.event_types import EventType
 
@@ -193,10 +192,7 @@ class _FencedWrite:
         )
         fenced, recorded, logged, artifact_id = ran.first
         if fenced != 1:
-            raise LeaseLost(
-                f"job {claim.job.id} is no longer held by {claim.worker_id} "
-                f"(attempt {claim.attempt})"
-            )
+            raise lease_lost(claim)
         if recorded < len(self.checkpoint.records):
             # Some numbers were taken: by these records (sent again), or by another's.
             insert_records(connection, claim, self.checkpoint, [])
@@ -233,23 +229,7 @@ def fenced_checkpoint_statement(names: frozenset[str], artifact: bool) -> Driver
     is). It answers one row: the rows the fence matched (1, or 0 when the claim is
     lost), the records it inserted, the lines it logged as [id, level, message] in
     order, and the artifact's id (None without one)."""
-    values: dict[str, Any] = {
-        "updated_at": bindparam("f_now"),
-        "lease_expires_at": bindparam("f_lease"),
-    }
-    values.update({name: bindparam(f"v_{name}") for name in names})
-    fence = (
-        update(job_queue)
-        .where(
-            job_queue.c.id == bindparam("f_id"),
-            job_queue.c.worker_id == bindparam("f_worker"),
-            job_queue.c.attempt == bindparam("f_attempt"),
-            job_queue.c.status == JobStatus.RUNNING.value,
-        )
-        .values(**values)
-        .returning(job_queue.c.id)
-        .cte("fence")
-    )
+    fence = fence_update(names).returning(job_queue.c.id).cte("fence")
     records = _elements("c_records", "checkpoint_records")
     new_records = (
         pg_insert(job_records)

@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from psycopg import sql as psycopg_sql
-from sqlalchemy import Connection, bindparam, select, update
+from sqlalchemy import Connection, Update, bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from claybot.db.database import create_sync_engine
@@ -184,10 +184,7 @@ class JobTables:
             },
         )
         if ran.rowcount != 1:
-            raise LeaseLost(
-                f"job {claim.job.id} is no longer held by {claim.worker_id} "
-                f"(attempt {claim.attempt})"
-            )
+            raise lease_lost(claim)
 
     def reread(self, connection: Connection, job_id: str) -> Job:
         """The job as this write left it."""
@@ -205,15 +202,21 @@ class JobTables:
 
 @functools.cache
 def fence_statement(names: frozenset[str]) -> DriverStatement:
-    """The fence setting ``names`` (besides the lease and ``updated_at``), built once:
-    a statement built for each write cost 100 us to execute here, a built one 15, one
-    on the driver's cursor 5."""
+    """The fence setting ``names``, built once: a statement built for each write cost
+    100 us to execute here, a built one 15, one on the driver's cursor 5."""
+    return DriverStatement(fence_update(names))
+
+
+def fence_update(names: frozenset[str]) -> Update:
+    """The UPDATE of the claimed job's row (``f_id``, held by ``f_worker`` under
+    ``f_attempt``, running) that sets ``names`` (from ``v_<name>``) besides the lease
+    (``f_lease``) and ``updated_at`` (``f_now``)."""
     values: dict[str, Any] = {
         "updated_at": bindparam("f_now"),
         "lease_expires_at": bindparam("f_lease"),
     }
     values.update({name: bindparam(f"v_{name}") for name in names})
-    return DriverStatement(
+    return (
         update(job_queue)
         .where(
             job_queue.c.id == bindparam("f_id"),
@@ -222,6 +225,12 @@ def fence_statement(names: frozenset[str]) -> DriverStatement:
             job_queue.c.status == JobStatus.RUNNING.value,
         )
         .values(**values)
+    )
+
+
+def lease_lost(claim: Claim) -> LeaseLost:
+    return LeaseLost(
+        f"job {claim.job.id} is no longer held by {claim.worker_id} (attempt {claim.attempt})"
     )
 
 
