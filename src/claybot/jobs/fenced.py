@@ -1,4 +1,4 @@
-"""A claimed job's checkpoint: the fence, its records and its log lines, in one write.
+"""A claimed job's step in one write: the fence, its records, log lines and artifact.
 
 After every step a job writes the same things under its claim: the fence (the UPDATE
 of its row that must match exactly one row, ``JobTables.fence``), the step's records in
