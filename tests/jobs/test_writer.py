@@ -22,7 +22,7 @@ from claybot.db.tables import workers
 from claybot.jobs.database import JobDatabase
 from claybot.jobs.model import NewJob
 from claybot.jobs.signals import JobSignals
-from claybot.jobs.sql import notify_bodies
+from claybot.jobs.sql import NOTIFY_SHORT_TEXT, notify_bodies
 from claybot.jobs.writer import TRANSIENT_RETRIES, Events
 
 NOW = datetime(2026, 11, 25, tzinfo=UTC)
@@ -164,6 +164,39 @@ async def test_a_notified_line_arrives_as_written_whatever_it_holds(
         assert heard == lines
         written = [line.message for line in await writer.logs.page(job.id)]
         assert written == ["Job created", *lines]
+
+
+async def test_a_line_too_long_for_a_notify_is_written_whole_and_heard_shortened(
+    fresh_postgres_url: str,
+) -> None:
+    """PostgreSQL refuses a NOTIFY of 8,000 bytes, and with it the commit: a log line of
+    9,000 characters failed to be written at all."""
+    lines = ["x" * 9_000, "日本" * 3_000]  # the second is 36,000 bytes as JSON escapes
+    async with two_processes(fresh_postgres_url) as (writer, signals):
+        heard: list[dict[str, Any]] = []
+        signals.subscribe(
+            lambda kind, payload: heard.append(payload) if kind == "job.log" else None
+        )
+        job = await writer.jobs.create(NewJob("t"))
+        for line in lines:
+            await writer.logs.add(job.id, line)
+        async with asyncio.timeout(10):
+            while len(heard) < len(lines):
+                await asyncio.sleep(0.01)
+        written = await writer.logs.page(job.id)
+        assert [line.message for line in written] == ["Job created", *lines]
+        for payload, line, row in zip(heard, lines, written[1:], strict=True):
+            assert payload["truncated"] is True and payload["id"] == row.id
+            assert payload["message"] == line[:NOTIFY_SHORT_TEXT] + "…"
+
+
+def test_an_event_too_large_even_shortened_is_told_by_its_job_alone() -> None:
+    payload = {"jobId": "j1", **{f"field{n}": "y" * NOTIFY_SHORT_TEXT for n in range(30)}}
+    (body,) = notify_bodies("me", [("job.log", payload)])
+    assert len(body.encode()) < 8000
+    assert json.loads(body)["events"] == [
+        {"type": "job.log", "payload": {"jobId": "j1", "truncated": True}}
+    ]
 
 
 def deadlocking(name: str, times: int, tries: list[str]) -> Any:

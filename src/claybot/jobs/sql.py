@@ -239,14 +239,17 @@ COMMIT = psycopg_sql.SQL("COMMIT")
 NOTIFY_PAYLOAD_BYTES = 7_000  # PostgreSQL refuses 8,000 and more
 
 
+NOTIFY_SHORT_TEXT = 500  # characters an event's long text keeps when it does not fit
+
+
 def notify_bodies(origin: str, events: Events) -> list[str]:
     """``{"origin", "events": [{"type", "payload"}, ...]}`` messages, each under the
-    payload limit (an event larger than it alone goes alone, and PostgreSQL says so)."""
+    payload limit; an event that cannot fit alone is told shortened (``_fitting``)."""
     bodies: list[str] = []
     batch: list[str] = []
     size = 0
     for kind, payload in events:
-        item = json.dumps({"type": kind, "payload": payload}, default=str)
+        item = _fitting(kind, payload)
         if batch and size + len(item) > NOTIFY_PAYLOAD_BYTES:
             bodies.append(_message(origin, batch))
             batch, size = [], 0
@@ -255,6 +258,28 @@ def notify_bodies(origin: str, events: Events) -> list[str]:
     if batch:
         bodies.append(_message(origin, batch))
     return bodies
+
+
+def _fitting(kind: str, payload: dict[str, Any]) -> str:
+    """The event as JSON (ASCII: its length is its size in bytes). One too large for a
+    NOTIFY would make PostgreSQL refuse the batch's commit (a log line of 9,000
+    characters did), so other processes hear it with its long texts cut and
+    ``"truncated": true``, or, should that still not fit, with its job's id alone; the
+    whole of it is in the database (``GET /api/v1/jobs/{id}/logs``)."""
+    item = json.dumps({"type": kind, "payload": payload}, default=str)
+    if len(item) <= NOTIFY_PAYLOAD_BYTES:
+        return item
+    shortened: dict[str, Any] = {
+        key: value[:NOTIFY_SHORT_TEXT] + "…"
+        if isinstance(value, str) and len(value) > NOTIFY_SHORT_TEXT
+        else value
+        for key, value in payload.items()
+    }
+    item = json.dumps({"type": kind, "payload": {**shortened, "truncated": True}}, default=str)
+    if len(item) <= NOTIFY_PAYLOAD_BYTES:
+        return item
+    bare = {"jobId": payload.get("jobId"), "truncated": True}
+    return json.dumps({"type": kind, "payload": bare}, default=str)
 
 
 def notify_prefix(origin: str) -> str:
