@@ -16,8 +16,6 @@ from claybot.jobs.sql import JobTables, at
 from claybot.jobs.writer import Events
 from claybot.kernel.errors import InvalidInput, NotFound
 
-ARTIFACT_COLUMNS = ("id", "job_id", "filename", "mime_type", "content", "size_bytes", "created_at")
-
 
 class JobFiles:
     def __init__(self, tables: JobTables) -> None:
