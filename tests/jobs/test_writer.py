@@ -127,6 +127,22 @@ async def two_processes(url: str) -> AsyncIterator[tuple[JobDatabase, JobSignals
             await engine.dispose()
 
 
+async def log_and_hear(
+    writer: JobDatabase, signals: JobSignals, lines: list[str]
+) -> tuple[list[dict[str, Any]], list[Any]]:
+    """Log ``lines`` for a new job in one process: the job.log payloads the other heard
+    (waited for, one per line) and the job's log as written."""
+    heard: list[dict[str, Any]] = []
+    signals.subscribe(lambda kind, payload: heard.append(payload) if kind == "job.log" else None)
+    job = await writer.jobs.create(NewJob("t"))
+    for line in lines:
+        await writer.logs.add(job.id, line)
+    async with asyncio.timeout(10):
+        while len(heard) < len(lines):
+            await asyncio.sleep(0.01)
+    return heard, await writer.logs.page(job.id)
+
+
 async def test_another_process_hears_every_event_of_a_batch(
     fresh_postgres_url: str,
 ) -> None:
@@ -151,19 +167,9 @@ async def test_a_notified_line_arrives_as_written_whatever_it_holds(
         "Ünïcødé ✓ 日本語 \t tab\nnewline",
     ]
     async with two_processes(fresh_postgres_url) as (writer, signals):
-        heard: list[str] = []
-        signals.subscribe(
-            lambda kind, payload: heard.append(payload["message"]) if kind == "job.log" else None
-        )
-        job = await writer.jobs.create(NewJob("t"))
-        for line in lines:
-            await writer.logs.add(job.id, line)
-        async with asyncio.timeout(10):
-            while len(heard) < len(lines):
-                await asyncio.sleep(0.01)
-        assert heard == lines
-        written = [line.message for line in await writer.logs.page(job.id)]
-        assert written == ["Job created", *lines]
+        heard, written = await log_and_hear(writer, signals, lines)
+        assert [payload["message"] for payload in heard] == lines
+        assert [line.message for line in written] == ["Job created", *lines]
 
 
 async def test_a_line_too_long_for_a_notify_is_written_whole_and_heard_shortened(
@@ -173,17 +179,7 @@ async def test_a_line_too_long_for_a_notify_is_written_whole_and_heard_shortened
     9,000 characters failed to be written at all."""
     lines = ["x" * 9_000, "日本" * 3_000]  # the second is 36,000 bytes as JSON escapes
     async with two_processes(fresh_postgres_url) as (writer, signals):
-        heard: list[dict[str, Any]] = []
-        signals.subscribe(
-            lambda kind, payload: heard.append(payload) if kind == "job.log" else None
-        )
-        job = await writer.jobs.create(NewJob("t"))
-        for line in lines:
-            await writer.logs.add(job.id, line)
-        async with asyncio.timeout(10):
-            while len(heard) < len(lines):
-                await asyncio.sleep(0.01)
-        written = await writer.logs.page(job.id)
+        heard, written = await log_and_hear(writer, signals, lines)
         assert [line.message for line in written] == ["Job created", *lines]
         for payload, line, row in zip(heard, lines, written[1:], strict=True):
             assert payload["truncated"] is True and payload["id"] == row.id
