@@ -199,6 +199,11 @@ class RawClient:
     async def post(self, path: str, body: bytes) -> tuple[int, bytes]:
         return await self.request("POST", path, body)
 
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
     async def get(self, path: str) -> tuple[int, bytes]:
         return await self.request("GET", path)
 
@@ -327,13 +332,15 @@ class SocketLoad:
         self.process, _ = start_engine(self.paths)
         self.replies: dict[str, float] = {}
         self._free: asyncio.Queue[RawClient] = asyncio.Queue()
+        self._clients: list[RawClient] = []
         self._follower: asyncio.Task[None] | None = None
         self._subscribed = asyncio.Event()
 
     async def start(self, concurrency: int) -> None:
         self._follower = asyncio.create_task(self._follow())
-        for _ in range(concurrency):
-            self._free.put_nowait(RawClient(self.paths.socket))
+        self._clients = [RawClient(self.paths.socket) for _ in range(concurrency)]
+        for client in self._clients:
+            self._free.put_nowait(client)
         await self._subscribed.wait()  # its init frame: no reply can be missed from here on
 
     async def restart(self) -> None:
@@ -373,6 +380,12 @@ class SocketLoad:
     async def wait_replies(self, count: int) -> None:
         while len(self.replies) < count:
             await asyncio.sleep(0.001)
+
+    def disconnect(self) -> None:
+        """The load's clients leave: their keep-alive connections close (a client that
+        posts again opens a new one)."""
+        for client in self._clients:
+            client.close()
 
     def rss_mb(self) -> float:
         return float(psutil.Process(self.process.pid).memory_info().rss / 2**20)
@@ -462,7 +475,11 @@ async def until_status(load: SocketLoad, done: Callable[[dict[str, Any]], bool])
 async def bench_memory(
     agents: int, messages: int, readers: int, sse_messages: int
 ) -> list[tuple[str, float]]:
-    """Resident memory at boot, after load, and after the engine unloaded every idle agent."""
+    """Resident memory at boot, after load, and after the engine unloaded every idle agent.
+
+    When a phase's messages are answered its clients leave, as clients do: the
+    engine's idle unload comes after their keep-alive connections have closed.
+    """
     load = SocketLoad(MEMORY_SETTINGS)
     measured: list[tuple[str, float]] = []
     try:
@@ -471,11 +488,13 @@ async def bench_memory(
         measured.append(("after boot (database open)", load.rss_mb()))
         await _drive(load.post, agents, messages, 64, load.replies)
         measured.append((f"after {messages:,} messages to {agents:,} agents", load.rss_mb()))
+        load.disconnect()
         await until_status(load, lambda status: status["agents"]["loaded"] == 0)
         measured.append(("after every agent was unloaded (idle)", load.rss_mb()))
         # The same load again: freed memory is reused, so this shows whether anything grows.
         load.replies.clear()
         await _drive(load.post, agents, messages, 64, load.replies, prefix="again")
+        load.disconnect()
         await until_status(load, lambda status: status["agents"]["loaded"] == 0)
         measured.append((f"after {messages:,} more messages and idle unload", load.rss_mb()))
         subscribers = await open_readers(load.paths.socket, readers)
@@ -485,6 +504,7 @@ async def bench_memory(
             (f"with {readers} SSE readers, after {sse_messages:,} more messages", load.rss_mb())
         )
         await check_readers(subscribers, sse_messages)
+        load.disconnect()
         await until_status(load, lambda status: status["agents"]["loaded"] == 0)
         measured.append(("after the readers left and every agent was unloaded", load.rss_mb()))
     finally:
