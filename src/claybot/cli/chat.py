@@ -12,6 +12,7 @@ or printed twice) is ``chat_conversation``.
 from __future__ import annotations
 
 import getpass
+import signal
 import sys
 import threading
 import time
@@ -122,7 +123,7 @@ def _chat_piped(conversation: Conversation) -> None:
                 continue
             message_id = _post(conversation, text)
             if message_id is not None:
-                _await_reply(conversation, message_id, interactive=False)
+                _await_reply(conversation, message_id)
     finally:
         conversation.stop()
 
@@ -156,9 +157,7 @@ def _chat_in_terminal(paths: HomePaths, conversation: Conversation) -> None:
             if command in LOCAL_COMMANDS:
                 _run_local(conversation, command, argument.strip())
                 continue
-            message_id = _post(conversation, text)
-            if message_id is not None:
-                _await_reply(conversation, message_id, interactive=True)
+            _send_and_wait(conversation, text)
     finally:
         conversation.stop()
 
@@ -215,16 +214,32 @@ def _post(conversation: Conversation, text: str) -> str | None:
         return None
 
 
-def _await_reply(conversation: Conversation, message_id: str, interactive: bool) -> None:
-    if not interactive:
-        if not conversation.wait_for_reply(message_id, PIPED_REPLY_TIMEOUT_S):
-            fail(f"no reply within {PIPED_REPLY_TIMEOUT_S:.0f}s")
-        return
-    conversation.screen.live = True
+def _await_reply(conversation: Conversation, message_id: str) -> None:
+    if not conversation.wait_for_reply(message_id, PIPED_REPLY_TIMEOUT_S):
+        fail(f"no reply within {PIPED_REPLY_TIMEOUT_S:.0f}s")
+
+
+def _send_and_wait(conversation: Conversation, text: str) -> None:
+    """Send ``text`` and show the reply as it comes. Ctrl-C meanwhile gives the prompt
+    back; the reply prints when it comes.
+
+    Ctrl-C only sets a flag here: a KeyboardInterrupt raised wherever the main thread
+    happens to be (inside a lock, a console write, a request to the engine) can leave
+    that half done, and a chat in a test once stopped answering after one. A message
+    whose post was under way when Ctrl-C came is still sent."""
+    given_up = threading.Event()
+    previous = signal.signal(signal.SIGINT, lambda number, frame: given_up.set())
     try:
-        conversation.wait_for_reply(message_id, None)
-    except KeyboardInterrupt:
-        # Ctrl-C while waiting gives the prompt back; the reply prints when it comes.
-        conversation.screen.line("[dim]not waiting; the reply will print when it is done[/dim]")
+        message_id = _post(conversation, text)
+        if message_id is None:
+            return
+        conversation.screen.live = True
+        try:
+            if not conversation.wait_for_reply(message_id, None, given_up):
+                conversation.screen.line(
+                    "[dim]not waiting; the reply will print when it is done[/dim]"
+                )
+        finally:
+            conversation.screen.live = False
     finally:
-        conversation.screen.live = False
+        signal.signal(signal.SIGINT, previous)

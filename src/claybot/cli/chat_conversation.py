@@ -45,6 +45,7 @@ RETRY_FIRST_DELAY_S = 0.2  # backoff between retries: doubles up to RETRY_MAX_DE
 RETRY_MAX_DELAY_S = 2.0
 RECONNECT_DELAY_S = 0.5  # between attempts to reopen the event stream
 CATCH_UP_EVERY_S = 2.0  # while waiting for a reply, read history this often
+WAKE_EVERY_S = 0.1  # how soon a wait for a reply notices it was given up (Ctrl-C)
 HISTORY_PAGE = 1000  # the engine's largest page
 # What this conversation's agent shows while a turn runs (besides its replies).
 LIVE_EVENTS = frozenset(
@@ -350,14 +351,24 @@ class Conversation:
         self.agent_id = str(posted["agentId"])
         return message_id
 
-    def wait_for_reply(self, message_id: str, timeout_s: float | None) -> bool:
-        """Until the turn answering ``message_id`` is final (or the timeout passes)."""
+    def wait_for_reply(
+        self, message_id: str, timeout_s: float | None, given_up: threading.Event | None = None
+    ) -> bool:
+        """Until the turn answering ``message_id`` is final: False if ``timeout_s`` passes
+        or ``given_up`` is set first."""
         done = self._done(message_id)
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        while not done.wait(CATCH_UP_EVERY_S):
-            if deadline is not None and time.monotonic() > deadline:
+        now = time.monotonic()
+        deadline = None if timeout_s is None else now + timeout_s
+        catch_up_at = now + CATCH_UP_EVERY_S
+        while not done.wait(WAKE_EVERY_S):
+            if given_up is not None and given_up.is_set():
                 return False
-            self.catch_up_now()  # in case the reply came while the stream was down
+            now = time.monotonic()
+            if deadline is not None and now > deadline:
+                return False
+            if now >= catch_up_at:
+                self.catch_up_now()  # in case the reply came while the stream was down
+                catch_up_at = now + CATCH_UP_EVERY_S
         return True
 
     def stop(self) -> None:
