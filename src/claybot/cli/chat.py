@@ -225,8 +225,8 @@ def _send_and_wait(conversation: Conversation, text: str) -> None:
 
     Ctrl-C only sets a flag here: a KeyboardInterrupt raised wherever the main thread
     happens to be (inside a lock, a console write, a request to the engine) can leave
-    that half done, and a chat in a test once stopped answering after one. A message
-    whose post was under way when Ctrl-C came is still sent."""
+    that half done; a chat in the test suite went silent after a Ctrl-C twice. A
+    message whose post was under way when Ctrl-C came is still sent."""
     given_up = threading.Event()
     previous = signal.signal(signal.SIGINT, lambda number, frame: given_up.set())
     try:
