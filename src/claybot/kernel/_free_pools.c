@@ -169,7 +169,7 @@ release(PyObject *module, PyObject *unused)
     for (size_t i = 0; i < arena_count; i++) {
         uintptr_t start = (arenas[i].address + POOL_SIZE - 1) & ~(POOL_SIZE - 1);
         uintptr_t end = arenas[i].address + arenas[i].size;
-        if (end <= start + POOL_SIZE) {
+        if (end < start + POOL_SIZE) {
             continue;
         }
         size_t pages = (end - start) / page_size;
@@ -213,20 +213,11 @@ release(PyObject *module, PyObject *unused)
     return PyLong_FromSize_t(released);
 }
 
-static PyObject *
-tracked(PyObject *module, PyObject *unused)
-{
-    (void)module;
-    (void)unused;
-    return PyLong_FromSize_t(arena_count);
-}
-
 static PyMethodDef methods[] = {
     {"install", install, METH_NOARGS,
      "Track the arenas obmalloc allocates from now on; False if its layout is not known."},
     {"release", release, METH_NOARGS,
      "Release the pages of every free pool in the tracked arenas; returns the bytes released."},
-    {"tracked", tracked, METH_NOARGS, "How many arenas are tracked."},
     {NULL, NULL, 0, NULL},
 };
 
