@@ -68,3 +68,48 @@ def test_under_another_allocator_nothing_is_tracked_and_nothing_breaks() -> None
     measured = run_load(PYTHONMALLOC="malloc")
     assert measured["tracking"] is False
     assert measured["intact"] is True
+
+
+# Threads parked a few hundred frames deep while the pools are released: the arena
+# allocator also hands out each thread's stack of frames, and releasing one of those
+# as if it were a free pool crashed the thread (one crash in a full suite run).
+THREADS = """
+import threading
+from claybot.kernel import memory
+
+def deep(depth, parked, go):
+    if depth == 0:
+        parked.release()
+        go.wait()
+        return 0
+    return deep(depth - 1, parked, go) + depth
+
+assert memory.track_arenas()
+results = []
+for _ in range(5):
+    parked, go = threading.Semaphore(0), threading.Event()
+    threads = [threading.Thread(target=lambda: results.append(deep(200, parked, go)))
+               for _ in range(32)]
+    for thread in threads:
+        thread.start()
+    for _ in threads:
+        parked.acquire()
+    memory.release_freed_memory()
+    go.set()
+    for thread in threads:
+        thread.join()
+print(len(results), set(results))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="built and measured on Linux")
+def test_the_frames_of_running_threads_are_left_alone() -> None:
+    result = subprocess.run(
+        [sys.executable, "-X", "faulthandler", "-c", THREADS],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["160", str({sum(range(1, 201))})]

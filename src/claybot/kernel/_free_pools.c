@@ -10,7 +10,9 @@
  * This module keeps the list of arenas (it wraps the arena allocator, a public API:
  * PyObject_SetArenaAllocator) and, when asked, releases the pages of each free pool
  * but the first one, which holds the pool's header and the link to the next free pool.
- * A free pool is one whose count of allocated blocks is 0. Its size class is set to
+ * A free pool is one whose count of allocated blocks is 0 and whose header is
+ * consistent (is_free_pool); the arena allocator also hands out the chunks of each
+ * thread's frame stack, which are not tracked (arena_alloc). Its size class is set to
  * the "dummy" value obmalloc itself gives a pool it has never used, so that the next
  * use initialises it from scratch instead of following its old list of free blocks,
  * which lived in the released pages.
@@ -34,6 +36,8 @@
 #include <unistd.h>
 
 #define POOL_SIZE ((uintptr_t)16 * 1024)
+#define ARENA_SIZE ((size_t)1024 * 1024)
+#define SMALL_SIZE_CLASSES 32 /* blocks of 16 to 512 bytes */
 #define DUMMY_SIZE_IDX 0xffff
 #define ALIGNMENT_SHIFT 4
 
@@ -68,8 +72,12 @@ arena_alloc(void *ctx, size_t size)
 {
     (void)ctx;
     void *address = wrapped.alloc(wrapped.ctx, size);
-    if (address == NULL) {
-        return NULL;
+    /* obmalloc is not the arena allocator's only user: each thread's stack of frames
+     * comes from it too, in chunks of 16 KiB and more (_PyObject_VirtualAlloc). Such a
+     * chunk whose first word is NULL looks like a free pool, and releasing its pages
+     * crashed the thread; only allocations of an arena's size are obmalloc's arenas. */
+    if (address == NULL || size != ARENA_SIZE) {
+        return address;
     }
     if (arena_count == arena_capacity) {
         size_t capacity = arena_capacity ? arena_capacity * 2 : 256;
@@ -105,6 +113,23 @@ static struct pool_header *
 pool_of(const void *block)
 {
     return (struct pool_header *)((uintptr_t)block & ~(POOL_SIZE - 1));
+}
+
+/* Whether the pool is free and initialised: no block allocated, a size class whose
+ * offsets agree with it, and a next free pool in the same arena (obmalloc keeps a list
+ * of free pools per arena). A pool obmalloc has not cut yet is all zeros and fails the
+ * offsets; so would anything that is not a pool. */
+static int
+is_free_pool(const struct pool_header *pool, uintptr_t arena_start, uintptr_t arena_end)
+{
+    if (pool->ref.count != 0 || pool->szidx >= SMALL_SIZE_CLASSES) {
+        return 0;
+    }
+    uintptr_t block = ((uintptr_t)pool->szidx + 1) << ALIGNMENT_SHIFT;
+    uintptr_t next = (uintptr_t)pool->nextpool;
+    return pool->maxnextoffset == POOL_SIZE - block && pool->nextoffset <= POOL_SIZE
+        && (next == 0
+            || (next >= arena_start && next < arena_end && (next & (POOL_SIZE - 1)) == 0));
 }
 
 /* Whether obmalloc's pool layout is the one above: a fresh float (24 bytes, size class 1
@@ -194,7 +219,7 @@ release(PyObject *module, PyObject *unused)
                 continue;
             }
             struct pool_header *pool = (struct pool_header *)pool_address;
-            if (pool->ref.count != 0 || pool->szidx == DUMMY_SIZE_IDX) {
+            if (!is_free_pool(pool, start, end)) {
                 continue;
             }
             size_t resident = 0;
