@@ -433,5 +433,5 @@ def test_systemd_runs_restarts_and_stops_the_engine(
 def _is_zombie(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z")
-    except (FileNotFoundError, IndexError):
+    except (FileNotFoundError, ProcessLookupError, IndexError):  # reaped meanwhile
         return True
