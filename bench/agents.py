@@ -464,12 +464,22 @@ async def engine_status(load: SocketLoad) -> dict[str, Any]:
         return status
 
 
+AT_REST_S = 1.0
+
+
 async def until_status(load: SocketLoad, done: Callable[[dict[str, Any]], bool]) -> None:
     deadline = time.monotonic() + 120
     while not done(await engine_status(load)):
         if time.monotonic() > deadline:
             raise RuntimeError("the engine did not get there within 120 s")
         await asyncio.sleep(0.1)
+
+
+async def until_at_rest(load: SocketLoad) -> None:
+    """Every agent unloaded, and what the engine does then (a checkpoint, then giving
+    freed memory back: agents/residency.py) done; it takes well under a second."""
+    await until_status(load, lambda status: status["agents"]["loaded"] == 0)
+    await asyncio.sleep(AT_REST_S)
 
 
 async def bench_memory(
@@ -489,13 +499,13 @@ async def bench_memory(
         await _drive(load.post, agents, messages, 64, load.replies)
         measured.append((f"after {messages:,} messages to {agents:,} agents", load.rss_mb()))
         load.disconnect()
-        await until_status(load, lambda status: status["agents"]["loaded"] == 0)
+        await until_at_rest(load)
         measured.append(("after every agent was unloaded (idle)", load.rss_mb()))
         # The same load again: freed memory is reused, so this shows whether anything grows.
         load.replies.clear()
         await _drive(load.post, agents, messages, 64, load.replies, prefix="again")
         load.disconnect()
-        await until_status(load, lambda status: status["agents"]["loaded"] == 0)
+        await until_at_rest(load)
         measured.append((f"after {messages:,} more messages and idle unload", load.rss_mb()))
         subscribers = await open_readers(load.paths.socket, readers)
         load.replies.clear()
@@ -505,7 +515,7 @@ async def bench_memory(
         )
         await check_readers(subscribers, sse_messages)
         load.disconnect()
-        await until_status(load, lambda status: status["agents"]["loaded"] == 0)
+        await until_at_rest(load)
         measured.append(("after the readers left and every agent was unloaded", load.rss_mb()))
     finally:
         load.stop()

@@ -289,11 +289,10 @@ class Residency:
         if self._unloads_unreleased >= RELEASE_MEMORY_EVERY or (
             self._unloads_unreleased and not self.loaded
         ):
-            at_rest = not self.loaded
             self._unloads_unreleased = 0
-            release_freed_memory()
-            if at_rest:
+            if not self.loaded:
                 await self._checkpoint_at_rest()
+            release_freed_memory()
 
     async def _checkpoint_at_rest(self) -> None:
         """Every agent went idle: checkpoint now rather than at the next interval. The
