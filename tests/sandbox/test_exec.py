@@ -10,6 +10,7 @@ checks below run under bwrap only.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shlex
 import shutil
@@ -43,6 +44,7 @@ from claybot.sandbox import (
     secret_paths,
     unconfined_argv,
 )
+from claybot.sandbox.cgroup import PidsCgroups, discover_pids_cgroups
 from tests.agents.test_agents import next_event
 from tests.conftest import write_settings
 
@@ -309,6 +311,32 @@ async def test_a_command_stopped_as_it_starts_ends_at_once_with_all_of_it(
         assert took < 2.5, f"stopped {delay_ms} ms in, it took {took:.1f} s to end"
     await asyncio.sleep(3.5)  # past the moment a survivor would have written its marker
     assert [marker.name for marker in markers if marker.exists()] == []
+
+
+async def test_callers_stopped_while_the_sandbox_probes_leave_the_probe_to_the_next(
+    tmp_path: Path,
+) -> None:
+    # Each caller stopped in the probe used to stop the probe too, and the next caller
+    # started another; one stopped inside the probe's process start waited forever.
+    probes: list[float] = []
+
+    def discover() -> tuple[PidsCgroups | None, str]:
+        probes.append(time.monotonic())
+        return discover_pids_cgroups()
+
+    sandbox = Sandbox(tmp_path / "claybot", discover_cgroups=discover)
+    for delay_ms in range(0, 20, 2):
+        caller = asyncio.ensure_future(sandbox.support())
+        await asyncio.sleep(delay_ms / 1000)
+        caller.cancel()
+        stopped_at = time.monotonic()
+        with contextlib.suppress(asyncio.CancelledError):
+            await caller
+        assert time.monotonic() - stopped_at < 2.5  # at once; the bound is for a busy machine
+    support = await sandbox.support()
+    assert await sandbox.support() is support
+    assert len(probes) == 1
+    await sandbox.close()
 
 
 # -- the pure parts and the runner on a poorer machine ----------------------------------

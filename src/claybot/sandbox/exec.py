@@ -23,14 +23,15 @@ import logging
 import os
 import pwd
 import shutil
+import signal
 import stat
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from claybot.kernel.processes import ProcessGroup, drain, start_group
+from claybot.kernel.processes import ProcessGroup, drain, signal_group, start_group
 from claybot.permissions.model import Permissions
 from claybot.sandbox.cgroup import (
     CommandCgroup,
@@ -52,6 +53,8 @@ from claybot.sandbox.policy import (
 )
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 READ_CHUNK = 65536
 KILL_GRACE_S = 2.0
@@ -140,10 +143,9 @@ class Sandbox:
         self.unshare = which("unshare")
         self.user_homes = default_user_homes() if user_homes is None else user_homes
         self._discover_cgroups = discover_cgroups
-        self._lock = asyncio.Lock()
         self._support: SandboxSupport | None = None
-        self._isolation: tuple[str, ...] | None = None
-        self._isolation_probed = False
+        # Each probe runs once, in a task of its own that the callers share (_shared).
+        self._probes: dict[str, asyncio.Future[Any]] = {}
         self._unconfined: set[str] = set()
 
     def runner(self, owner: str, config: SandboxConfig) -> SandboxRunner:
@@ -167,10 +169,20 @@ class Sandbox:
         return secret_paths(self.user_homes, self.claybot_home)
 
     async def support(self) -> SandboxSupport:
-        async with self._lock:
-            if self._support is None:
-                self._support = await self._probe()
-            return self._support
+        if self._support is None:
+            self._support = await self._shared("support", self._probe)
+        return self._support
+
+    async def _shared(self, name: str, probe: Callable[[], Awaitable[T]]) -> T:
+        """``probe``'s result, run once for every caller. A caller that is stopped while
+        it runs (a turn cancelled in its first milliseconds) leaves it running for the
+        others: cut short in its process start, a probe waited forever for asyncio to
+        notice that process's end (CPython 3.11). One that failed runs again."""
+        task = self._probes.get(name)
+        if task is None or task.cancelled() or (task.done() and task.exception() is not None):
+            task = self._probes[name] = asyncio.ensure_future(probe())
+        result: T = await asyncio.shield(task)
+        return result
 
     async def _probe(self) -> SandboxSupport:
         cgroups, cgroup_problem = await asyncio.to_thread(self._discover_cgroups)
@@ -203,11 +215,7 @@ class Sandbox:
 
     async def network_isolation(self) -> tuple[str, ...] | None:
         """The ``unshare`` argv prefix that gives an empty network namespace, if any works."""
-        async with self._lock:
-            if not self._isolation_probed:
-                self._isolation = await self._probe_isolation()
-                self._isolation_probed = True
-            return self._isolation
+        return await self._shared("isolation", self._probe_isolation)
 
     async def _probe_isolation(self) -> tuple[str, ...] | None:
         if self.unshare is not None:
@@ -245,6 +253,9 @@ class Sandbox:
         return f"confined by bubblewrap; processes bounded by {support.process_limit}"
 
     async def close(self) -> None:
+        for task in self._probes.values():
+            task.cancel()  # a probe still running (each is bounded by PROBE_TIMEOUT_S)
+        await asyncio.gather(*self._probes.values(), return_exceptions=True)
         support = self._support
         if support is not None and support.cgroups is not None:
             await asyncio.to_thread(remove_parent, support.cgroups)
@@ -429,12 +440,9 @@ async def _capture(stream: asyncio.StreamReader, sink: CapturedOutput, cap: int)
 async def _failure_of(argv: list[str]) -> str | None:
     """None when ``argv`` runs and exits 0; else what went wrong, in a few words."""
     try:
-        process = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.PIPE,
-            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+        # start_group: a start cut short (the engine stopping) ends at once.
+        process = await start_group(
+            argv, cwd="/", env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
         )
     except OSError as exc:
         return str(exc)
@@ -442,7 +450,7 @@ async def _failure_of(argv: list[str]) -> str | None:
         async with asyncio.timeout(PROBE_TIMEOUT_S):
             _, stderr = await process.communicate()
     except TimeoutError:
-        process.kill()
+        signal_group(process.pid, signal.SIGKILL)
         await process.wait()
         return f"no answer in {PROBE_TIMEOUT_S:g} s"
     if process.returncode == 0:
