@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import os
 from pathlib import Path
+
+import pytest
 
 from claybot.durable.group_commit import GroupCommitWriter, replay_journal
 from claybot.durable.jsonl import encode_record, read_jsonl
@@ -59,6 +62,37 @@ async def test_checkpoint_drops_redo_records_and_keeps_the_owners(tmp_path: Path
     records = read_jsonl(journal).records
     assert [r["op"] for r in records] == ["message", "redo"]
     assert base64.b64decode(records[1]["data"]) == b"two\n" and records[1]["off"] == 4
+
+
+async def test_a_batch_syncs_the_journal_alone_and_the_checkpoint_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The journal's point: one fdatasync a batch, however many files it wrote (their
+    # bytes are in the journal's redo records until a checkpoint syncs them).
+    synced: list[list[str]] = []
+    checkpointed: list[set[str]] = []
+
+    def sync(fds: list[int]) -> None:
+        synced.append([os.path.basename(os.readlink(f"/proc/self/fd/{fd}")) for fd in fds])
+
+    def sync_files(paths: set[Path]) -> None:
+        checkpointed.append({path.name for path in paths})
+
+    monkeypatch.setattr(GroupCommitWriter, "_sync", staticmethod(sync))
+    monkeypatch.setattr("claybot.durable.group_commit.sync_paths", sync_files)
+    journal = tmp_path / "wal"
+    writer = GroupCommitWriter(journal=journal, root=tmp_path)
+    await writer.start()
+    await asyncio.gather(
+        writer.append(tmp_path / "a.log", b"one\n"),
+        writer.append(tmp_path / "b.log", b"two\n"),
+        writer.append(journal, encode_record({"op": "message", "id": "m1"})),
+    )
+    await writer.append(tmp_path / "a.log", b"three\n")
+    assert synced and all(names == ["wal"] for names in synced)
+    await writer.checkpoint(lambda: None)
+    assert checkpointed == [{"a.log", "b.log"}]
+    await writer.close()
 
 
 def test_replay_never_writes_outside_the_root(tmp_path: Path) -> None:

@@ -319,7 +319,11 @@ class GroupCommitWriter:
                 if created:
                     new_dirs.add(self.journal.parent)
             if self._durable and written:
-                self._sync([fd for _, fd, _ in written])
+                # With a journal only the journal is synced: it holds the redo records of
+                # every other file written (checkpoint syncs those before it lets them go).
+                self._sync(
+                    [fd for path, fd, _ in written if self.journal is None or path == self.journal]
+                )
                 for directory in new_dirs:
                     fsync_directory(directory)
         except OSError as exc:
