@@ -56,6 +56,9 @@ MEASURES = {  # what the comparison calls each measure: the bench's Row field
     "accept p50 ms": "accept_p50_ms",
     "accept p99 ms": "accept_p99_ms",
     "reply p50 ms": "reply_p50_ms",
+    # Engine CPU per message while saturated (the socket rows only: the in-process rows
+    # share their process with the load): the engine's cost, whatever the scheduling.
+    "engine CPU ms/msg": "engine_cpu_ms",
 }
 BOOT_MEASURE = "boot, 10,000 agents: ms"
 
@@ -75,7 +78,11 @@ def run_row(tree: Path, path: str, agents: int, messages: int, readers: int) -> 
     if done.returncode != 0:
         raise RuntimeError(f"{row_name(path, agents, readers)} failed in {tree}:\n{done.stderr}")
     row = json.loads(done.stdout.strip().splitlines()[-1])
-    return {measure: float(row[field]) for measure, field in MEASURES.items()}
+    return {
+        measure: float(row[field])
+        for measure, field in MEASURES.items()
+        if row.get(field) is not None
+    }
 
 
 def boot_times(trees: dict[str, Path], starts: int) -> dict[str, list[float]]:
