@@ -17,13 +17,14 @@ from sqlalchemy import Connection, insert, select
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from claybot.db.database import create_database_engine, migrate
+from claybot.db.driver_statement import DriverStatement, Sent
 from claybot.db.errors import StoreError
 from claybot.db.tables import workers
 from claybot.jobs.database import JobDatabase
 from claybot.jobs.model import NewJob
 from claybot.jobs.signals import JobSignals
 from claybot.jobs.sql import NOTIFY_SHORT_TEXT, notify_bodies
-from claybot.jobs.writer import TRANSIENT_RETRIES, Events
+from claybot.jobs.writer import TRANSIENT_RETRIES, Events, TwoStep
 
 NOW = datetime(2026, 11, 25, tzinfo=UTC)
 
@@ -264,3 +265,71 @@ async def test_one_jobs_writes_share_a_lane_and_rows_skipped_locked_go_last(
     )
     assert len({thread for _, thread in ran}) == 1
     assert [name for name, _ in ran] == [*(f"fence {n}" for n in range(6)), "skips locked"]
+
+
+ADD_WORKER = DriverStatement(
+    insert(workers), ("id", "hostname", "pid", "version", "status", "active_jobs",
+                      "last_heartbeat", "created_at")
+)  # fmt: skip
+
+
+def add_worker_in_two_steps(name: str, steps: list[str]) -> TwoStep[str]:
+    def send(connection: Connection) -> Sent:
+        steps.append(f"send {name}")
+        return ADD_WORKER.send(
+            connection,
+            {"id": name, "hostname": "h", "pid": 1, "version": "v", "status": "active",
+             "active_jobs": 0, "last_heartbeat": NOW, "created_at": NOW},
+        )  # fmt: skip
+
+    def receive(_connection: Connection, sent: Sent, events: Events) -> str:
+        steps.append(f"receive {name}")
+        assert sent.ran().rowcount == 1
+        events.append(("test.added", {"name": name}))
+        return name
+
+    return TwoStep(send, receive)
+
+
+async def test_two_step_writes_of_a_batch_are_all_sent_before_any_answer_is_read_on_postgres(
+    jobs_db: JobDatabase,
+) -> None:
+    heard: list[str] = []
+    jobs_db.tables.subscribe(lambda kind, payload: heard.append(payload["name"]))
+    steps: list[str] = []
+    names_ = [f"w{n}" for n in range(4)]
+    # One job's writes (one lane), queued in one loop step: one batch.
+    results = await asyncio.gather(
+        *(
+            jobs_db.tables.write("adding", add_worker_in_two_steps(name, steps), job_id="j1")
+            for name in names_
+        )
+    )
+    assert results == names_
+    if jobs_db.tables.postgres:  # one pipeline: one round trip for all four
+        assert steps == [f"send {name}" for name in names_] + [f"receive {n}" for n in names_]
+    else:
+        assert steps == [step for name in names_ for step in (f"send {name}", f"receive {name}")]
+    assert await names(jobs_db) == set(names_)
+    assert sorted(heard) == names_
+
+
+async def test_a_two_step_write_that_fails_in_the_pipeline_fails_alone(
+    jobs_db: JobDatabase,
+) -> None:
+    await jobs_db.tables.write("adding", add_worker("taken"))
+    heard: list[str] = []
+    jobs_db.tables.subscribe(lambda kind, payload: heard.append(payload["name"]))
+    steps: list[str] = []
+    results = await asyncio.gather(
+        *(
+            jobs_db.tables.write("adding", add_worker_in_two_steps(name, steps), job_id="j1")
+            for name in ("a", "taken", "b")
+        ),
+        return_exceptions=True,
+    )
+    assert results[0] == "a" and results[2] == "b"
+    assert isinstance(results[1], StoreError) and "adding failed" in str(results[1])
+    assert isinstance(results[1].__cause__, IntegrityError)  # SQLAlchemy's, as from execute
+    assert await names(jobs_db) == {"taken", "a", "b"}
+    assert sorted(heard) == ["a", "b"]  # each once: nothing of the undone pipeline is heard

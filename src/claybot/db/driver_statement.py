@@ -48,6 +48,20 @@ class Ran:
     first: Any = None  # a row (by position) of RETURNING or SELECT; None without one
 
 
+@dataclass
+class Sent:
+    """A statement sent (see ``DriverStatement.send``), its answer not read yet."""
+
+    cursor: Any
+
+    def ran(self) -> Ran:
+        try:
+            first = self.cursor.fetchone() if self.cursor.description is not None else None
+            return Ran(self.cursor.rowcount, first)
+        finally:
+            self.cursor.close()
+
+
 class DriverStatement:
     """``statement`` (its parameters named ``columns`` for an INSERT's values)."""
 
@@ -68,6 +82,23 @@ class DriverStatement:
             raise _as_sqlalchemy(connection, compiled.sql, values, exc) from exc
         finally:
             cursor.close()
+
+    def send(self, connection: Connection, parameters: Mapping[str, Any]) -> Sent:
+        """Run the statement without reading what it answered yet: in psycopg's pipeline
+        mode the statement is only queued, and a batch of them costs one round trip
+        (``claybot.jobs.writer``); ``Sent.ran`` reads the answer once it is there."""
+        compiled = self._compile(connection)
+        values = compiled.values(parameters)
+        cursor = connection.connection.cursor()
+        try:
+            cursor.execute(compiled.sql, values)
+        except connection.dialect.loaded_dbapi.Error as exc:
+            cursor.close()
+            raise _as_sqlalchemy(connection, compiled.sql, values, exc) from exc
+        except BaseException:
+            cursor.close()
+            raise
+        return Sent(cursor)
 
     def executemany(self, connection: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
         compiled = self._compile(connection)

@@ -8,7 +8,8 @@ the statements. On PostgreSQL every statement is a round trip that the writer's 
 waits for, and those waits were what bounded its jobs per second (the lanes' threads
 sat in ``Connection.wait`` 40 % of the run), so there they are one statement: the
 fence is a CTE, and the rest are inserted from its RETURNING, so a fence that matched
-nothing inserts nothing.
+nothing inserts nothing. That statement is a ``TwoStep`` write: the writer sends a
+batch's in one pipeline, and each reads its answer when they are all back.
 
 Both say the same things back: ``LeaseLost`` when the fence did not hold; the records
 already there under their numbers, the same, are skipped (a checkpoint sent again
@@ -48,13 +49,13 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.types import JSON
 
-from claybot.db.driver_statement import DriverStatement
+from claybot.db.driver_statement import DriverStatement, Sent
 from claybot.db.errors import StoreError
 from claybot.db.tables import job_artifacts, job_logs, job_queue, job_records
 from claybot.jobs.logs import add_log
 from claybot.jobs.model import Claim, LeaseLost
 from claybot.jobs.sql import JobTables, fence_update, lease_lost
-from claybot.jobs.writer import Events
+from claybot.jobs.writer import Events, TwoStep
 from claybot.kernel.event_types import EventType
 
 
@@ -106,11 +107,15 @@ async def write_fenced(
         lines.append(LogLine(None, *log))
     fenced = _FencedWrite(tables, claim, checkpoint, lines, values or {}, artifact)
 
+    if tables.postgres:
+        return await tables.write(
+            action,
+            TwoStep(fenced.send, partial(fenced.receive, event=event)),
+            job_id=claim.job.id,
+        )
+
     def transaction(connection: Connection, events: Events, *, careful: bool = False) -> str | None:
-        if tables.postgres:
-            artifact_id = fenced.in_one_statement(connection, events)
-        else:
-            artifact_id = fenced.in_statements(connection, events, careful=careful)
+        artifact_id = fenced.in_statements(connection, events, careful=careful)
         if event is not None:
             events.append(event)
         return artifact_id
@@ -118,7 +123,7 @@ async def write_fenced(
     try:
         return await tables.write(action, transaction, job_id=claim.job.id)
     except StoreError as exc:
-        if tables.postgres or not isinstance(exc.__cause__, IntegrityError):
+        if not isinstance(exc.__cause__, IntegrityError):
             raise
     # SQLite: a number is taken, by these very records (sent again after a cancel as
     # they committed) or by another writer. Rare, so looked into only now.
@@ -169,10 +174,11 @@ class _FencedWrite:
         stored = PUT_ARTIFACT.execute(connection, {"f_id": job_id, **self.artifact_values}).first
         return str(stored[0])
 
-    def in_one_statement(self, connection: Connection, events: Events) -> str | None:
+    def send(self, connection: Connection) -> Sent:
+        """PostgreSQL's: all of it in one statement, its answer read by ``receive``."""
         now, claim = self.tables.clock(), self.claim
         statement = fenced_checkpoint_statement(frozenset(self.values), self.artifact is not None)
-        ran = statement.execute(
+        return statement.send(
             connection,
             {
                 "f_id": claim.job.id,
@@ -190,7 +196,17 @@ class _FencedWrite:
                 **self.artifact_values,
             },
         )
-        fenced, recorded, logged, artifact_id = ran.first
+
+    def receive(
+        self,
+        connection: Connection,
+        sent: Sent,
+        events: Events,
+        *,
+        event: tuple[str, dict[str, Any]] | None,
+    ) -> str | None:
+        claim = self.claim
+        fenced, recorded, logged, artifact_id = sent.ran().first
         if fenced != 1:
             raise lease_lost(claim)
         if recorded < len(self.checkpoint.records):
@@ -203,6 +219,8 @@ class _FencedWrite:
                     {"jobId": claim.job.id, "id": log_id, "level": level, "message": message},
                 )
             )
+        if event is not None:
+            events.append(event)
         return None if artifact_id is None else str(artifact_id)
 
 

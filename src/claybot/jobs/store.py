@@ -27,6 +27,8 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
+from types import SimpleNamespace
 from typing import Any, TypeVar
 
 from sqlalchemy import (
@@ -46,6 +48,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import aggregate_order_by
 
+from claybot.db.driver_statement import DriverStatement, Sent
 from claybot.db.errors import wrap_database_errors
 from claybot.db.tables import job_attachments, job_logs, job_queue, job_records
 from claybot.jobs.fenced import NO_CHECKPOINT, Checkpoint, write_fenced
@@ -62,7 +65,7 @@ from claybot.jobs.model import (
     check_transition,
 )
 from claybot.jobs.sql import JobTables, job_from_row
-from claybot.jobs.writer import Events
+from claybot.jobs.writer import Events, TwoStep
 from claybot.kernel.errors import NotFound
 from claybot.kernel.event_types import EventType
 
@@ -91,24 +94,35 @@ class JobStore:
     async def create(self, new: NewJob) -> Job:
         now = self._db.clock()
         job_id = str(uuid.uuid4())
+        values = {
+            "id": job_id,
+            "task": new.task,
+            "priority": new.priority,
+            "timeout_seconds": new.timeout_seconds,
+            "model": new.model,
+            "hitl_mode": new.hitl_mode.value,
+            "allow_network": new.allow_network,
+            "max_retries": new.max_retries,
+            "api_key_id": new.api_key_id,
+            "created_at": now,
+            "updated_at": now,
+        }
+        created = (EventType.JOB_CREATED, {"jobId": job_id, "status": "queued"})
+        if self._db.postgres and not new.attachment_ids:
+            # The usual case there: one statement, pipelined with the batch's others.
+            def receive(connection: Connection, sent: Sent, events: Events) -> Job:
+                events.append(created)
+                row = dict(zip(JOB_COLUMNS, sent.ran().first, strict=True))
+                return job_from_row(SimpleNamespace(**row))
+
+            return await self._db.write(
+                "creating a job",
+                TwoStep(partial(CREATE_ON_POSTGRES.send, parameters=values), receive),
+                job_id=job_id,
+            )
 
         def write(connection: Connection, events: Events) -> Job:
-            row = connection.execute(
-                create_statement(self._db.postgres),
-                {
-                    "id": job_id,
-                    "task": new.task,
-                    "priority": new.priority,
-                    "timeout_seconds": new.timeout_seconds,
-                    "model": new.model,
-                    "hitl_mode": new.hitl_mode.value,
-                    "allow_network": new.allow_network,
-                    "max_retries": new.max_retries,
-                    "api_key_id": new.api_key_id,
-                    "created_at": now,
-                    "updated_at": now,
-                },
-            ).one()
+            row = connection.execute(create_statement(self._db.postgres), values).one()
             if new.attachment_ids:
                 attached = connection.execute(
                     update(job_attachments)
@@ -126,7 +140,7 @@ class JobStore:
                     )
             if not self._db.postgres:  # there the job's statement wrote it
                 connection.execute(INSERT_LOG, FIRST_LOG | {"job_id": job_id, "timestamp": now})
-            events.append((EventType.JOB_CREATED, {"jobId": job_id, "status": "queued"}))
+            events.append(created)
             return job_from_row(row)
 
         return await self._db.write("creating a job", write, job_id=job_id)
@@ -529,6 +543,9 @@ def create_statement(postgres: bool) -> Any:
     # Run although nothing reads it: PostgreSQL runs every data-modifying CTE once.
     return select(new_job).add_cte(first_log.cte("first_log"))
 
+
+CREATE_ON_POSTGRES = DriverStatement(create_statement(postgres=True))
+JOB_COLUMNS = [column.name for column in job_queue.c]  # the order its rows come in
 
 UPLOADS_OF = (
     select(job_attachments.c.job_id, job_attachments.c.filename)

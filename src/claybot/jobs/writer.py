@@ -29,6 +29,12 @@ once, so two of them must never wait on each other's rows. Three rules see to it
   (``deadlock_detected``); nothing of that batch was committed, so it is run again
   whole, up to ``TRANSIENT_RETRIES`` times.
 
+On PostgreSQL a batch's round trips are what a lane waits for, so writes that can
+are run in two steps (``TwoStep``): first every such write of the batch sends its
+statement, in psycopg's pipeline mode (queued, not waited for), then, with all of
+their answers back in one round trip, each reads its own. A batch of twelve fenced
+checkpoints was fourteen round trips (BEGIN, one a write, the COMMIT) and is two.
+
 Callers see what they saw before: ``await write(...)`` returns once the write is
 committed (or raises), the events it collected are published after the commit,
 and a caller that is cancelled still waits for its write to finish first (a write
@@ -44,7 +50,7 @@ import zlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError
@@ -61,6 +67,21 @@ Write = Callable[[Connection, Events], T]
 # transaction that made the changes (one NOTIFY for the batch, not one per event, sent
 # with the COMMIT). Without events, or without it, the transaction commits as usual.
 CommitWith = Callable[[Connection, Events], None]
+
+
+@dataclass(frozen=True)
+class TwoStep(Generic[T]):
+    """A write whose statements are sent before any answer is read (see the module's
+    docstring): ``send`` sends them and returns what ``receive`` needs to read their
+    answers. Called as a plain write, it does both at once."""
+
+    send: Callable[[Connection], Any]
+    receive: Callable[[Connection, Any, Events], T]
+
+    def __call__(self, connection: Connection, events: Events) -> T:
+        return self.receive(connection, self.send(connection), events)
+
+
 MAX_BATCH = 500  # writes in one transaction: bounds how long one commit holds the lock
 SAVEPOINT = "job_write"
 # PostgreSQL's errors that undo a transaction only because of others running beside it
@@ -94,10 +115,15 @@ class JobWriter:
     with the least queued."""
 
     def __init__(
-        self, engine: Engine, commit_with: CommitWith | None = None, *, lanes: int = 1
+        self,
+        engine: Engine,
+        commit_with: CommitWith | None = None,
+        *,
+        lanes: int = 1,
+        pipeline: bool = False,
     ) -> None:
         self.engine = engine
-        self._lanes = [_Lane(engine, commit_with, n) for n in range(lanes)]
+        self._lanes = [_Lane(engine, commit_with, n, pipeline) for n in range(lanes)]
         self._closed = False
 
     @property
@@ -160,9 +186,12 @@ class JobWriter:
 
 
 class _Lane:
-    def __init__(self, engine: Engine, commit_with: CommitWith | None, number: int) -> None:
+    def __init__(
+        self, engine: Engine, commit_with: CommitWith | None, number: int, pipeline: bool
+    ) -> None:
         self.engine = engine
         self._commit_with = commit_with
+        self._pipeline = pipeline  # the driver is psycopg: ``TwoStep`` writes are pipelined
         self._queue: list[_Queued] = []
         self._busy = 0  # writes in the batch being committed
         self._wakeup: asyncio.Event | None = None
@@ -287,8 +316,15 @@ class _Lane:
         one of its writes raised. A transient error raises (the batch is run again)."""
         transaction = connection.begin()
         try:
+            # Those sent in one pipeline run first: each is about one job, as are the
+            # batch's other plain writes, and the SKIP LOCKED ones still run last.
+            pipelined = [q for q in batch if isinstance(q.write, TwoStep)] if self._pipeline else []
+            if len(pipelined) > 1:
+                _pipelined(connection, pipelined)
+            done = {id(queued) for queued in pipelined} if len(pipelined) > 1 else set()
             for queued in batch:
-                queued.result = queued.write(connection, queued.events)
+                if id(queued) not in done:
+                    queued.result = queued.write(connection, queued.events)
             self._announce(connection, [event for q in batch for event in q.events])
         except Exception as exc:
             transaction.rollback()
@@ -353,8 +389,21 @@ class _Lane:
             self._connection = None
 
 
+def _pipelined(connection: Connection, batch: list[_Queued]) -> None:
+    """The batch's ``TwoStep`` writes: all sent in one pipeline, then each reads its
+    answers. A statement that fails raises here, for the whole pipeline (PostgreSQL
+    skips the rest of it): the caller undoes the batch and runs it again write by
+    write."""
+    driver = connection.connection.dbapi_connection
+    assert driver is not None
+    with driver.pipeline():
+        sent = [cast(TwoStep[Any], queued.write).send(connection) for queued in batch]
+    for queued, handle in zip(batch, sent, strict=True):
+        queued.result = cast(TwoStep[Any], queued.write).receive(connection, handle, queued.events)
+
+
 def is_transient(exc: BaseException) -> bool:
-    """A PostgreSQL error that undid the transaction only because of others beside it."""
-    if not isinstance(exc, DBAPIError):
-        return False
-    return getattr(exc.orig, "sqlstate", None) in TRANSIENT_SQLSTATES
+    """A PostgreSQL error that undid the transaction only because of others beside it
+    (SQLAlchemy's, or the driver's own from a pipeline)."""
+    error = exc.orig if isinstance(exc, DBAPIError) else exc
+    return getattr(error, "sqlstate", None) in TRANSIENT_SQLSTATES
