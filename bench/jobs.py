@@ -11,7 +11,7 @@ production. Prints one table:
   to its ``started_at`` (the time an idle worker takes to hear of it and claim it);
 
 for SQLite with 1 and 4 in-engine workers; PostgreSQL with 1, 4 and 16 in-engine
-workers, and with 1, 2 and 4 ``claybot worker`` processes (4 slots each; the engine
+workers (and 32, to show where one process tops out), and with 1, 2 and 4 ``claybot worker`` processes (4 slots each; the engine
 then runs none and only creates the jobs and hears them finish); and Procrastinate
 doing no-op jobs on the same PostgreSQL server in the same run (one worker process
 with 1, 4 and 16 at once, and 1, 2, 4 processes of 4). Procrastinate comes with the
@@ -354,7 +354,7 @@ async def main() -> None:
         if args.only in (None, "sqlite"):
             plan += [("sqlite", (1, 0)), ("sqlite", (4, 0))]
         if args.only in (None, "postgres"):
-            plan += [("postgres", (n, 0)) for n in (1, 4, 16)]
+            plan += [("postgres", (n, 0)) for n in (1, 4, 16, 32)]
             plan += [("postgres", (0, p)) for p in (1, 2, 4)]
         if args.only in (None, "procrastinate"):
             plan += [("procrastinate", (1, c)) for c in (1, 4, 16)]

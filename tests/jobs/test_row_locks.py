@@ -1,6 +1,8 @@
-"""PostgreSQL runs the job writes in several lanes (connections) at once: writes over
-many job rows (a worker's renewal, the sweep) must not wait on rows another lane is
-writing, or two lanes end up waiting on each other (``deadlock detected``)."""
+"""On PostgreSQL job writes run in several connections at once (the writer's lanes, and
+every `claybot worker` process's): writes over many job rows (a worker's renewal, the
+sweep) must not wait on rows another connection is writing, or two end up waiting on
+each other (``deadlock detected``). A process writes through one lane by default; here
+it has four, to stand for four processes."""
 
 from __future__ import annotations
 
@@ -25,7 +27,10 @@ RENEWALS_PER_ROUND = 4
 
 
 @pytest.fixture
-async def postgres_jobs(postgres_url: str, clock: Clock) -> AsyncIterator[JobDatabase]:
+async def postgres_jobs(
+    postgres_url: str, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[JobDatabase]:
+    monkeypatch.setattr("claybot.jobs.sql.POSTGRES_WRITE_LANES", 4)
     async for engine in open_database(postgres_url):
         db = JobDatabase(engine, clock=clock, lease=timedelta(seconds=30))
         yield db
