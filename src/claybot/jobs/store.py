@@ -648,13 +648,19 @@ def claim_statement(limit: int, postgres: bool) -> Update:
             .scalar_subquery()
             .label("uploads")
         )
+    # On PostgreSQL ``UPDATE ... FROM picked``, each picked row found by its key, and no
+    # second test of the status (the rows are locked, and were queued when locked): with
+    # ``id IN (SELECT ...) AND status = 'queued'`` the planner scanned every queued row
+    # to match them against the picked ids, a claim costing as much as the queue was long.
+    picked_ones = (
+        [job_queue.c.id == picked.c.id]
+        if postgres
+        else [job_queue.c.id.in_(select(picked.c.id)), job_queue.c.status == JobStatus.QUEUED.value]
+    )
     return (
         update(job_queue)
         .add_cte(picked)
-        .where(
-            job_queue.c.id.in_(select(picked.c.id)),
-            job_queue.c.status == JobStatus.QUEUED.value,
-        )
+        .where(*picked_ones)
         .values(
             status=JobStatus.RUNNING.value,
             worker_id=bindparam("worker_id"),
