@@ -251,7 +251,7 @@ async def test_a_job_whose_worker_died_resumes_from_its_last_step_on_another(
     assert len(await jobs_db.jobs.records(job.id)) == len(records)
 
 
-async def test_a_file_and_the_call_that_wrote_it_are_written_together(
+async def test_a_file_its_call_and_its_result_are_written_together_or_not_at_all(
     jobs_db: JobDatabase,
     sandbox: Sandbox,
     tmp_path: Path,
@@ -269,39 +269,47 @@ async def test_a_file_and_the_call_that_wrote_it_are_written_together(
     async def lost(*args: Any, **kwargs: Any) -> None:
         raise LeaseLost("the worker died")
 
-    # The worker dies right after the file is written: its next write never lands.
+    # The worker dies as the step with the file is written: none of it lands.
     monkeypatch.setattr(jobs_db.jobs, "append_records", lost)
     writes = jobs_db.tables.writer.writes
     assert await runner_for(jobs_db, provider, sandbox, tmp_path).run(claim, StopSignal()) is None
-    assert jobs_db.tables.writer.writes - writes == 1  # the file, with the call: one write
-    records = await jobs_db.jobs.records(job.id)
-    assert [r["type"] for r in records] == ["user_message", "assistant_message"]
-    assert records[1]["toolCalls"][0]["name"] == "write_file"
-    assert len(await jobs_db.files.artifacts(job.id)) == 1
+    assert jobs_db.tables.writer.writes == writes
+    assert await jobs_db.jobs.records(job.id) == []
+    assert await jobs_db.files.artifacts(job.id) == []
     monkeypatch.undo()
 
-    # Another worker, on another machine, goes on: the call is reported as interrupted,
-    # never run again, and its script finds the file the first worker wrote.
+    # Another worker, on another machine, does the step again: the file, the call that
+    # wrote it and its result in one write; its script then finds the file.
+    steps: list[tuple[list[str], str | None]] = []
+    append_records = jobs_db.jobs.append_records
+
+    async def noting(*args: Any, **kwargs: Any) -> None:
+        artifact = kwargs.get("artifact")
+        steps.append(([r["type"] for r in args[2]], artifact and artifact.filename))
+        await append_records(*args, **kwargs)
+
+    monkeypatch.setattr(jobs_db.jobs, "append_records", noting)
     clock.advance(31)
     assert (await jobs_db.jobs.sweep()).requeued == [job.id]
     read = call("run_python", code="print('read:', open('a.txt').read())")
     elsewhere = rules(
         ("Task:", {"text": "", "toolCalls": [WRITE_A]}),
-        ("restarted", {"text": "", "toolCalls": [read]}),
+        ("Wrote a.txt", {"text": "", "toolCalls": [read]}),
         ("Exit code", {"text": "", "toolCalls": [DONE]}),
     )
     runner = runner_for(jobs_db, elsewhere, sandbox, tmp_path / "elsewhere")
     _, status = await run_once(jobs_db, runner, "alive")
     assert status is JobStatus.COMPLETED
+    assert steps[0] == (["user_message", "assistant_message", "tool_result"], "a.txt")
     records = await jobs_db.jobs.records(job.id)
-    assert tool_results(records, "write_file")[0].startswith("The engine restarted")
+    assert tool_results(records, "write_file") == ["Wrote a.txt (1 bytes)."]
     assert "read: A" in tool_results(records, "run_python")[0]
     assert len(await jobs_db.files.artifacts(job.id)) == 1
     lines = [line.message for line in await jobs_db.logs.page(job.id)]
     assert lines.count("Artifact written: a.txt (1 bytes)") == 1
 
 
-async def test_a_job_of_one_file_costs_three_writes_after_its_claim(
+async def test_a_job_of_one_file_costs_two_writes_after_its_claim(
     jobs_db: JobDatabase, sandbox: Sandbox, tmp_path: Path
 ) -> None:
     provider = rules(
@@ -315,9 +323,9 @@ async def test_a_job_of_one_file_costs_three_writes_after_its_claim(
     assert await runner_for(jobs_db, provider, sandbox, tmp_path).run(claim, StopSignal()) is (
         JobStatus.COMPLETED
     )
-    # The file with the call that wrote it; the call's result; the ending with the
-    # final call and its result.
-    assert jobs_db.tables.writer.writes - writes == 3
+    # The file with the call that wrote it and its result; the ending with the final
+    # call and its result.
+    assert jobs_db.tables.writer.writes - writes == 2
     records = await jobs_db.jobs.records(job.id)
     assert [r["type"] for r in records] == [
         "user_message",

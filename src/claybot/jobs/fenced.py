@@ -60,13 +60,22 @@ from claybot.kernel.event_types import EventType
 
 
 @dataclass(frozen=True)
+class NewArtifact:
+    filename: str
+    mime_type: str | None
+    content: bytes
+    created_at: datetime
+
+
+@dataclass(frozen=True)
 class Checkpoint:
-    """Records to append from ``first_seq``, and (step key, line) log lines written
-    with them."""
+    """Records to append from ``first_seq``, (step key, line) log lines written with
+    them, and the artifact a tool of the step wrote (``write_file``'s), if any."""
 
     first_seq: int
     records: Sequence[dict[str, Any]]
     logs: Sequence[tuple[str, str]]
+    artifact: NewArtifact | None = None
 
 
 NO_CHECKPOINT = Checkpoint(0, (), ())
@@ -77,14 +86,6 @@ class LogLine:
     key: str | None  # the step that wrote it; None: written every time
     message: str
     level: str = "info"
-
-
-@dataclass(frozen=True)
-class NewArtifact:
-    filename: str
-    mime_type: str | None
-    content: bytes
-    created_at: datetime
 
 
 async def write_fenced(
@@ -101,7 +102,9 @@ async def write_fenced(
     """One transaction of a claimed job: the fence (setting ``values``), the
     checkpoint's records and log lines, ``log`` (line, level: a line of no step), and
     ``artifact`` (its id is returned; written again under its name, an artifact is
-    replaced and keeps its id). ``event`` is published once it committed."""
+    replaced and keeps its id; the checkpoint's own, if it has one, when not given).
+    ``event`` is published once it committed."""
+    artifact = artifact or checkpoint.artifact
     lines = [LogLine(key, line) for key, line in checkpoint.logs]
     if log is not None:
         lines.append(LogLine(None, *log))

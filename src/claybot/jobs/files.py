@@ -29,6 +29,12 @@ class JobFiles:
                 code="FILE_TOO_LARGE",
             )
 
+    def new_artifact(self, filename: str, content: bytes, mime_type: str | None) -> NewArtifact:
+        """An artifact to store with a checkpoint (``JobTranscript.stage_artifact``),
+        refused here if it is over the size cap."""
+        self._check_size(content, "content")
+        return NewArtifact(filename, mime_type, content, self._db.clock())
+
     async def put_artifact(
         self,
         claim: Claim,

@@ -51,7 +51,7 @@ from sqlalchemy.dialects.postgresql import aggregate_order_by
 from claybot.db.driver_statement import DriverStatement, Sent
 from claybot.db.errors import wrap_database_errors
 from claybot.db.tables import job_attachments, job_logs, job_queue, job_records
-from claybot.jobs.fenced import NO_CHECKPOINT, Checkpoint, write_fenced
+from claybot.jobs.fenced import NO_CHECKPOINT, Checkpoint, NewArtifact, write_fenced
 from claybot.jobs.logs import add_log
 from claybot.jobs.model import (
     EVERYONE,
@@ -347,10 +347,12 @@ class JobStore:
         state: dict[str, Any] | None = None,
         clear_answer: bool = False,
         logs: Sequence[tuple[str, str]] = (),
+        artifact: NewArtifact | None = None,
     ) -> None:
         """Append records numbered from ``first_seq``: the checkpoint after a step
         (with ``logs``, (step key, line) for the job's log, written with it: a line
-        whose key was written before is not written again).
+        whose key was written before is not written again; and ``artifact``, the
+        step's, stored with it).
 
         Records already there under their numbers, the same, are skipped (a checkpoint
         sent again because its caller was cancelled as it committed); a number taken by
@@ -362,7 +364,7 @@ class JobStore:
         if clear_answer:
             values["user_answer"] = None
         await self._checkpoint(
-            "checkpointing a job", claim, Checkpoint(first_seq, records, logs), values
+            "checkpointing a job", claim, Checkpoint(first_seq, records, logs, artifact), values
         )
 
     async def finish(

@@ -326,16 +326,12 @@ class JobTools:
         if name is None:
             return ToolResult(f"Not a usable file name: {args.filename!r}", is_error=True)
         content = args.content.encode()
-        await self.ctx.transcript.write_with(
-            lambda pending: self.ctx.db.files.put_artifact(
-                self.ctx.claim,
-                name,
-                content,
-                _mime(name),
-                log=f"Artifact written: {name} ({len(content)} bytes)",
-                checkpoint=pending,
-            )
-        )
+        # Stored with the checkpoint that follows this call (its call, this result and
+        # the artifact in one transaction: none without the others), before the model
+        # is asked anything more.
+        artifact = self.ctx.db.files.new_artifact(name, content, _mime(name))
+        await self.ctx.transcript.stage_artifact(artifact)
+        self.ctx.transcript.log(f"Artifact written: {name} ({len(content)} bytes)")
         self._unfiled[name] = content
         return ToolResult(f"Wrote {name} ({len(content)} bytes).")
 

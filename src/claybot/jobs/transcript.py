@@ -20,7 +20,7 @@ from typing import TypeVar
 
 from claybot.agents.history import Record, of_turn
 from claybot.jobs.database import JobDatabase
-from claybot.jobs.fenced import Checkpoint
+from claybot.jobs.fenced import Checkpoint, NewArtifact
 from claybot.jobs.model import Claim
 
 T = TypeVar("T")
@@ -40,6 +40,7 @@ class JobTranscript:
         self._queued: list[Record] = []
         self._delivered = set(delivered)
         self._logs: list[tuple[str, str]] = []  # (step key, line) for the next checkpoint
+        self._artifact: NewArtifact | None = None  # for the next checkpoint
         self._noted = 0
 
     @classmethod
@@ -57,6 +58,15 @@ class JobTranscript:
         self._noted += 1
         self._logs.append((f"note:{self._claim.attempt}:{self._noted}", line))
 
+    async def stage_artifact(self, artifact: NewArtifact) -> None:
+        """An artifact to store with the next checkpoint: a tool's effect written in one
+        transaction with the call that made it and the result it gave (the checkpoint
+        the turn loop takes after each tool), all or nothing. A checkpoint holds one;
+        one staged before is written first."""
+        if self._artifact is not None:
+            await self.checkpoint()
+        self._artifact = artifact
+
     def append(self, record: Record) -> None:
         self._queued.append(record)
 
@@ -65,7 +75,7 @@ class JobTranscript:
         await self.checkpoint()
 
     async def checkpoint(self, *, clear_answer: bool = False) -> None:
-        if not self._queued and not self._logs and not clear_answer:
+        if not self._queued and not self._logs and self._artifact is None and not clear_answer:
             return
         await self.write_with(
             lambda pending: self._db.jobs.append_records(
@@ -74,22 +84,24 @@ class JobTranscript:
                 pending.records,
                 clear_answer=clear_answer,
                 logs=pending.logs,
+                artifact=pending.artifact,
             )
         )
 
     async def write_with(self, write: Callable[[Checkpoint], Awaitable[T]]) -> T:
         """``write`` given what waits for a checkpoint, to write in its own transaction
         (a tool's effect and the call that made it, together or not at all)."""
-        pending = Checkpoint(len(self._written), self._queued, self._logs)
-        self._queued, self._logs = [], []
+        pending = Checkpoint(len(self._written), self._queued, self._logs, self._artifact)
+        self._queued, self._logs, self._artifact = [], [], None
         try:
             result = await write(pending)
         except BaseException:
             # Cancelled as it committed, or failed: sent again with the next checkpoint
             # (the store skips records it already holds, the same, under their numbers,
-            # and log lines whose keys it has).
+            # and log lines whose keys it has; an artifact written again is replaced).
             self._queued[:0] = pending.records
             self._logs[:0] = pending.logs
+            self._artifact = self._artifact or pending.artifact
             raise
         self._written.extend(pending.records)
         return result
@@ -97,9 +109,9 @@ class JobTranscript:
     def take(self) -> Checkpoint:
         """What waits for a checkpoint, to be written with the job's ending instead; it
         counts as written from now on."""
-        checkpoint = Checkpoint(len(self._written), self._queued, self._logs)
+        checkpoint = Checkpoint(len(self._written), self._queued, self._logs, self._artifact)
         self._written.extend(self._queued)
-        self._queued, self._logs = [], []
+        self._queued, self._logs, self._artifact = [], [], None
         return checkpoint
 
     async def read(self) -> list[Record]:
