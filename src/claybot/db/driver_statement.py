@@ -46,6 +46,7 @@ class Ran:
 
     rowcount: int
     first: Any = None  # a row (by position) of RETURNING or SELECT; None without one
+    columns: tuple[str, ...] = ()  # the names of its columns, in order
 
 
 @dataclass
@@ -56,8 +57,11 @@ class Sent:
 
     def ran(self) -> Ran:
         try:
-            first = self.cursor.fetchone() if self.cursor.description is not None else None
-            return Ran(self.cursor.rowcount, first)
+            description = self.cursor.description
+            if description is None:
+                return Ran(self.cursor.rowcount)
+            columns = tuple(column.name for column in description)
+            return Ran(self.cursor.rowcount, self.cursor.fetchone(), columns)
         finally:
             self.cursor.close()
 

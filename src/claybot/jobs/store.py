@@ -112,8 +112,10 @@ class JobStore:
             # The usual case there: one statement, pipelined with the batch's others.
             def receive(connection: Connection, sent: Sent, events: Events) -> Job:
                 events.append(created)
-                row = dict(zip(JOB_COLUMNS, sent.ran().first, strict=True))
-                return job_from_row(SimpleNamespace(**row))
+                ran = sent.ran()
+                return job_from_row(
+                    SimpleNamespace(**dict(zip(ran.columns, ran.first, strict=True)))
+                )
 
             return await self._db.write(
                 "creating a job",
@@ -547,7 +549,6 @@ def create_statement(postgres: bool) -> Any:
 
 
 CREATE_ON_POSTGRES = DriverStatement(create_statement(postgres=True))
-JOB_COLUMNS = [column.name for column in job_queue.c]  # the order its rows come in
 
 UPLOADS_OF = (
     select(job_attachments.c.job_id, job_attachments.c.filename)

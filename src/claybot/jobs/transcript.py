@@ -15,15 +15,10 @@ after a crash does not log twice.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
-
 from claybot.agents.history import Record, of_turn
 from claybot.jobs.database import JobDatabase
 from claybot.jobs.fenced import Checkpoint, NewArtifact
 from claybot.jobs.model import Claim
-
-T = TypeVar("T")
 
 
 class JobTranscript:
@@ -75,10 +70,13 @@ class JobTranscript:
         await self.checkpoint()
 
     async def checkpoint(self, *, clear_answer: bool = False) -> None:
+        """What waits for a checkpoint, written in one fenced transaction."""
         if not self._queued and not self._logs and self._artifact is None and not clear_answer:
             return
-        await self.write_with(
-            lambda pending: self._db.jobs.append_records(
+        pending = Checkpoint(len(self._written), self._queued, self._logs, self._artifact)
+        self._queued, self._logs, self._artifact = [], [], None
+        try:
+            await self._db.jobs.append_records(
                 self._claim,
                 pending.first_seq,
                 pending.records,
@@ -86,15 +84,6 @@ class JobTranscript:
                 logs=pending.logs,
                 artifact=pending.artifact,
             )
-        )
-
-    async def write_with(self, write: Callable[[Checkpoint], Awaitable[T]]) -> T:
-        """``write`` given what waits for a checkpoint, to write in its own transaction
-        (a tool's effect and the call that made it, together or not at all)."""
-        pending = Checkpoint(len(self._written), self._queued, self._logs, self._artifact)
-        self._queued, self._logs, self._artifact = [], [], None
-        try:
-            result = await write(pending)
         except BaseException:
             # Cancelled as it committed, or failed: sent again with the next checkpoint
             # (the store skips records it already holds, the same, under their numbers,
@@ -104,7 +93,6 @@ class JobTranscript:
             self._artifact = self._artifact or pending.artifact
             raise
         self._written.extend(pending.records)
-        return result
 
     def take(self) -> Checkpoint:
         """What waits for a checkpoint, to be written with the job's ending instead; it
