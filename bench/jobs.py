@@ -11,8 +11,9 @@ production. Prints one table:
   to its ``started_at`` (the time an idle worker takes to hear of it and claim it);
 
 for SQLite with 1 and 4 in-engine workers; PostgreSQL with 1, 4 and 16 in-engine
-workers (and 32, to show where one process tops out), and with 1, 2 and 4 ``claybot worker`` processes (4 slots each; the engine
-then runs none and only creates the jobs and hears them finish); and Procrastinate
+workers (and 32, to show where one process tops out), and with 1, 2 and 4 ``claybot
+worker`` processes (4 slots each; the engine then runs none and only creates the jobs
+and hears them finish); and Procrastinate
 doing no-op jobs on the same PostgreSQL server in the same run (one worker process
 with 1, 4 and 16 at once, and 1, 2, 4 processes of 4). Procrastinate comes with the
 ``bench`` extra: ``pip install -e '.[bench]'``.
