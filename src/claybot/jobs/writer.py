@@ -14,8 +14,10 @@ the others committed. (Savepoints only then: on PostgreSQL each is two more roun
 trips per write, and writes fail rarely.) If the commit fails, every write of the
 batch fails with it, so nothing is reported written that is not.
 
-On PostgreSQL several lanes (each a connection and its thread) commit batches at
-once, so two of them must never wait on each other's rows. Three rules see to it:
+On PostgreSQL a writer may have several lanes (each a connection and its thread;
+``sql.POSTGRES_WRITE_LANES`` says why it has one), and other processes' writers commit
+beside it, so two transactions must never wait on each other's rows. Three rules see
+to it:
 
 - Writes about one job go to one lane (``lane_key``, the job's id, picks it by a
   stable hash), so two lanes' single-job writes never touch the same row.
@@ -108,11 +110,10 @@ class _Queued:
 
 
 class JobWriter:
-    """The writes of one process, over ``lanes`` connections each with its thread: one
-    for SQLite (it has one writer at a time anyway), several for PostgreSQL, where a
-    write's time is mostly round trips and other connections' batches can commit
-    meanwhile. A write about one job goes to that job's lane; any other to the lane
-    with the least queued."""
+    """The writes of one process, over ``lanes`` connections each with its thread
+    (one for SQLite, which has one writer at a time anyway). A write about one job goes
+    to that job's lane; any other to the lane with the least queued. ``pipeline``: the
+    driver is psycopg, and a batch's ``TwoStep`` writes are sent in one pipeline."""
 
     def __init__(
         self,
