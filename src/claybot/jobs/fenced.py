@@ -97,18 +97,15 @@ async def write_fenced(
     *,
     log: tuple[str, str] | None = None,
     event: tuple[str, dict[str, Any]] | None = None,
-    artifact: NewArtifact | None = None,
 ) -> str | None:
     """One transaction of a claimed job: the fence (setting ``values``), the
-    checkpoint's records and log lines, ``log`` (line, level: a line of no step), and
-    ``artifact`` (its id is returned; written again under its name, an artifact is
-    replaced and keeps its id; the checkpoint's own, if it has one, when not given).
-    ``event`` is published once it committed."""
-    artifact = artifact or checkpoint.artifact
+    checkpoint's records, log lines and artifact (its id is returned; written again
+    under its name, an artifact is replaced and keeps its id), and ``log`` (line,
+    level: a line of no step). ``event`` is published once it committed."""
     lines = [LogLine(key, line) for key, line in checkpoint.logs]
     if log is not None:
         lines.append(LogLine(None, *log))
-    fenced = _FencedWrite(tables, claim, checkpoint, lines, values or {}, artifact)
+    fenced = _FencedWrite(tables, claim, checkpoint, lines, values or {})
 
     if tables.postgres:
         return await tables.write(
@@ -140,7 +137,10 @@ class _FencedWrite:
     checkpoint: Checkpoint
     lines: list[LogLine]
     values: dict[str, Any]
-    artifact: NewArtifact | None
+
+    @property
+    def artifact(self) -> NewArtifact | None:
+        return self.checkpoint.artifact
 
     @property
     def rows(self) -> list[dict[str, Any]]:

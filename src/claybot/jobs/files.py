@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import Connection, and_, insert, select
 
 from claybot.db.errors import wrap_database_errors
 from claybot.db.tables import job_artifacts, job_attachments
-from claybot.jobs.fenced import NO_CHECKPOINT, Checkpoint, NewArtifact, write_fenced
+from claybot.jobs.fenced import NO_CHECKPOINT, NewArtifact, write_fenced
 from claybot.jobs.model import Claim, InvalidJobState, Owner, StoredFile
 from claybot.jobs.sql import JobTables, at
 from claybot.jobs.writer import Events
@@ -41,25 +42,16 @@ class JobFiles:
         filename: str,
         content: bytes,
         mime_type: str | None,
-        *,
-        log: str | None = None,
-        checkpoint: Checkpoint | None = None,
     ) -> StoredFile:
-        """Store an artifact at once; written again under its name, it is replaced.
-        ``log``: a line for the job's log, and ``checkpoint``: the job's unwritten
-        records (the call that wrote it), written with it."""
-        self._check_size(content, "content")
-        now = self._db.clock()
+        """Store an artifact at once (``run_python``'s files); written again under its
+        name, it is replaced."""
+        artifact = self.new_artifact(filename, content, mime_type)
         artifact_id = await write_fenced(
-            self._db,
-            "storing an artifact",
-            claim,
-            checkpoint or NO_CHECKPOINT,
-            log=None if log is None else (log, "info"),
-            artifact=NewArtifact(filename, mime_type, content, now),
+            self._db, "storing an artifact", claim, replace(NO_CHECKPOINT, artifact=artifact)
         )
         assert artifact_id is not None
-        return StoredFile(artifact_id, claim.job.id, filename, mime_type, len(content), now)
+        created_at = artifact.created_at
+        return StoredFile(artifact_id, claim.job.id, filename, mime_type, len(content), created_at)
 
     async def artifacts(self, job_id: str, *, content: bool = False) -> list[StoredFile]:
         return await self._files(job_artifacts, job_artifacts.c.job_id == job_id, content=content)

@@ -320,9 +320,11 @@ class _Lane:
             # Those sent in one pipeline run first: each is about one job, as are the
             # batch's other plain writes, and the SKIP LOCKED ones still run last.
             pipelined = [q for q in batch if isinstance(q.write, TwoStep)] if self._pipeline else []
-            if len(pipelined) > 1:
+            if len(pipelined) > 1:  # one alone gains nothing from a pipeline
                 _pipelined(connection, pipelined)
-            done = {id(queued) for queued in pipelined} if len(pipelined) > 1 else set()
+            else:
+                pipelined = []
+            done = {id(queued) for queued in pipelined}
             for queued in batch:
                 if id(queued) not in done:
                     queued.result = queued.write(connection, queued.events)
