@@ -19,6 +19,8 @@ with 1, 4 and 16 at once, and 1, 2, 4 processes of 4). Procrastinate comes with 
 ``bench`` extra: ``pip install -e '.[bench]'``.
 
 Durability stays on (SQLite WAL with synchronous=FULL, PostgreSQL's defaults).
+Everything runs on uvloop, the loop of the engine and of ``claybot worker``
+(Procrastinate's worker processes too).
 Not part of the test suite: ``.venv/bin/python bench/jobs.py [--jobs N]``.
 """
 
@@ -44,6 +46,7 @@ from claybot.config.home import HomePaths
 from claybot.engine.engine import Engine, EngineOptions
 from claybot.jobs.database import JobDatabase
 from claybot.jobs.model import HitlMode, NewJob
+from claybot.kernel.event_loop import event_loop_runner
 
 SERVER = os.environ.get("CLAYBOT_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432")
 
@@ -229,8 +232,8 @@ async def _until_workers(db: JobDatabase, count: int) -> None:
 # -- Procrastinate ----------------------------------------------------------------------
 
 PROCRASTINATE_WORKER = """
-import asyncio, logging, sys
-import procrastinate
+import logging, sys
+import procrastinate, uvloop
 logging.disable(logging.CRITICAL)
 app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=sys.argv[1]))
 
@@ -242,7 +245,7 @@ async def main():
     async with app.open_async():
         await app.run_worker_async(concurrency=int(sys.argv[2]), install_signal_handlers=True)
 
-asyncio.run(main())
+uvloop.run(main())  # the loop ClayBot's engine and workers run on, for a like comparison
 """
 
 
@@ -373,5 +376,5 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(main())
+    with contextlib.suppress(KeyboardInterrupt), event_loop_runner() as runner:
+        runner.run(main())  # the engine's own loop (uvloop), as `claybot start` runs it

@@ -148,6 +148,16 @@ async def test_two_records_under_one_number_are_refused(jobs_db: JobDatabase) ->
     assert await jobs_db.jobs.records(job.id) == [first, second]
 
 
+async def test_records_keep_what_only_json_can_write(jobs_db: JobDatabase) -> None:
+    # orjson writes the records, json what orjson refuses: a model may well send an
+    # integer past 64 bits in a tool call's arguments.
+    job = await jobs_db.jobs.create(NewJob("t"))
+    claim = await claimed(jobs_db)
+    records = [{"type": "note", "n": 2**70, "text": "é ✓"}, {"type": "note", "n": -(2**63)}]
+    await jobs_db.jobs.append_records(claim, 0, records)
+    assert await jobs_db.jobs.records(job.id) == records
+
+
 async def test_waiting_respond_and_the_moves_refused(jobs_db: JobDatabase) -> None:
     job = await jobs_db.jobs.create(NewJob("t"))
     with pytest.raises(InvalidJobState):

@@ -47,7 +47,7 @@ from claybot.agents.turn import TurnOutcome
 from claybot.agents.turn_stream import TurnStream
 from claybot.files.reference import FileReference
 from claybot.kernel.event_types import EventType
-from claybot.kernel.events import EventBus
+from claybot.kernel.events import EventSink
 from claybot.permissions.model import Permissions
 from claybot.providers.base import ChatMessage, InferenceRequest, TokenUsage, ToolCall
 from claybot.providers.router import InferenceFailed
@@ -143,7 +143,7 @@ class TurnLoop:
         *,
         providers: ProviderRouter,
         tools: ToolRegistry,
-        events: EventBus,
+        events: EventSink,
         now_ms: Callable[[], int],
         limits: LoopLimits,
     ) -> None:

@@ -12,7 +12,7 @@ import asyncio
 import time
 
 from claybot.kernel.event_types import EventType
-from claybot.kernel.events import EventBus
+from claybot.kernel.events import EventSink
 
 # The most often one turn emits a delta; a fast model writes 50-100 tokens a second.
 DELTA_INTERVAL_S = 0.04
@@ -31,7 +31,7 @@ class TurnStream:
         "_timer",
     )
 
-    def __init__(self, events: EventBus, agent_id: str, message_id: str, outgoing_id: str) -> None:
+    def __init__(self, events: EventSink, agent_id: str, message_id: str, outgoing_id: str) -> None:
         self._events = events
         self._agent_id = agent_id
         self._message_id = message_id

@@ -22,6 +22,7 @@ from claybot.api.tcp_auth import ApiKeyMiddleware
 from claybot.config.home import HomePaths
 from claybot.engine.engine import Engine, EngineOptions
 from claybot.engine.instance import InstanceLock
+from claybot.kernel.event_loop import event_loop_runner
 from claybot.kernel.service_notify import READY, STOPPING, ServiceNotifier
 
 DRAIN_TIMEOUT_S = 10.0
@@ -113,15 +114,6 @@ def freeze_boot_heap() -> None:
     """
     gc.freeze()
     gc.enable()
-
-
-def event_loop_runner() -> asyncio.Runner:
-    """The engine's event loop: uvloop when it is installed, asyncio's otherwise."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.Runner()
-    return asyncio.Runner(loop_factory=uvloop.new_event_loop)
 
 
 def run(paths: HomePaths, options: EngineOptions, notifier: ServiceNotifier | None = None) -> None:

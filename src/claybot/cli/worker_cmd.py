@@ -26,6 +26,7 @@ from claybot.config.store import ConfigStore
 from claybot.db.errors import StoreError
 from claybot.db.location import database_url, redact_url
 from claybot.kernel.collector import pace_collector
+from claybot.kernel.event_loop import event_loop_runner
 
 if TYPE_CHECKING:
     from claybot.jobs.worker import Worker
@@ -61,7 +62,8 @@ def worker(
         env["CLAYBOT_DATABASE_URL"] = database
     url = database_url(paths, env)
     try:
-        asyncio.run(_serve(paths, url, slots, worker_id, env, quiet))
+        with event_loop_runner() as runner:
+            runner.run(_serve(paths, url, slots, worker_id, env, quiet))
     except StoreError as exc:
         fail(f"cannot use the database {redact_url(url)}: {exc}")
 

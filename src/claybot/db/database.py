@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import orjson
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.exc import OperationalError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
@@ -36,15 +38,30 @@ _process_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Loc
 )
 
 
+def json_text(value: Any) -> str:
+    """A JSON column's value as text: orjson's, five to ten times quicker than json's
+    (the job writer serialises every record it stores, on the thread every job waits
+    for); json's for what orjson refuses (integers past 64 bits, keys that are not
+    strings), so nothing it stored before fails now. Read back with json's own loads:
+    orjson would read a large integer as a float."""
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        return json.dumps(value)
+
+
 def create_database_engine(url: str, **options: Any) -> AsyncEngine:
     """An async engine; on SQLite every connection gets WAL, a busy timeout and foreign keys."""
     if url.startswith("sqlite"):
         engine = create_async_engine(
-            url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S}, **options
+            url,
+            connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S},
+            json_serializer=json_text,
+            **options,
         )
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine
-    return create_async_engine(url, pool_pre_ping=True, **options)
+    return create_async_engine(url, pool_pre_ping=True, json_serializer=json_text, **options)
 
 
 def create_sync_engine(async_engine: AsyncEngine) -> Engine:
@@ -55,6 +72,7 @@ def create_sync_engine(async_engine: AsyncEngine) -> Engine:
         engine = create_engine(
             url.set(drivername="sqlite"),
             connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S, "check_same_thread": False},
+            json_serializer=json_text,
         )
         event.listen(engine, "connect", _sqlite_pragmas)
         # pysqlite starts transactions on its own, late, and not at all for SAVEPOINT;
@@ -64,7 +82,9 @@ def create_sync_engine(async_engine: AsyncEngine) -> Engine:
         event.listen(engine, "connect", _autocommit_driver)
         event.listen(engine, "begin", _begin_immediate)
         return engine
-    return create_engine(url.set(drivername="postgresql+psycopg"), pool_pre_ping=True)
+    return create_engine(
+        url.set(drivername="postgresql+psycopg"), pool_pre_ping=True, json_serializer=json_text
+    )
 
 
 def _autocommit_driver(connection: Any, _record: Any) -> None:

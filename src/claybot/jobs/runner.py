@@ -44,7 +44,7 @@ from claybot.jobs.model import Claim, Job, JobStatus, LeaseLost
 from claybot.jobs.prompts import system_prompt, task_message
 from claybot.jobs.tools import JobToolContext, JobTools
 from claybot.jobs.transcript import JobTranscript
-from claybot.kernel.events import EventBus
+from claybot.kernel.events import DiscardedEvents
 from claybot.permissions.model import Permissions
 from claybot.providers.base import TokenUsage
 from claybot.sandbox import (
@@ -199,7 +199,7 @@ class JobRunner:
         loop = TurnLoop(
             providers=self.providers(job.model),
             tools=tools,
-            events=EventBus(),  # the job's progress is its log and its status, not agent.*
+            events=DiscardedEvents(),
             now_ms=lambda: int(time.time() * 1000),
             limits=LoopLimits(
                 system_prompt=system_prompt(job.hitl_mode),

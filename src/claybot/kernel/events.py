@@ -25,7 +25,7 @@ import time
 from array import array
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple, get_args
+from typing import Any, Literal, NamedTuple, Protocol, get_args
 
 import orjson
 
@@ -313,6 +313,21 @@ class Subscription:
             if self.closed:
                 return
             await self.wait()
+
+
+class EventSink(Protocol):
+    """Where a producer of events sends them: an ``EventBus``, or ``DiscardedEvents``."""
+
+    def emit(self, type: str, payload: dict[str, Any] | None = None) -> object: ...
+
+
+class DiscardedEvents:
+    """An ``EventSink`` for events nobody can read: a job's turn loop emits the
+    ``agent.*`` events of a conversation no stream shows (a job's progress is its log
+    and its status), and an ``EventBus`` would encode and keep each one."""
+
+    def emit(self, type: str, payload: dict[str, Any] | None = None) -> None:
+        return None
 
 
 class EventBus:
