@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from psycopg import sql as psycopg_sql
-from sqlalchemy import Connection, Update, bindparam, select, update
+from sqlalchemy import Connection, Update, bindparam, select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from claybot.db.database import create_sync_engine
@@ -223,13 +223,19 @@ def fence_update(names: frozenset[str]) -> Update:
         "lease_expires_at": bindparam("f_lease"),
     }
     values.update({name: bindparam(f"v_{name}") for name in names})
+    held = (job_queue.c.worker_id, job_queue.c.attempt, job_queue.c.status)
     return (
         update(job_queue)
         .where(
             job_queue.c.id == bindparam("f_id"),
-            job_queue.c.worker_id == bindparam("f_worker"),
-            job_queue.c.attempt == bindparam("f_attempt"),
-            job_queue.c.status == JobStatus.RUNNING.value,
+            # One row compared, not three columns: IS NOT DISTINCT FROM no index serves,
+            # so the primary key is PostgreSQL's one way to the row. Column by column, the
+            # plan it kept (made while the table was small, every index costing the same)
+            # walked ix_job_queue_claim's 'running' entries, every job ever claimed, dead
+            # ones too: 200 buffers and 0.8 ms a fence after 15,000 jobs.
+            tuple_(*held).is_not_distinct_from(
+                tuple_(bindparam("f_worker"), bindparam("f_attempt"), JobStatus.RUNNING.value)
+            ),
         )
         .values(**values)
     )
