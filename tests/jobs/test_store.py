@@ -11,6 +11,7 @@ from claybot.db.sql_keys import SqlApiKeyStore
 from claybot.jobs.database import JobDatabase
 from claybot.jobs.model import (
     Claim,
+    HitlMode,
     InvalidJobState,
     JobNotFound,
     JobStatus,
@@ -45,6 +46,26 @@ async def test_a_job_is_seen_by_its_key_and_by_everyone_but_not_by_another_key(
     with pytest.raises(JobNotFound):
         await jobs_db.jobs.cancel(job.id, theirs)
     assert await jobs_db.jobs.page(theirs) == ([], 0)
+
+
+async def test_a_created_job_is_the_job_as_stored(jobs_db: JobDatabase) -> None:
+    # On SQLite creating reads nothing back: the job is built from what was inserted.
+    key = await key_id(jobs_db)
+    for new in (
+        NewJob("t"),
+        NewJob(
+            "u",
+            priority=7,
+            timeout_seconds=30,
+            model="scripted",
+            hitl_mode=HitlMode.ALWAYS_ASK,
+            allow_network=True,
+            max_retries=1,
+            api_key_id=key,
+        ),
+    ):
+        created = await jobs_db.jobs.create(new)
+        assert created == await jobs_db.jobs.get(created.id)
 
 
 async def test_pages_filter_by_status_and_count_them(jobs_db: JobDatabase, clock: Clock) -> None:
