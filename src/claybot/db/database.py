@@ -39,11 +39,12 @@ _process_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Loc
 
 
 def json_text(value: Any) -> str:
-    """A JSON column's value as text: orjson's, five to ten times quicker than json's
-    (the job writer serialises every record it stores, on the thread every job waits
-    for); json's for what orjson refuses (integers past 64 bits, keys that are not
-    strings), so nothing it stored before fails now. Read back with json's own loads:
-    orjson would read a large integer as a float."""
+    """A JSON column's value as text: orjson's, several times quicker than json's (the
+    job writer serialises every record it stores, on the thread every job waits for;
+    json's encoder was a tenth of that thread's time); json's for what orjson refuses
+    (integers past 64 bits, keys that are not strings), so whatever json could store
+    still stores. Read back with json's own loads: orjson reads a large integer as a
+    float."""
     try:
         return orjson.dumps(value).decode()
     except TypeError:
