@@ -81,7 +81,7 @@ class DriverStatement:
         cursor = connection.connection.cursor()
         try:
             cursor.execute(compiled.sql, values)
-            first = cursor.fetchone() if cursor.description is not None else None
+            first = cursor.fetchone() if _returned_rows(cursor) else None
             return Ran(cursor.rowcount, first)
         except connection.dialect.loaded_dbapi.Error as exc:
             raise _as_sqlalchemy(connection, compiled.sql, values, exc) from exc
