@@ -39,6 +39,7 @@ class FullDisk:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.refused: Callable[[str, bytes], bool] | None = None
+        self.error = errno.ENOSPC
         self.failures = 0
         real = atomic.write_all
 
@@ -47,14 +48,21 @@ class FullDisk:
             if refused is not None and refused(os.readlink(f"/proc/self/fd/{fd}"), data):
                 self.failures += 1
                 os.write(fd, data[: len(data) // 2])  # what a disk that fills up mid-write does
-                raise OSError(errno.ENOSPC, "No space left on device")
+                raise OSError(self.error, os.strerror(self.error))
             real(fd, data)
 
         monkeypatch.setattr(atomic, "write_all", write_all)
         monkeypatch.setattr(group_commit, "write_all", write_all)
 
-    def fill(self, refused: Callable[[str, bytes], bool] = lambda path, data: True) -> None:
+    def fill(
+        self,
+        refused: Callable[[str, bytes], bool] = lambda path, data: True,
+        error: int = errno.ENOSPC,
+    ) -> None:
+        """Refuse what ``refused`` picks with ``error`` (another than a full disk's: a
+        write refused the same way however often it is tried)."""
         self.refused = refused
+        self.error = error
 
     def free(self) -> None:
         self.refused = None

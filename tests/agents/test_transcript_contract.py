@@ -142,12 +142,13 @@ class Owner:
         final: bool,
         delivered_before: bool,
         files: tuple[FileReference, ...] = (),
-    ) -> None:
+    ) -> bool:
         if files and self.crash_on_files and not delivered_before:
             raise Crashed
         self.replies.append((outgoing_id, text, final, delivered_before))
         if files:
             self.files.append((outgoing_id, files, delivered_before))
+        return True
 
     def count_usage(self, usage: TokenUsage, provider: str, model: str) -> None:
         self.usage.append(usage)

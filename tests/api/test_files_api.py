@@ -113,7 +113,10 @@ async def test_an_image_reaches_the_agent_as_a_file_and_the_model_as_an_image_pa
             )  # fmt: skip
             placed = Path(file["path"])
             assert await asyncio.to_thread(placed.read_bytes) == PNG  # the agent may read it
-            assert placed.parent == paths.workspace.resolve() / "files" / agent_id
+            # Its own copy, in the folder only this agent may read, never a link to
+            # the stored bytes.
+            assert placed.parent == paths.received.resolve() / agent_id
+            assert (await asyncio.to_thread(placed.stat)).st_nlink == 1
             descriptor = UserDescriptor(connector="local", userId="ann", channelId="c")
             assert engine.agents.agent_id_for(descriptor) == agent_id
 

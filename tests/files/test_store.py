@@ -12,6 +12,8 @@ import pytest
 
 from claybot.config.settings import FileSettings
 from claybot.files.collect import referenced_files
+from claybot.files.placement import placed_name
+from claybot.files.reference import FileReference, safe_name
 from claybot.files.store import FileNotFound, FileStore, FileTooLarge, StoreFull
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
@@ -91,3 +93,53 @@ def test_collection_keeps_every_referenced_file(tmp_path: Path) -> None:
     assert store.collect(referenced) == 1  # the old orphan only
     assert store.exists(kept.id) and store.exists(young.id) and not store.exists(orphan.id)
     assert store.used_bytes() == kept.size + young.size
+
+
+def test_links_an_older_engine_placed_are_detached_and_a_changed_file_removed(
+    tmp_path: Path,
+) -> None:
+    """Older engines placed a message's file as a hard link in the shared workspace, so
+    a tool writing there changed the stored file under its id."""
+    store = store_in(tmp_path)
+    kept = store.put(b"kept as it was", "a.txt")
+    changed = store.put(b"changed through the link", "b.txt")
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    os.link(store.path_of(kept.id), workspace / "a.txt")
+    os.link(store.path_of(changed.id), workspace / "b.txt")
+    with (workspace / "b.txt").open("ab") as link:
+        link.write(b" and more")
+
+    assert store.detach_links() == (1, 1)
+    assert store.path_of(kept.id).stat().st_nlink == 1
+    assert store.read(kept.id) == b"kept as it was"
+    (workspace / "a.txt").write_bytes(b"written later")  # the workspace copy alone
+    assert store.read(kept.id) == b"kept as it was"
+    with pytest.raises(FileNotFound):
+        store.path_of(changed.id)
+    assert store.used_bytes() == len(b"kept as it was")
+    # The original sent again is the stored file again.
+    assert store.put(b"changed through the link", "b.txt").id == changed.id
+    assert store.read(changed.id) == b"changed through the link"
+    assert store.detach_links() == (0, 0)
+
+
+def test_a_stored_file_changed_in_size_is_written_again_by_the_next_put(tmp_path: Path) -> None:
+    store = store_in(tmp_path)
+    stored = store.put(b"original bytes", "a.txt")
+    with store.path_of(stored.id).open("ab") as blob:
+        blob.write(b"!")
+    store.put(b"original bytes", "a.txt")
+    assert store.read(stored.id) == b"original bytes"
+    assert store.used_bytes() == len(b"original bytes")
+
+
+def test_a_long_name_is_cut_to_what_a_file_system_takes_before_its_extension() -> None:
+    wide = safe_name("é" * 300 + ".pdf")
+    assert len(wide.encode()) <= 255 and wide.endswith("é.pdf")
+    reference = FileReference("ab" * 32, "x" * 254 + ".tar.gz", "application/gzip", 1)
+    placed = placed_name(reference)
+    assert len(placed.encode()) <= 255 and placed.startswith("abababababab-x")
+    assert placed.endswith("x.gz")
+    no_extension = placed_name(FileReference("ab" * 32, "y" * 300, "text/plain", 1))
+    assert len(no_extension.encode()) == 255

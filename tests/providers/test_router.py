@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from claybot.config.settings import ProviderSettings
 from claybot.providers.anthropic_provider import AnthropicProvider
-from claybot.providers.base import ChatMessage, InferenceRequest, ProviderConfigError
+from claybot.providers.base import (
+    ChatMessage,
+    InferenceRequest,
+    InferenceResult,
+    ProviderConfigError,
+    ProviderError,
+)
 from claybot.providers.openai_provider import OpenAIProvider
 from claybot.providers.registry import ProviderRegistry, builtin_provider_types
 from claybot.providers.router import InferenceFailed, InferenceRouter
@@ -81,3 +89,46 @@ def test_the_local_provider_is_created_without_loading_anything() -> None:
     registry = ProviderRegistry(builtin_provider_types())
     provider = registry.create(ProviderSettings(id="local"), None, {})
     assert provider.id == "local" and provider.model == "SmolLM2-135M-Instruct"
+
+
+class Held:
+    """A provider whose answer waits for the test, and which knows when it is closed."""
+
+    id = model = "held"
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.started = asyncio.Event()
+        self.closed = False
+
+    async def complete(self, request: InferenceRequest) -> InferenceResult:
+        self.started.set()
+        await self.release.wait()
+        if self.closed:
+            raise ProviderError(self.id, "closed under a call")
+        return InferenceResult(text="held answer", provider_id=self.id, model=self.model)
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+async def test_providers_replaced_under_a_call_close_once_it_ends() -> None:
+    """A rebuild (settings changed, or the engine's second build at start) must not close
+    a provider a call is using: the call would fall through to the next provider."""
+    held, fallback, new = Held(), scripted("fallback", "echo"), scripted("new", "echo")
+    router = InferenceRouter([held, fallback])  # type: ignore[list-item]
+    call = asyncio.ensure_future(router.complete(PING))
+    await held.started.wait()
+    await router.replace([new])
+    assert not held.closed
+    assert (await router.complete(PING)).provider_id == "new"  # new calls go to the new list
+    held.release.set()
+    result = await call
+    assert (result.text, result.provider_id) == ("held answer", "held")
+    async with asyncio.timeout(5):
+        while not held.closed:  # closed by the call's end, in a task of its own
+            await asyncio.sleep(0)
+    idle = Held()
+    await router.replace([idle])  # type: ignore[list-item]
+    await router.replace([new])
+    assert idle.closed  # no call ran over it: closed at once

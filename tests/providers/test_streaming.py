@@ -134,7 +134,7 @@ async def test_a_streaming_vendor_error_falls_through_and_the_observer_hears_why
 
 async def test_a_provider_that_could_not_be_built_is_named_with_its_reason() -> None:
     router = InferenceRouter([])
-    router.replace([], {"openai": "no API key: run `claybot auth set openai apiKey <key>`"})
+    await router.replace([], {"openai": "no API key: run `claybot auth set openai apiKey <key>`"})
     with pytest.raises(InferenceFailed) as caught:
         await router.complete(PING)
     assert "no provider is configured" not in str(caught.value)

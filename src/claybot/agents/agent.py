@@ -33,6 +33,7 @@ from claybot.agents.transcript import FileTranscript
 from claybot.agents.turn import TurnOutcome
 from claybot.agents.turn_loop import TurnLoop, TurnWork
 from claybot.connectors.base import OutgoingMessage
+from claybot.durable.disk_errors import heals_by_waiting
 from claybot.files.placement import place_files
 from claybot.files.reference import FileReference
 from claybot.files.store import FileStore
@@ -53,6 +54,13 @@ log = logging.getLogger(__name__)
 SEEN_IDS_LIMIT = 4096  # idempotent-retry window per agent
 STOPPED_TEXT = "Stopped."
 UNEXPECTED_ERROR = "Unexpected error while processing this message; it was not completed."
+UNWRITABLE = "This message could not be processed ({reason}); it was not completed."
+
+
+class DeliveryHeld(Exception):
+    """The turn ended while the engine was stopping, with replies that could not go out:
+    its item stays pending, and the next start delivers them (the transcript holds them
+    unmarked) without running the turn again."""
 
 
 @dataclass
@@ -68,6 +76,9 @@ class AgentRuntime:
     default_permissions: Permissions = field(default_factory=Permissions)
     meter: TurnMeter = UNMETERED  # the engine's metrics
     files: FileStore | None = None  # where the files messages carry are kept
+    # Where each agent gets its own copies of them: ``<received>/<agent id>``, which
+    # that agent alone may read (resolved, as grants are).
+    received: Path | None = None
 
 
 def conversation_routing(descriptor: AgentDescriptor, item: InboxItem) -> dict[str, str] | None:
@@ -113,6 +124,10 @@ class Agent:
         self._item: InboxItem | None = None  # the item whose turn runs (or ran last)
         self._current: asyncio.Task[TurnOutcome] | None = None
         self._stop_requested = False
+        self._held_replies = False  # a reply of the running turn was held (see DeliveryHeld)
+        received = runtime.received
+        # Its conversation's files: read through a grant inside the private folder.
+        self._own_files = str(received / agent_id) if received is not None else None
 
     # -- message ids ---------------------------------------------------------
 
@@ -154,9 +169,12 @@ class Agent:
             routing = conversation_routing(self.descriptor, item)
             if routing is not None:
                 self.state.routing = routing
+            self._held_replies = False
             outcome = await self._guarded_turn(item)
         self.state.updatedAt = self.runtime.now_ms()
         self.state_dirty = True
+        if self._held_replies:
+            raise DeliveryHeld(item.id)
         return outcome
 
     async def _guarded_turn(self, item: InboxItem) -> TurnOutcome:
@@ -183,10 +201,21 @@ class Agent:
                 raise  # the engine is shutting down: the item stays pending
             closed = await loop.close(self, work, STOPPED_TEXT, failed=False)
             return replace(closed, stopped=True)
-        except OSError:
-            # The disk refused a write (full, failing): nothing more can be recorded now.
-            # The item stays pending; the agent system resumes it from history later.
-            raise
+        except OSError as exc:
+            if heals_by_waiting(exc):
+                # The disk refused a write (full, failing): nothing more can be recorded
+                # now. The item stays pending; the agent system resumes it later.
+                raise
+            # Refused the same way however often it is tried: the turn ends with the
+            # reason and the conversation goes on (``_process`` suspends the agent only
+            # if even this cannot be written).
+            log.error(
+                "turn failed: %s",
+                exc,
+                extra={"action": "agent.turn_unwritable", "agentId": self.id, "itemId": item.id},
+            )
+            reason = exc.strerror or type(exc).__name__
+            return await loop.close(self, work, UNWRITABLE.format(reason=reason), failed=True)
         except Exception:
             # A bug must not leave the user (or a parent agent) waiting forever.
             log.exception(
@@ -199,13 +228,12 @@ class Agent:
             self._stop_requested = False
 
     async def _files_of(self, item: InboxItem) -> tuple[dict[str, Any], ...]:
-        """The item's files, each put where the agent may read it: ``files/<agent id>/``
-        in its working folder (a hard link to the store's copy where one can be made)."""
+        """The item's files, each copied where this agent alone may read it."""
         listed = item.context.get("files")
         store = self.runtime.files
-        if not listed or store is None or not self.state.permissions.workingDir:
+        if not listed or store is None or self._own_files is None:
             return ()
-        folder = Path(self.state.permissions.workingDir) / "files" / self.id
+        folder = Path(self._own_files)
         return tuple(await asyncio.to_thread(place_files, store, listed, folder))
 
     async def _turn(self, item: InboxItem, work: TurnWork) -> TurnOutcome:
@@ -262,7 +290,13 @@ class Agent:
 
     @property
     def permissions(self) -> Permissions:
-        return self.state.permissions
+        """Its grants, and the read grant of its own received files (never stored: it is
+        the agent's by being the agent, and no revocation can take it)."""
+        granted = self.state.permissions
+        own = self._own_files
+        if own is None or own in granted.readDirs:
+            return granted
+        return granted.model_copy(update={"readDirs": [*granted.readDirs, own]})
 
     async def reply(
         self,
@@ -273,8 +307,9 @@ class Agent:
         final: bool,
         delivered_before: bool,
         files: tuple[FileReference, ...] = (),
-    ) -> None:
-        """A reply of the running turn: to its handle always, out only if not sent before."""
+    ) -> bool:
+        """A reply of the running turn: to its handle always, out only if not sent before,
+        and only while the engine is not stopping (else held: False)."""
         message = outgoing_message(
             self.descriptor, self.id, item_id, outgoing_id, text, final, files=files
         )
@@ -282,10 +317,15 @@ class Agent:
         if item is not None and item.id == item_id:
             item.turn.replied(message)
         if delivered_before:
-            return
+            return True
         rt = self.runtime
+        if rt.outbox.holding:
+            # Neither the event streams nor the connectors would carry it now.
+            self._held_replies = True
+            return False
         rt.events.emit(EventType.AGENT_OUTGOING, {"agentId": self.id, "message": message.to_dict()})
         await rt.outbox.deliver(message)
+        return True
 
     def count_usage(self, usage: TokenUsage, provider: str, model: str) -> None:
         # Added in place (the totals are this agent's own): every turn passes here, and a

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -25,6 +24,7 @@ from claybot.files.store import FileStore, FileTooLarge
 from claybot.kernel.errors import ClayError
 from claybot.permissions.granted_open import open_granted
 from claybot.permissions.model import Permissions
+from claybot.permissions.protected import ProtectedPaths
 from claybot.permissions.tags import PermissionTagError
 from claybot.tools.base import Delivery, ToolContext, ToolDefinition, ToolResult
 
@@ -38,9 +38,9 @@ class SendFile(BaseModel):
 
 
 class FileTools:
-    def __init__(self, store: FileStore, protected: Sequence[str] = ()) -> None:
+    def __init__(self, store: FileStore, protected: ProtectedPaths) -> None:
         self._store = store
-        self._protected = tuple(protected)
+        self._protected = protected
 
     def definitions(self) -> list[ToolDefinition[Any]]:
         return [

@@ -215,12 +215,18 @@ def user_message(
     if origin:
         text = f'<system_message origin="{origin}">{text}</system_message>'
     attached = attachments(files)
-    if attached:
-        notes = "\n".join(
-            f"[Attached file: {file.name} ({file.mime_type}, {file.size} bytes) at {file.path}]"
-            for file in attached
-        )
-        text = f"{text}\n\n{notes}" if text else notes
+    notes = [
+        f"[Attached file: {file.name} ({file.mime_type}, {file.size} bytes) at {file.path}]"
+        for file in attached
+    ]
+    notes += [
+        f"[Attached file: {file.get('name') or 'file'}: {file['problem']}]"
+        for file in files
+        if isinstance(file, dict) and isinstance(file.get("problem"), str)
+    ]
+    if notes:
+        joined = "\n".join(notes)
+        text = f"{text}\n\n{joined}" if text else joined
     return ChatMessage(role="user", text=text, files=attached)
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from claybot.permissions.protected import ProtectedPaths
 from claybot.permissions.requests import PermissionRequest
 from claybot.permissions.tags import PermissionTagError, grants, parse_tag
 from claybot.tools.base import ToolContext, ToolDefinition, ToolResult
@@ -31,8 +32,9 @@ class RequestPermission(BaseModel):
 
 
 class PermissionTools:
-    def __init__(self, ask: AskPermission) -> None:
+    def __init__(self, ask: AskPermission, protected: ProtectedPaths) -> None:
         self._ask = ask
+        self._protected = protected
 
     def definitions(self) -> list[ToolDefinition[Any]]:
         return [
@@ -61,6 +63,9 @@ class PermissionTools:
             return ToolResult(f"Invalid permission: {exc}", is_error=True)
         if grants(context.permissions, tag):
             return ToolResult(f"You already have {tag}.")
+        refusal = None if tag.path is None else self._protected.ungrantable(tag.path)
+        if refusal is not None:
+            return ToolResult(f"Not asked: {refusal}.", is_error=True)
         try:
             request = await self._ask(context.agent_id, str(tag), arguments.reason)
         except ValueError as exc:

@@ -18,6 +18,13 @@ from claybot.providers.router import CallObserver
 class Outbox(Protocol):
     """Delivery of an agent's outgoing message (through its connector, if it has one)."""
 
+    @property
+    def holding(self) -> bool:
+        """True once the engine is stopping: nothing is handed to anyone any more (the
+        event streams are closed, the connectors going), so a reply made now is kept
+        for the next start instead of being sent into the void."""
+        ...
+
     async def deliver(self, message: OutgoingMessage) -> None: ...
 
 

@@ -5,7 +5,9 @@
 - Idle agents are unloaded (``agent.sleep``) and loaded again by their next item
   (``agent.woke``), so agents at rest cost only their directory entry.
 - An agent whose write failed (a full disk) is suspended: out of memory, its
-  items kept, loaded again like after a crash once the disk takes writes.
+  items kept, loaded again like after a crash once the disk takes writes. It is
+  ``stuck`` (in the status, the listing and the dashboard) until one of its items
+  gets through, and each failure in a row waits twice as long before the next try.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import errno
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from claybot.agents.agent import SEEN_IDS_LIMIT, Agent, AgentRuntime
 from claybot.agents.directory import AgentDirectory
@@ -30,7 +33,25 @@ log = logging.getLogger(__name__)
 RELEASE_MEMORY_EVERY = 100  # unloads between two returns of freed memory to the system
 STATE_FLUSH_INTERVAL_S = 5.0
 RESUME_FIRST_S = 0.1  # after a write failed: first retry of the agent's turn
-RESUME_MAX_S = 5.0
+RESUME_MAX_S = 30.0  # and the longest wait between two, however many failed in a row
+
+
+@dataclass
+class StuckAgent:
+    """An agent whose work a failed write stopped, until an item of it gets through."""
+
+    agent_id: str
+    since_ms: int  # the first failure of this run of failures, unix ms
+    error: str  # the latest
+    failures: int  # in a row
+
+    @property
+    def retry_delay_s(self) -> float:
+        return min(RESUME_MAX_S, RESUME_FIRST_S * 2.0 ** min(self.failures - 1, 20))
+
+    def to_dict(self) -> dict[str, str | int]:
+        return {"agentId": self.agent_id, "since": self.since_ms, "error": self.error,
+                "failures": self.failures}  # fmt: skip
 
 
 class StorageFull(OSError):
@@ -74,6 +95,7 @@ class Residency:
         # ``recovered``, and a task that loads them again once the disk takes writes.
         self._suspended: dict[str, asyncio.Task[None]] = {}
         self.problems: dict[str, AgentProblem] = {}  # damaged files found while loading
+        self.stuck: dict[str, StuckAgent] = {}
         self._unloads_unreleased = 0
         self._stopping = stopping  # the engine is shutting down: resume nothing
 
@@ -192,10 +214,18 @@ class Residency:
         and is loaded again like after a crash: its history says how far the turn
         got, so a reply already written is delivered rather than generated twice.
         """
+        reason = error.strerror or str(error)
+        stuck = self.stuck.get(agent.id)
+        if stuck is None:
+            stuck = self.stuck[agent.id] = StuckAgent(agent.id, self.runtime.now_ms(), reason, 0)
+        stuck.failures += 1
+        stuck.error = reason
         log.error(
-            "agent %s stopped: a write failed (%s); it resumes once the disk takes writes",
+            "agent %s stopped: a write failed (%s, %d in a row); trying again in %g s",
             agent.id,
-            error.strerror or error,
+            reason,
+            stuck.failures,
+            stuck.retry_delay_s,
             extra={"action": "agent.storage_failed", "agentId": agent.id, "errno": error.errno},
         )
         waiting = [item]
@@ -212,11 +242,20 @@ class Residency:
             )
         self.events.emit(
             EventType.AGENT_STORAGE_FAILED,
-            {"agentId": agent.id, "error": error.strerror or str(error)},
+            {"agentId": agent.id, "error": reason},
         )
 
+    def got_through(self, agent_id: str) -> None:
+        """An item of the agent ended: it is not stuck (any more)."""
+        if self.stuck.pop(agent_id, None) is not None:
+            log.info(
+                "agent %s is writing again", agent_id,
+                extra={"action": "agent.storage_recovered", "agentId": agent_id},
+            )  # fmt: skip
+
     async def _resume_later(self, agent_id: str) -> None:
-        delay = RESUME_FIRST_S
+        stuck = self.stuck.get(agent_id)
+        delay = stuck.retry_delay_s if stuck is not None else RESUME_FIRST_S
         while not self._stopping():
             await asyncio.sleep(delay)
             delay = min(RESUME_MAX_S, delay * 2)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from claybot.agents.admission import Admissions, EngineStopping
-from claybot.agents.agent import UNEXPECTED_ERROR, Agent, AgentRuntime
+from claybot.agents.agent import UNEXPECTED_ERROR, Agent, AgentRuntime, DeliveryHeld
 from claybot.agents.descriptors import (
     AgentDescriptor,
     FetchStrategy,
@@ -257,6 +257,11 @@ class AgentSystem:
         found = [*self.store.unroutable, *self.residency.problems.values()]
         return [problem.to_dict() for problem in found]
 
+    def stuck(self) -> list[dict[str, str | int]]:
+        """Agents whose work a failed write stopped: they try again, ever more slowly,
+        until an item gets through."""
+        return [stuck.to_dict() for stuck in self.residency.stuck.values()]
+
     # -- posting --------------------------------------------------------------
 
     async def submit(
@@ -459,8 +464,10 @@ class AgentSystem:
                 await self.subagents.report(agent, item, outcome)
         except asyncio.CancelledError:
             raise  # shutdown: the item stays pending in the log and resumes next boot
-        except EngineStopping:
-            return  # its result could not be posted: pending, finished again next boot
+        except (EngineStopping, DeliveryHeld):
+            # Its result could not be posted, or its replies could not go out: pending,
+            # and the next boot delivers what the transcript holds unmarked.
+            return
         except OSError as exc:
             self.residency.suspend(agent, item, exc)
             return
@@ -472,6 +479,7 @@ class AgentSystem:
             )
             outcome = TurnOutcome(UNEXPECTED_ERROR, failed=True)
         self.inbox_log.mark_done(item)
+        self.residency.got_through(agent.id)
         item.turn.ended(outcome)
         if item.kind == "message":
             self.runtime.meter.turn_ended(outcome, self._monotonic() - started)
@@ -495,6 +503,8 @@ class AgentSystem:
         listed["pending"] = len(agent.inbox) if agent is not None else 0
         if agent_id in residency.problems:
             listed["problem"] = residency.problems[agent_id].to_dict()
+        if agent_id in residency.stuck:
+            listed["stuck"] = residency.stuck[agent_id].to_dict()
         return listed
 
     def agents_page(

@@ -97,9 +97,11 @@ class TurnOwner(Protocol):
         final: bool,
         delivered_before: bool,
         files: tuple[FileReference, ...] = (),
-    ) -> None:
+    ) -> bool:
         """Hand a reply on (unless ``delivered_before``: then only note it); ``files``:
-        what a tool sent (``send_file``), ``text`` their caption."""
+        what a tool sent (``send_file``), ``text`` their caption. False when it could not
+        go out now (the engine is stopping): it is not marked delivered, and the owner
+        keeps the turn's item pending so that the next start delivers it."""
         ...
 
     def count_usage(self, usage: TokenUsage, provider: str, model: str) -> None: ...
@@ -340,10 +342,10 @@ class TurnLoop:
         files: tuple[FileReference, ...] = (),
     ) -> None:
         before = work.transcript.delivered(work.item_id, outgoing_id)
-        await owner.reply(
+        sent = await owner.reply(
             work.item_id, outgoing_id, text, final=final, delivered_before=before, files=files
         )
-        if mark and not before:
+        if mark and sent and not before:
             work.transcript.mark_delivered(work.item_id, outgoing_id)
 
     async def _deliver(

@@ -85,8 +85,7 @@ async def serve(
         announce("stopping…")
         for server in servers:
             server.should_exit = True
-        engine.events.close_subscriptions()
-        await engine.stop(DRAIN_TIMEOUT_S)
+        await engine.stop(DRAIN_TIMEOUT_S)  # which ends the event streams first
         stopped_cleanly = True
         await asyncio.gather(*serving, return_exceptions=True)
         stopped.cancel()

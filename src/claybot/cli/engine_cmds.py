@@ -189,6 +189,11 @@ def status(home: HomeOption = None, as_json: JsonOption = False) -> None:
         f"  agents:    {agents.get('total', 0)} ({agents.get('loaded', 0)} loaded, "
         f"{agents.get('pendingItems', 0)} items queued)"
     )
+    for stuck in agents.get("stuck") or []:
+        console.print(
+            f"  [red]agent {stuck['agentId']} stuck:[/red] {escape(str(stuck['error']))} "
+            f"({stuck['failures']} failed writes in a row; it keeps trying)"
+        )
     providers = (
         ", ".join(f"{p['id']} ({p['label']})" for p in data.get("inferenceProviders", [])) or "none"
     )

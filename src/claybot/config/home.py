@@ -60,6 +60,12 @@ class HomePaths:
         return self.home / "workspace"
 
     @property
+    def received(self) -> Path:
+        """``received/<agent id>/``: copies of the files each agent's messages carried,
+        readable by that agent alone (``claybot.permissions.protected``)."""
+        return self.home / "received"
+
+    @property
     def logs(self) -> Path:
         return self.home / "logs"
 
@@ -70,7 +76,7 @@ class HomePaths:
     @property
     def private_folders(self) -> tuple[Path, ...]:
         """The folders ``ensure`` makes, 0700 (the home itself aside)."""
-        return (self.agents, self.files, self.workspace, self.logs, self.plugins)
+        return (self.agents, self.files, self.workspace, self.received, self.logs, self.plugins)
 
     @property
     def private_files(self) -> tuple[Path, ...]:

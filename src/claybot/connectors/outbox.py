@@ -24,6 +24,11 @@ class ConnectorOutbox:
 
     def __init__(self, connectors: Connectors) -> None:
         self._connectors = connectors
+        self.holding = False
+
+    def hold(self) -> None:
+        """From now on nothing goes out: the engine is stopping (see ``Outbox.holding``)."""
+        self.holding = True
 
     async def deliver(self, message: OutgoingMessage) -> None:
         connector = self._connectors.get(message.connector)

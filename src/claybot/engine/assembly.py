@@ -7,7 +7,7 @@ Pure construction, in the order the parts need each other; the engine
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -17,14 +17,14 @@ from claybot.agents.file_tools import FileTools
 from claybot.agents.inbox import InboxLog
 from claybot.agents.permission_desk import PermissionDesk
 from claybot.agents.permission_tools import PermissionTools
-from claybot.agents.ports import TurnMeter
+from claybot.agents.ports import Outbox, TurnMeter
 from claybot.agents.store import FileAgentStore
 from claybot.agents.system import AgentSystem, SubagentLimits
 from claybot.agents.turn_loop import DEFAULT_SYSTEM_PROMPT, LoopLimits, TurnLoop
 from claybot.config.auth import AuthFile
 from claybot.config.home import HomePaths
 from claybot.config.settings import Settings
-from claybot.connectors.outbox import ConnectorOutbox, Connectors
+from claybot.connectors.outbox import Connectors
 from claybot.cron.host import AgentCronHost
 from claybot.cron.ledger import LEDGER_FILE, RunLedger
 from claybot.cron.scheduler import CronScheduler
@@ -38,7 +38,9 @@ from claybot.heartbeat.store import HeartbeatStore
 from claybot.heartbeat.tools import HeartbeatTools
 from claybot.kernel.clock import Clock
 from claybot.kernel.events import EventBus
+from claybot.permissions.granted_open import NOTHING_PROTECTED
 from claybot.permissions.model import Permissions
+from claybot.permissions.protected import ProtectedPaths
 from claybot.permissions.requests import PermissionBroker
 from claybot.proactive.service import ProactiveService
 from claybot.proactive.wiring import build_proactive_service
@@ -97,9 +99,10 @@ def build_agents(
     router: InferenceRouter,
     tools: ToolRegistry,
     connectors: Connectors,
+    outbox: Outbox,
     meter: TurnMeter,
     files: FileStore | None = None,
-    protected_paths: Sequence[str] = (),
+    protected_paths: ProtectedPaths = NOTHING_PROTECTED,
 ) -> AgentParts:
     """The agent runtime, the permission desk in front of it, and the agents' own tools
     (``protected_paths``: what no file tool may open, whatever the grants)."""
@@ -108,7 +111,7 @@ def build_agents(
         store=FileAgentStore(paths.agents, writer),
         inbox_log=InboxLog(paths.agents / "inbox.wal", writer),
         events=events,
-        outbox=ConnectorOutbox(connectors),
+        outbox=outbox,
         loop=TurnLoop(
             providers=router,
             tools=tools,
@@ -125,6 +128,7 @@ def build_agents(
         default_permissions=default_permissions(paths),
         meter=meter,
         files=files,
+        received=paths.received.resolve(),
     )
     agents = AgentSystem(
         runtime,
@@ -144,7 +148,10 @@ def build_agents(
         now_ms=now_ms,
         timeout_s=settings.permissions.request_timeout_s,
     )
-    for tool in [*AgentTools(agents).definitions(), *PermissionTools(desk.ask).definitions()]:
+    for tool in [
+        *AgentTools(agents).definitions(),
+        *PermissionTools(desk.ask, protected_paths).definitions(),
+    ]:
         tools.register(tool)
     if files is not None:
         for tool in FileTools(files, protected_paths).definitions():

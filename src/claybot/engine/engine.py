@@ -17,6 +17,7 @@ from claybot.config.home import HomePaths
 from claybot.config.settings import FileSettings, Settings
 from claybot.config.store import ConfigStore
 from claybot.connectors.base import InboundMessage, PostedMessage
+from claybot.connectors.outbox import ConnectorOutbox
 from claybot.cron.scheduler import CronScheduler
 from claybot.db.location import database_url
 from claybot.durable.group_commit import GroupCommitWriter
@@ -64,6 +65,7 @@ class Engine:
         # One sandbox for every command agents run (exec and gates): probed once at start.
         self.sandbox = Sandbox(paths.home, environ=self.options.env)
         self.conversations = AgentConversationControl()  # what connectors may ask
+        self.outbox = ConnectorOutbox(self.registries.connectors)
         self.files = FileStore(paths.files, FileSettings())  # its settings are read at start
         self.plugins = PluginManager(
             self.catalog,
@@ -148,9 +150,10 @@ class Engine:
             router=self.providers.router,
             tools=self.tools,
             connectors=self.registries.connectors,
+            outbox=self.outbox,
             meter=self.metrics,
             files=self.files,
-            protected_paths=self.sandbox.secret_paths(),
+            protected_paths=self.sandbox.protected_paths(),
         )
         agents = parts.agents
         self.conversations.bind(agents, parts.permissions)
@@ -170,15 +173,16 @@ class Engine:
         recovered = await agents.boot()
         # Plugins start after the agents: their connectors post messages at once.
         await self.plugins.restore()
+        # Again now that plugins are loaded: one may have registered a provider type
+        # that settings name (the first build counted such a provider as failed), and
+        # before the recovered turns resume, so that they call the providers settings
+        # name. A turn a connector started meanwhile finishes on the first build.
+        await self.configuration.rebuild_providers()
         # Turns a crash cut short resume once their connectors are back.
         await agents.resume_recovered()
         await parts.permissions.boot()  # after the connectors: it may re-present prompts
         self._running = Running(agents, parts.permissions, cron, heartbeat, proactive)
         await self._running.start_schedules(heartbeat=self.settings.heartbeat.enabled)
-        # Again now that plugins are loaded: one may have registered a provider type
-        # that settings name (the first build, before recovery, counted such a provider
-        # as failed).
-        await self.configuration.rebuild_providers()
         self.jobs.start(self.settings.jobs, self.providers.router)
         self._file_collection = asyncio.create_task(
             collect_forever(self.files, self.paths.agents), name="file-collection"
@@ -187,6 +191,11 @@ class Engine:
         log.info("engine started", extra=extra)
 
     async def stop(self, drain_timeout_s: float = 10.0) -> None:
+        # Nothing goes out from here: the event streams end and the connectors go. A
+        # reply a draining turn makes is held, its item left pending, and the next
+        # start delivers it (a reply written is a reply delivered, across any stop).
+        self.outbox.hold()
+        self.events.close_subscriptions()
         if self._file_collection is not None:
             self._file_collection.cancel()
             await asyncio.gather(self._file_collection, return_exceptions=True)

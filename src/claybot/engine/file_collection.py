@@ -33,6 +33,12 @@ def collect_once(store: FileStore, agents_root: Path) -> int:
 async def collect_forever(
     store: FileStore, agents_root: Path, every_s: float = COLLECT_EVERY_S
 ) -> None:
+    detached, removed = await asyncio.to_thread(store.detach_links)
+    if detached or removed:
+        log.info(
+            "stored files detached from agents' folders",
+            extra={"action": "files.detached", "detached": detached, "removed": removed},
+        )
     while True:
         await asyncio.sleep(every_s)
         await asyncio.to_thread(collect_once, store, agents_root)

@@ -85,6 +85,7 @@ def engine_status(engine: StatusSources) -> dict[str, Any]:
             "loaded": agents.loaded_count if agents else 0,
             "pendingItems": agents.pending_count() if agents else 0,
             "problems": agents.problems() if agents else [],
+            "stuck": agents.stuck() if agents else [],
         },
         "sideTasks": [task.to_dict() for task in agents.side_tasks.status()] if agents else [],
     }

@@ -1,35 +1,77 @@
-"""Putting a message's files where its agent may read them."""
+"""Putting a message's files where its agent, and no other, may read them.
+
+Each file is copied out of the store into the agent's own folder
+(``<home>/received/<agent id>``), read-only. A copy, never a hard link: a link
+shares the stored bytes, so a tool that wrote to it changed a content-addressed
+file under its id (and every later message carrying the same content). The copy
+is made under a temporary name and renamed, so a crash never leaves half a file
+under the real name; it needs no fsync, since the store holds the durable bytes
+and a lost copy is made again when the turn runs again.
+"""
 
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from claybot.files.reference import FileReference
+from claybot.durable.disk_errors import heals_by_waiting
+from claybot.files.reference import NAME_MAX_BYTES, FileReference, fit_name
 from claybot.files.store import FileNotFound, FileStore
+
+READ_ONLY = 0o400
+PRIVATE_FOLDER = 0o700
+ID_PREFIX_CHARS = 12
+
+
+def placed_name(reference: FileReference) -> str:
+    """``<id start>-<name>``, within the file system's limit on a name's bytes."""
+    prefix = f"{reference.id[:ID_PREFIX_CHARS]}-"
+    return prefix + fit_name(reference.name, NAME_MAX_BYTES - len(prefix))
 
 
 def place_files(store: FileStore, listed: Iterable[Any], folder: Path) -> list[dict[str, Any]]:
-    """Each listed file reference placed in ``folder`` as ``<id start>-<name>`` (a hard
-    link to the stored copy, or a copy across file systems), and its reference with the
-    ``path`` it was placed at. A reference that is malformed or names no stored file is
-    left out: the message goes on without it."""
+    """Each listed file reference copied into ``folder`` (see the module), and its
+    reference with the ``path`` it was placed at, or with the ``problem`` that kept it
+    out. A reference that is malformed or names no stored file is left out: the
+    message goes on without it. An error waiting can heal (a full disk) raises: the
+    turn waits for it; any other is that file's alone, and the agent is told why."""
     placed: list[dict[str, Any]] = []
-    folder.mkdir(parents=True, exist_ok=True)
     for raw in listed:
         try:
             reference = FileReference.from_dict(raw)
             source = store.path_of(reference.id)
         except (KeyError, TypeError, ValueError, FileNotFound):
             continue
-        target = folder / f"{reference.id[:12]}-{reference.name}"
-        if not target.exists():
-            try:
-                os.link(source, target)
-            except OSError:
-                shutil.copyfile(source, target)
+        target = folder / placed_name(reference)
+        try:
+            _copy_once(source, target, reference.size)
+        except OSError as exc:
+            if heals_by_waiting(exc):
+                raise
+            problem = f"it could not be saved for you ({exc.strerror or exc})"
+            placed.append({**reference.to_dict(), "problem": problem})
+            continue
         placed.append({**reference.to_dict(), "path": str(target)})
     return placed
+
+
+def _copy_once(source: Path, target: Path, size: int) -> None:
+    """``source`` at ``target``, unless a whole copy is there already."""
+    try:
+        if target.stat().st_size == size:
+            return
+    except FileNotFoundError:
+        pass
+    folder = target.parent
+    folder.mkdir(mode=PRIVATE_FOLDER, parents=True, exist_ok=True)
+    temporary = folder / f".{secrets.token_hex(8)}.part"
+    try:
+        shutil.copyfile(source, temporary)
+        os.chmod(temporary, READ_ONLY)
+        os.replace(temporary, target)
+    finally:
+        temporary.unlink(missing_ok=True)

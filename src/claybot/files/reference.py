@@ -8,7 +8,10 @@ from typing import Any
 
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 UNSAFE_NAME = re.compile(r"[\x00-\x1f\x7f/\\]")
-NAME_MAX = 255
+# What Linux, macOS and Windows file systems take as one name: 255 bytes (of UTF-8).
+NAME_MAX_BYTES = 255
+# An extension longer than this is no extension worth keeping when a name is cut.
+EXTENSION_MAX_BYTES = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,8 +49,23 @@ class FileReference:
 
 
 def safe_name(name: str) -> str:
-    """A name to show and to save under: no folders, no control characters."""
+    """A name to show and to save under: no folders, no control characters, and at
+    most ``NAME_MAX_BYTES`` bytes (cut before its extension)."""
     name = UNSAFE_NAME.sub("_", name.rsplit("/", 1)[-1].rsplit("\\", 1)[-1]).strip()
     if name in ("", ".", ".."):
         return "file"
-    return name[:NAME_MAX]
+    return fit_name(name, NAME_MAX_BYTES)
+
+
+def fit_name(name: str, max_bytes: int) -> str:
+    """``name`` in at most ``max_bytes`` bytes of UTF-8: the part before its extension
+    is cut (never inside a character), the extension kept."""
+    if len(name.encode()) <= max_bytes:
+        return name
+    stem, dot, extension = name.rpartition(".")
+    if dot and stem and len(extension.encode()) < EXTENSION_MAX_BYTES:
+        suffix = f".{extension}"
+    else:
+        stem, suffix = name, ""
+    room = max_bytes - len(suffix.encode())
+    return stem.encode()[:room].decode(errors="ignore") + suffix

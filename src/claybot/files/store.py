@@ -10,12 +10,17 @@ Nothing is deleted when a message goes: ``collect`` removes the files no history
 references once they are older than ``files.collectAfterS`` (``collect.py`` finds the
 references), so a file on its way into a history is never taken.
 
+A stored file's bytes are the engine's alone: agents get copies (``placement.py``).
+Engines before that placed hard links in the shared workspace, through which a tool
+could change a stored file under its id; ``detach_links`` undoes that once.
+
 Blocking I/O throughout: the engine calls it on a worker thread.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import secrets
 import threading
@@ -28,6 +33,8 @@ from claybot.durable.atomic import fsync_directory, write_all
 from claybot.files.reference import SHA256, FileReference, safe_name
 from claybot.files.sniff import sniff
 from claybot.kernel.errors import ClayError, NotFound
+
+log = logging.getLogger(__name__)
 
 BLOBS = "blobs"
 SNIFF_BYTES = 256 * 1024  # what ``sniff`` looks at, at most
@@ -81,8 +88,16 @@ class FileStore:
         reference = FileReference(digest, safe_name(name), sniff(data), len(data))
         path = self._blob(digest)
         with self._lock:
-            if path.exists():
+            try:
+                if path.stat().st_size == len(data):
+                    return reference
+                # Changed under its id (through a link an older engine placed): the
+                # bytes that were sent are the file again.
+                self._write(path, data)
+                self._used = None  # counted again on next need
                 return reference
+            except FileNotFoundError:
+                pass
             used = self._used_bytes()
             if used + len(data) > self.settings.quota_bytes:
                 raise StoreFull(
@@ -138,6 +153,36 @@ class FileStore:
 
     def exists(self, file_id: str) -> bool:
         return bool(SHA256.match(file_id)) and self._blob(file_id).is_file()
+
+    # -- repair -------------------------------------------------------------------------
+
+    def detach_links(self) -> tuple[int, int]:
+        """Each stored file that shares its bytes with a link elsewhere (placed by an
+        older engine) made a file of its own again, once its bytes are checked against
+        its id; one whose bytes no longer match was changed through the link and is
+        removed (an upload of the original stores it again). Returns (detached, removed)."""
+        detached = removed = 0
+        for path in self._blobs():
+            try:
+                if path.stat().st_nlink <= 1:
+                    continue
+                data = path.read_bytes()
+            except FileNotFoundError:
+                continue  # collected meanwhile
+            with self._lock:
+                if hashlib.sha256(data).hexdigest() == path.name:
+                    self._write(path, data)  # a new file at the path; the links keep the old
+                    detached += 1
+                    continue
+                path.unlink(missing_ok=True)
+                self._used = None  # counted again on next need
+            removed += 1
+            log.error(
+                "stored file %s was changed through a link in an agent's folder; removed",
+                path.name,
+                extra={"action": "files.blob_damaged", "fileId": path.name},
+            )
+        return detached, removed
 
     # -- collection ---------------------------------------------------------------------
 

@@ -125,11 +125,12 @@ class JobOwner:
         final: bool,
         delivered_before: bool,
         files: tuple[FileReference, ...] = (),  # never: a job has no send_file
-    ) -> None:
+    ) -> bool:
         if not delivered_before:
             await self.db.logs.add(
                 self.id, f"Assistant: {text}", claim=self.claim, step_key=outgoing_id
             )
+        return True
 
     def count_usage(self, usage: TokenUsage, provider: str, model: str) -> None:
         self.usage = self.usage + usage

@@ -148,9 +148,21 @@ def check_path(
     resolve: Resolve = os.path.realpath,
 ) -> str:
     """The resolved path if ``access`` is granted, else PermissionError naming the tag."""
-    resolved = _clean_path(path, resolve)
+    resolved = resolved_path(path, resolve)
+    require_grant(permissions, resolved, access)
+    return resolved
+
+
+def resolved_path(path: str, resolve: Resolve = os.path.realpath) -> str:
+    """An absolute path an agent named, resolved (PermissionTagError if malformed)."""
+    return _clean_path(path, resolve)
+
+
+def require_grant(
+    permissions: Permissions, resolved: str, access: Literal["read", "write"]
+) -> None:
+    """PermissionError naming the tag to ask for, unless ``access`` to ``resolved`` is granted."""
     if not grants(permissions, PermissionTag(access, resolved)):
         raise PermissionError(
             f"{access} access to {resolved} is not granted; request @{access}:{resolved}"
         )
-    return resolved

@@ -35,12 +35,14 @@ from claybot.net.guarded_fetch import (
     address_refusal,
     resolve_host,
 )
+from claybot.permissions.granted_open import open_granted
 from claybot.permissions.model import Permissions
 from claybot.permissions.prompts import (
     PermissionAlreadyDecided,
     PermissionOutcome,
     PermissionPrompt,
 )
+from claybot.permissions.protected import ProtectedPaths
 from claybot.permissions.safe_open import open_beneath
 from claybot.permissions.tags import PermissionTagError, check_path, granting_folder, is_within
 from claybot.plugin.api import PluginApi
@@ -122,6 +124,7 @@ __all__ = [
     "PluginRegistrar",
     "PluginSettingsInvalid",
     "PostedMessage",
+    "ProtectedPaths",
     "ProviderConfigError",
     "ProviderError",
     "ProviderFactory",
@@ -149,5 +152,6 @@ __all__ = [
     "granting_folder",
     "is_within",
     "open_beneath",
+    "open_granted",
     "resolve_host",
 ]

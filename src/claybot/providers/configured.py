@@ -36,7 +36,7 @@ class ConfiguredProviders:
         self.failures: dict[str, str] = {}
 
     async def rebuild(self, settings: Settings, auth: AuthFile) -> None:
-        """Create the enabled providers in priority order, then close the old ones."""
+        """Create the enabled providers in priority order; the old ones are retired."""
         providers: list[InferenceProvider] = []
         failures: dict[str, str] = {}
         for provider_settings in settings.enabled_providers() or [DEFAULT_PROVIDER]:
@@ -59,10 +59,9 @@ class ConfiguredProviders:
                         "reason": reason,
                     },
                 )
-        old = self.router.replace(providers, failures)
         self.failures = failures
-        for provider in old:
-            await provider.close()
+        # The old providers close once no call runs over them (see the router).
+        await self.router.replace(providers, failures)
 
     async def close(self) -> None:
         await self.router.close()

@@ -1,7 +1,15 @@
-"""Try the enabled providers in priority order; a failing one falls through."""
+"""Try the enabled providers in priority order; a failing one falls through.
+
+The providers are swapped whole when settings change (``replace``). A call runs over
+the list it started with to its end, fall-throughs included: the list it pinned is
+closed only once its last call ends. Closing at once made a turn resumed at start,
+streaming from the first list while the second was built, fail with "cannot reach"
+and answer from the next provider instead of the one the user configured.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import logging
@@ -63,6 +71,17 @@ class CallObserver(Protocol):
         ...
 
 
+class _Generation:
+    """One list of providers, and how many calls run over it."""
+
+    __slots__ = ("calls", "providers", "retired")
+
+    def __init__(self, providers: Sequence[InferenceProvider]) -> None:
+        self.providers = list(providers)
+        self.calls = 0
+        self.retired = False
+
+
 class InferenceRouter:
     def __init__(
         self,
@@ -70,7 +89,10 @@ class InferenceRouter:
         events: EventBus | None = None,
         meter: CallMeter = UNMETERED,
     ) -> None:
-        self.providers = list(providers)
+        self._generation = _Generation(providers)
+        # Retired lists still carrying calls: closed when the last one ends.
+        self._retiring: set[_Generation] = set()
+        self._closing: set[asyncio.Task[None]] = set()
         self.meter = meter  # told of each provider call: how long, whether it failed
         # Providers that could not be built, with why (set with ``replace``).
         self.unavailable: dict[str, str] = {}
@@ -87,7 +109,32 @@ class InferenceRouter:
 
         ``prefer`` names a provider (its id or its model) to try first.
         """
-        providers = self.providers
+        generation = self._generation
+        generation.calls += 1
+        try:
+            return await self._complete(generation.providers, request, observer, prefer)
+        finally:
+            generation.calls -= 1
+            if generation.retired and generation.calls == 0:
+                self._retiring.discard(generation)
+                task = asyncio.get_running_loop().create_task(
+                    self._close_providers(generation.providers)
+                )
+                self._closing.add(task)
+                task.add_done_callback(self._closing.discard)
+
+    @property
+    def providers(self) -> list[InferenceProvider]:
+        """The providers a call starting now goes through, in order."""
+        return self._generation.providers
+
+    async def _complete(
+        self,
+        providers: list[InferenceProvider],
+        request: InferenceRequest,
+        observer: CallObserver | None,
+        prefer: str | None,
+    ) -> InferenceResult:
         if prefer is not None:
             named = [p for p in providers if prefer in (p.id, p.model)]
             providers = [*named, *(p for p in providers if p not in named)]
@@ -146,23 +193,47 @@ class InferenceRouter:
                 },
             )
 
-    def replace(
+    async def replace(
         self,
         providers: Sequence[InferenceProvider],
         unavailable: Mapping[str, str] | None = None,
-    ) -> list[InferenceProvider]:
-        """Route to ``providers`` from now on; returns the previous ones, to close.
+    ) -> None:
+        """Route to ``providers`` from now on, and close the previous ones: at once if
+        no call runs over them, else when the last call that started with them ends.
 
         ``unavailable``: the configured providers that could not be built, and why.
-        A call already under way finishes over the list it started with.
         """
-        old, self.providers = self.providers, list(providers)
+        old, self._generation = self._generation, _Generation(providers)
         self.unavailable = dict(unavailable or {})
-        return old
+        kept = {id(provider) for provider in self._generation.providers}
+        old.providers = [provider for provider in old.providers if id(provider) not in kept]
+        if old.calls:
+            old.retired = True
+            self._retiring.add(old)
+        else:
+            await self._close_providers(old.providers)
+
+    @staticmethod
+    async def _close_providers(providers: Sequence[InferenceProvider]) -> None:
+        for provider in providers:
+            try:
+                await provider.close()
+            except Exception:  # one that fails to close must not keep the others open
+                log.exception(
+                    "closing provider %s failed",
+                    provider.id,
+                    extra={"action": "provider.close_failed", "provider": provider.id},
+                )
 
     async def close(self) -> None:
-        for provider in self.providers:
-            await provider.close()
+        """Close every provider, those still finishing calls of an earlier list too."""
+        generations = [self._generation, *self._retiring]
+        self._retiring.clear()
+        for generation in generations:
+            generation.retired = False  # closed here, not again when their calls end
+            await self._close_providers(generation.providers)
+        if self._closing:
+            await asyncio.gather(*self._closing, return_exceptions=True)
 
 
 class PreferringRouter:

@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 
 from claybot.kernel.processes import ProcessGroup, drain, signal_group, start_group
 from claybot.permissions.model import Permissions
+from claybot.permissions.protected import ProtectedPaths
 from claybot.sandbox.cgroup import (
     CommandCgroup,
     PidsCgroups,
@@ -47,6 +48,7 @@ from claybot.sandbox.policy import (
     SandboxPolicy,
     SandboxUnavailable,
     bwrap_argv,
+    private_paths,
     sandbox_environment,
     secret_paths,
     unconfined_argv,
@@ -168,6 +170,15 @@ class Sandbox:
         """What no command, and no file tool, may reach: the engine's files and the keys."""
         return secret_paths(self.user_homes, self.claybot_home)
 
+    def protected_paths(self) -> ProtectedPaths:
+        """What file tools refuse whatever the grants (resolved, as the paths they check
+        are): the engine's files and the keys, and the conversations' received files but
+        for an agent's own (a grant inside them)."""
+        return ProtectedPaths(
+            engine=tuple(dict.fromkeys(os.path.realpath(p) for p in self.secret_paths())),
+            private=tuple(os.path.realpath(p) for p in private_paths(self.claybot_home)),
+        )
+
     async def support(self) -> SandboxSupport:
         if self._support is None:
             self._support = await self._shared("support", self._probe)
@@ -264,7 +275,9 @@ class Sandbox:
         """What a bubblewrapped command sees (reads the file system: call it off the loop)."""
         hidden_dirs: list[str] = []
         hidden_files: list[str] = []
-        for path in self.secret_paths():
+        protected = self.protected_paths()
+        private = set(protected.private_grants(permissions))
+        for path in [*self.secret_paths(), *protected.private]:
             resolved = os.path.realpath(path)
             try:
                 mode = os.lstat(resolved).st_mode
@@ -274,8 +287,8 @@ class Sandbox:
         return SandboxPolicy(
             cwd=cwd,
             network=permissions.network,
-            read_dirs=tuple(_unmoved_dirs(permissions.readDirs)),
-            write_dirs=tuple(_unmoved_dirs(permissions.writeDirs)),
+            read_dirs=tuple(_unmoved_dirs(d for d in permissions.readDirs if d not in private)),
+            write_dirs=tuple(_unmoved_dirs(d for d in permissions.writeDirs if d not in private)),
             blanked_dirs=tuple(
                 home
                 for home in (os.path.realpath(self.claybot_home),)
@@ -283,6 +296,8 @@ class Sandbox:
             ),
             hidden_dirs=tuple(hidden_dirs),
             hidden_files=tuple(hidden_files),
+            # Read-only whatever the grant says: nothing done there may change them.
+            private_dirs=tuple(_unmoved_dirs(sorted(private))),
         )
 
 

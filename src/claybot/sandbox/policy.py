@@ -8,7 +8,9 @@ A command an agent (or a gate an agent made) runs is confined, or it does not ru
   dropped (as root too: a capable process could unmount what hides the secrets),
   the root file system read-only, a fresh ``/proc``, ``/dev`` and ``/tmp``, the
   ClayBot home blanked, the agent's grants bound back (``writeDirs`` read-write),
-  and the engine's own files covered again whatever the grants say.
+  the engine's own files and every conversation's received files covered again
+  whatever the grants say, and last the agent's own received files (a grant inside
+  that folder) bound back read-only.
 - ``unconfined``: only when the user names it in settings. A plain child with
   resource limits and, without ``@network``, an empty network namespace from
   ``unshare``; it confines nothing on the file system, which every start, the
@@ -78,6 +80,11 @@ PROTECTED_HOME_ENTRIES = (
     "files",
     "cron/.runs.jsonl",
 )
+# Relative to the ClayBot home: folders of one part per agent (``received/<agent id>``:
+# the files its conversation brought, copied out of the store). Covered like the
+# engine's files, but an agent's own part is bound back read-only for it (see
+# ``claybot.permissions.protected``).
+PRIVATE_HOME_ENTRIES = ("received",)
 
 
 class SandboxUnavailable(Unavailable, RuntimeError):
@@ -97,6 +104,8 @@ class SandboxPolicy:
     # Covered *after* the grants, so no grant reveals them: tmpfs or /dev/null.
     hidden_dirs: tuple[str, ...] = ()
     hidden_files: tuple[str, ...] = ()
+    # Bound read-only *after* the covers: the agent's own part of a private folder.
+    private_dirs: tuple[str, ...] = ()
 
 
 def secret_paths(user_homes: Iterable[str], claybot_home: str) -> list[str]:
@@ -110,6 +119,11 @@ def secret_paths(user_homes: Iterable[str], claybot_home: str) -> list[str]:
 def protected_paths(claybot_home: str) -> list[str]:
     """The ClayBot home's own files and folders (see ``PROTECTED_HOME_ENTRIES``)."""
     return [f"{claybot_home.rstrip('/')}/{entry}" for entry in PROTECTED_HOME_ENTRIES]
+
+
+def private_paths(claybot_home: str) -> list[str]:
+    """The ClayBot home's folders of one part per agent (``PRIVATE_HOME_ENTRIES``)."""
+    return [f"{claybot_home.rstrip('/')}/{entry}" for entry in PRIVATE_HOME_ENTRIES]
 
 
 def sandbox_environment(home: str, source: Mapping[str, str]) -> dict[str, str]:
@@ -142,6 +156,8 @@ def bwrap_argv(bwrap: str, command: str, policy: SandboxPolicy) -> list[str]:
         argv += ["--tmpfs", directory]
     for path in _depth_order(policy.hidden_files):
         argv += ["--ro-bind", "/dev/null", path]
+    for directory in _depth_order(policy.private_dirs):
+        argv += ["--ro-bind-try", directory, directory]
     # Last, so that no grant (even of "/") brings back the host's /proc or /dev.
     argv += ["--proc", "/proc", "--dev", "/dev", "--chdir", policy.cwd]
     return [*argv, "--", SHELL, "-c", command]

@@ -19,6 +19,17 @@ class AgentProblem(Answer):
     action: str
 
 
+class StuckAgent(Answer):
+    """An agent whose work a failed write stopped (a full disk): it tries again, waiting
+    twice as long after each failure in a row (at most 30 s), until an item gets
+    through."""
+
+    agentId: str
+    since: int = Field(description="The first failure in a row, unix milliseconds")
+    error: str = Field(description="The latest failure")
+    failures: int = Field(description="Failures in a row")
+
+
 class AgentListing(Answer):
     agentId: str
     descriptor: AgentDescriptor
@@ -31,6 +42,7 @@ class AgentListing(Answer):
     )
     pending: int = Field(description="Items waiting in its inbox (0 when sleeping)")
     problem: AgentProblem | Omitted = None
+    stuck: StuckAgent | Omitted = None
 
 
 class AgentList(Ok):

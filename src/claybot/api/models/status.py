@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from claybot.api.models.agents import AgentProblem
+from claybot.api.models.agents import AgentProblem, StuckAgent
 from claybot.api.models.base import Answer, Ok
 from claybot.api.models.plugins import ConnectorSummary, PluginFailure, PluginSummary
 
@@ -68,6 +68,7 @@ class AgentCounts(Answer):
     loaded: int
     pendingItems: int
     problems: list[AgentProblem]
+    stuck: list[StuckAgent]
 
 
 class SideTaskStatus(Answer):

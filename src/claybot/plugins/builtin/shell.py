@@ -4,8 +4,9 @@ Every path is resolved (symlinks, ``..``) before it is checked against the agent
 ``readDirs``/``writeDirs``, then opened one component at a time without following
 links, so a folder swapped for a link after the check is refused rather than
 followed. The engine's own files (auth.json, settings, the socket, the database,
-every agent's folder ...) and the user's keys are refused whatever the grants, as
-exec hides them. File work runs on a worker thread, never on the event loop.
+every agent's folder ...), the user's keys and other conversations' received files
+are refused whatever the grants, as exec hides them. File work runs on a worker
+thread, never on the event loop.
 
 ``exec`` runs ``/bin/sh -c <command>`` in the sandbox of ``claybot.sandbox``:
 bubblewrap (read-only root, only ``writeDirs`` writable, the engine's files and
@@ -20,7 +21,6 @@ import asyncio
 import contextlib
 import os
 import signal
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -42,9 +42,7 @@ from claybot.plugin import (
     ToolDefinition,
     ToolResult,
     check_path,
-    granting_folder,
-    is_within,
-    open_beneath,
+    open_granted,
 )
 
 PLUGIN_ID = "shell"
@@ -116,31 +114,6 @@ class ExecArguments(BaseModel):
     )
 
 
-def _open_no_follow(
-    permissions: Permissions,
-    raw_path: str,
-    access: Literal["read", "write"],
-    flags: int,
-    protected: tuple[str, ...] = (),
-) -> tuple[str, int]:
-    """The checked, resolved path and a descriptor of it, opened without following links.
-
-    The path the model gives may pass through links that resolve inside the grants:
-    ``check_path`` resolves it first. The resolved path is then opened component by
-    component (``open_beneath``), so a folder swapped for a link after the check is
-    refused instead of followed out of the grants. Paths in ``protected`` are refused.
-    """
-    path = check_path(permissions, raw_path, access)
-    if any(is_within(path, secret) for secret in protected):
-        raise PermissionError(
-            f"{path} belongs to the engine (or holds keys): no agent may {access} it, "
-            "whatever its grants"
-        )
-    root = granting_folder(permissions, path, access)
-    assert root is not None  # check_path just found it granted
-    return path, open_beneath(root, path, flags, make_folders=access == "write")
-
-
 def sandbox_config(settings: ShellSettings) -> SandboxConfig:
     limits = ResourceLimits(
         cpu_s=settings.cpu_limit_s,
@@ -192,7 +165,7 @@ class ShellPlugin:
         self._api = api
         self._max_read = api.settings.max_read_bytes
         self._runner = api.sandbox.runner(api.instance_id, sandbox_config(api.settings))
-        self._protected = tuple(os.path.realpath(path) for path in api.sandbox.secret_paths())
+        self._protected = api.sandbox.protected_paths()
 
     async def load(self) -> None:
         if self._api.settings.sandbox == "bwrap":
@@ -233,7 +206,7 @@ class ShellPlugin:
         return await asyncio.to_thread(self._read_file, arguments, context.permissions)
 
     def _read_file(self, arguments: ReadArguments, permissions: Permissions) -> ToolResult:
-        _, fd = _open_no_follow(permissions, arguments.path, "read", os.O_RDONLY, self._protected)
+        _, fd = open_granted(permissions, arguments.path, "read", os.O_RDONLY, self._protected)
         with os.fdopen(fd, "rb") as handle:
             data = handle.read(self._max_read + 1)
         text = data[: self._max_read].decode(errors="replace")
@@ -246,7 +219,7 @@ class ShellPlugin:
 
     def _write_file(self, arguments: WriteArguments, permissions: Permissions) -> ToolResult:
         mode = os.O_APPEND if arguments.append else os.O_TRUNC
-        path, fd = _open_no_follow(
+        path, fd = open_granted(
             permissions, arguments.path, "write", os.O_WRONLY | os.O_CREAT | mode, self._protected
         )
         with os.fdopen(fd, "wb") as handle:
@@ -260,7 +233,7 @@ class ShellPlugin:
     def _edit_file(self, arguments: EditArguments, permissions: Permissions) -> ToolResult:
         # One descriptor for the read and the write: the file written is the file read,
         # whatever happens to the path in between.
-        path, fd = _open_no_follow(permissions, arguments.path, "write", os.O_RDWR, self._protected)
+        path, fd = open_granted(permissions, arguments.path, "write", os.O_RDWR, self._protected)
         with os.fdopen(fd, "r+b") as handle:
             text = handle.read().decode()
             for number, edit in enumerate(arguments.edits, start=1):
