@@ -8,16 +8,12 @@ import hashlib
 import json
 from typing import Any
 
-import httpx
-
 from claybot.agents.descriptors import UserDescriptor
-from claybot.api.app import create_app
 from claybot.api.dashboard.auth import DashboardAuth
 from claybot.api.dashboard.chat_pages import FILES_HEADER
-from claybot.api.tcp_auth import ApiKeyMiddleware
 from claybot.config.home import HomePaths
 from claybot.engine.engine import Engine, EngineOptions
-from tests.api.dashboard.conftest import Clock, Dashboard, csrf_of
+from tests.api.dashboard.conftest import Clock, Dashboard, csrf_of, open_dashboard
 from tests.conftest import ECHO_SETTINGS, write_settings
 from tests.providers.test_request_bodies import PNG
 
@@ -135,16 +131,8 @@ async def test_files_past_the_message_cap_are_refused(paths: HomePaths) -> None:
     engine = Engine(paths, EngineOptions(port=0))
     await engine.start()
     try:
-        engine.tcp_port = 8421
-        app = create_app(engine, dashboard_auth=DashboardAuth(clock=Clock()))
-        async with (
-            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://s") as s,
-            httpx.AsyncClient(
-                transport=httpx.ASGITransport(app=ApiKeyMiddleware(app, engine.keys)),
-                base_url="http://127.0.0.1:8421",
-            ) as tcp,
-        ):
-            dashboard = Dashboard(s, tcp, Clock())
+        async with open_dashboard(engine, DashboardAuth(clock=Clock())) as dashboard:
+            tcp = dashboard.tcp
             await dashboard.log_in()
             csrf = csrf_of((await tcp.get(DESK)).text)
             big = await tcp.post(
