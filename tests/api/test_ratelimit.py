@@ -94,16 +94,30 @@ def test_failures_limit_a_client_until_the_oldest_leaves_the_window() -> None:
     clock = Clock()
     limiter = FailureLimiter(2, clock)
     assert limiter.retry_after("a") == 0
-    assert limiter.record_failure("a") is False
+    assert limiter.record_failure("a") == 0
     clock.now += 15
-    assert limiter.retry_after("a") == 0
-    assert limiter.record_failure("a") is True  # the one that reaches the limit
-    assert limiter.retry_after("a") == 45
+    assert limiter.record_failure("a") == 0  # the one that reaches the limit is within it
+    assert limiter.retry_after("a") == 45  # the next is not
     assert limiter.retry_after("b") == 0
     clock.now += 44.5
     assert limiter.retry_after("a") == 1  # never early
     clock.now += 0.5
     assert limiter.retry_after("a") == 0
+
+
+def test_failures_past_the_limit_count_so_a_client_that_keeps_failing_stays_limited() -> None:
+    clock = Clock()
+    limiter = FailureLimiter(2, clock)
+    assert [limiter.record_failure("a") for _ in range(2)] == [0, 0]
+    told = []
+    for _ in range(10):  # one failure every 10 s, five times the limit's pace
+        clock.now += 10
+        told.append(limiter.record_failure("a"))
+    assert told == [50] * 10  # each counted: the next would be over until 50 s later
+    clock.now += 49
+    assert limiter.retry_after("a") == 1
+    clock.now += 1  # waiting as told is enough
+    assert limiter.record_failure("a") == 0
 
 
 def test_the_failure_limiter_forgets_quiet_clients_and_stays_bounded() -> None:
@@ -114,4 +128,5 @@ def test_the_failure_limiter_forgets_quiet_clients_and_stays_bounded() -> None:
     assert [limiter.retry_after(client) for client in "abcd"] == [0, 60, 60, 60]
     clock.now += WINDOW_S
     assert [limiter.retry_after(client) for client in "abcd"] == [0, 0, 0, 0]
-    assert limiter.record_failure("a") is True  # counted afresh
+    assert limiter.record_failure("a") == 0  # counted afresh
+    assert limiter.retry_after("a") == 60

@@ -92,3 +92,28 @@ def test_key_creation_rejects_bad_scopes(engine: EngineProcess) -> None:
         response = client.post("/v1/engine/keys", json={"name": "x", "scopes": ["root"]})
         assert response.status_code == 422 and response.json()["error"]["field"] == "scopes"
         assert client.post("/v1/engine/keys/nope/revoke").status_code == 404
+
+
+def test_unknown_keys_from_an_address_do_not_lock_its_valid_keys_out(
+    engine: EngineProcess,
+) -> None:
+    """Behind a reverse proxy, or on localhost, every client has one address: one client
+    sending wrong keys gets its failures refused, and the others' keys still work."""
+    with engine.client() as client:
+        port = client.get("/v1/engine/status").json()["tcp"]["port"]
+    admin = create_key(engine, ["admin"])
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as tcp:
+
+        def get(key: str, path: str = "/v1/engine/status") -> httpx.Response:
+            return tcp.get(path, headers={"Authorization": f"Bearer {key}"})
+
+        statuses = [get(f"cb_stale-key-{n}").status_code for n in range(25)]
+        assert statuses == [401] * 20 + [429] * 5
+        limited = get("cb_stale-key-0")
+        assert limited.json()["error"]["code"] == "rate_limited"
+        assert 1 <= int(limited.headers["Retry-After"]) <= 60
+        assert get(admin).status_code == 200
+        made_now = create_key(engine, ["jobs:read"])  # made while the address is limited
+        assert get(made_now, "/api/v1/jobs").status_code == 200
+        assert get("cb_stale-key-25").status_code == 429  # its failures are still limited
+    assert engine.output().count("unknown API keys in a minute from 127.0.0.1") == 1

@@ -308,35 +308,45 @@ class Guessing:
         return httpx.AsyncClient(transport=transport, base_url="http://tcp")
 
 
-async def test_a_client_guessing_keys_gets_429_without_a_lookup() -> None:
+async def test_a_guessing_client_gets_429_without_lookups_and_its_valid_keys_get_in() -> None:
     guessing = Guessing()
     _, valid = await guessing.store.create("owner", ["admin"])
-    async with guessing.client("10.0.0.1") as guesser, guessing.client("10.0.0.2") as other:
+    revoked_record, revoked = await guessing.store.create("old", ["admin"])
+    await guessing.store.revoke(revoked_record.id)
+    async with guessing.client("10.0.0.1") as shared, guessing.client("10.0.0.2") as other:
         for n in range(3):
-            response = await guesser.get("/v1/engine/status", headers=bearer(f"cb_guess{n}"))
+            response = await shared.get("/v1/engine/status", headers=bearer(f"cb_guess{n}"))
             assert_error(response, 401, "unauthorized")
             guessing.clock.now += 10
         assert guessing.store.verified == 3
-        # The fourth try, any number of tries, and even a valid key from that address:
-        # refused before the store is asked.
-        for key in ["cb_guess3", *(f"cb_more{n}" for n in range(100)), valid]:
-            limited = await guesser.get("/v1/engine/status", headers=bearer(key))
+        # Past the limit every unknown key is refused, and the store is not asked.
+        for n, key in enumerate(["cb_guess3", *(f"cb_more{n}" for n in range(100))]):
+            limited = await shared.get("/v1/engine/status", headers=bearer(key))
             assert "unknown API keys" in assert_error(limited, 429, "rate_limited")
-            assert limited.headers["Retry-After"] == "30"  # the first guess was 30 s ago
+            # When the next failure would be within the limit: refused guesses count
+            # too (the oldest of the newest three goes), so a guesser stays limited.
+            assert limited.headers["Retry-After"] == {0: "40", 1: "50"}.get(n, "60")
             assert key not in limited.text
         assert guessing.store.verified == 3
+        # A valid key from that address gets in, and so does one made just now.
+        assert (await shared.get("/v1/engine/status", headers=bearer(valid))).status_code == 200
+        _, new = await guessing.store.create("new", ["admin"])
+        assert (await shared.get("/v1/engine/status", headers=bearer(new))).status_code == 200
+        assert guessing.store.verified == 5
+        # A revoked key may be live as far as memory knows: looked up, and refused.
+        limited = await shared.get("/v1/engine/status", headers=bearer(revoked))
+        assert_error(limited, 429, "rate_limited")
+        assert guessing.store.verified == 6
         # Another address is not affected: its valid key works, its wrong key is a 401.
         assert (await other.get("/v1/engine/status", headers=bearer(valid))).status_code == 200
         wrong = await other.get("/v1/engine/status", headers=bearer("cb_typo"))
         assert_error(wrong, 401, "unauthorized")
-        assert guessing.store.verified == 5
-        # The window slides: once the first guess is a minute old, one more try is let in.
-        guessing.clock.now += 30
-        again = await guesser.get("/v1/engine/status", headers=bearer("cb_guess4"))
+        assert guessing.store.verified == 8
+        # Once its failures are a minute old, a wrong key is a 401 again (looked up).
+        guessing.clock.now += 60
+        again = await shared.get("/v1/engine/status", headers=bearer("cb_guess4"))
         assert_error(again, 401, "unauthorized")
-        assert guessing.store.verified == 6
-        limited = await guesser.get("/v1/engine/status", headers=bearer(valid))
-        assert limited.status_code == 429 and limited.headers["Retry-After"] == "10"
+        assert guessing.store.verified == 9
 
 
 async def test_successes_neither_count_nor_reset_the_failures() -> None:
@@ -351,10 +361,10 @@ async def test_successes_neither_count_nor_reset_the_failures() -> None:
         assert [await status(valid) for _ in range(50)] == [200] * 50
         # Requests without a key cost no lookup and are not counted.
         assert [await status(None) for _ in range(10)] == [401] * 10
-        # A valid key between failures buys no extra tries.
-        statuses = [await status(key) for key in ("cb_a", valid, "cb_b", valid, "cb_c", valid)]
-        assert statuses == [401, 200, 401, 200, 401, 429]
-    assert guessing.store.verified == 50 + 5
+        # A valid key between failures buys no extra tries, and is let in past the limit.
+        keys = ("cb_a", valid, "cb_b", valid, "cb_c", valid, "cb_d", valid)
+        assert [await status(key) for key in keys] == [401, 200, 401, 200, 401, 200, 429, 200]
+    assert guessing.store.verified == 50 + 7  # all but cb_d, refused from memory
 
 
 def http_scope(path: str, key: str | None, scope_type: str = "http") -> Scope:

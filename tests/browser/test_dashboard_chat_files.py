@@ -10,7 +10,7 @@ import pytest
 from playwright.async_api import Browser
 
 from tests.browser.conftest import logged_in_page, serious_violations
-from tests.browser.test_dashboard_chat import open_conversation
+from tests.browser.test_dashboard_chat import open_conversation, send
 from tests.conftest import EngineProcess
 from tests.providers.test_request_bodies import PNG
 
@@ -66,3 +66,31 @@ async def test_an_attached_image_shows_in_the_conversation(
     )
     await page.get_by_role("button", name="Send").click()
     await page.locator('.card.user_message img[alt="alone.png"]').wait_for()
+
+
+async def test_a_text_message_carries_no_file(
+    engine_process: EngineProcess, browser: Browser
+) -> None:
+    """The composer's file field left empty adds nothing: no file is sent, shown,
+    recorded in the history, or told to the model (whose echo repeats what it was told)."""
+    page, base = await logged_in_page(engine_process, browser)
+    await open_conversation(page, base, "words")
+    async with page.expect_request(
+        lambda request: request.method == "POST" and request.url.endswith("/chat/dashboard/words")
+    ) as posted:
+        await send(page, "just words")
+    body = (await posted.value).post_data_buffer or b""
+    assert b'name="text"' in body and b'name="file"' not in body  # the browser sent no file part
+    reply = page.locator(".card.assistant_message:not(.live) p.text")
+    await reply.wait_for()
+    assert await reply.inner_text() == "echo: just words"
+    sent = page.locator(".card.user_message").last
+    assert await sent.locator("p.text").inner_text() == "just words"
+    assert await sent.locator("ul.files").count() == 0
+    await page.reload()
+    card = page.locator("#history .card.user_message").last
+    assert await card.locator("p.text").inner_text() == "just words"
+    assert await card.locator("ul.files").count() == 0
+    assert await page.locator("#history .card.assistant_message p.text").inner_text() == (
+        "echo: just words"
+    )

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import event, select
 
 from claybot.db.errors import StoreError
 from claybot.db.keys import SCOPES, ApiKeyStore, MemoryApiKeyStore
-from claybot.db.sql_keys import SqlApiKeyStore
+from claybot.db.sql_keys import DIGESTS_FRESH_S, SqlApiKeyStore
 from claybot.db.tables import api_keys
 from tests.databases import open_database, url_for
 
@@ -146,6 +146,55 @@ async def test_every_scope_can_be_granted(store: ApiKeyStore) -> None:
     record, plaintext = await store.create("all", sorted(SCOPES))
     verified = await store.verify(plaintext)
     assert verified is not None and set(verified.scopes) == SCOPES == set(record.scopes)
+
+
+async def test_every_key_made_may_be_live_and_no_unknown_one_is(store: ApiKeyStore) -> None:
+    record, plaintext = await store.create("a", ["admin"])
+    assert await store.may_be_live(plaintext) is True
+    for unknown in (plaintext[:-1], plaintext + "x", "cb_" + "A" * 43, "sk-elsewhere", ""):
+        assert await store.may_be_live(unknown) is False
+    await store.revoke(record.id)
+    assert await store.may_be_live(plaintext) is True  # "may": verify has the last word
+    assert await store.verify(plaintext) is None
+
+
+class Queries:
+    """Counts the statements a database is sent."""
+
+    def __init__(self, database: Any) -> None:
+        self.count = 0
+        event.listen(database.sync_engine, "before_cursor_execute", self._counted)
+
+    def _counted(self, *_: Any) -> None:
+        self.count += 1
+
+
+async def test_may_be_live_answers_from_memory_and_learns_other_engines_keys(
+    database: Any, clock: Clock
+) -> None:
+    """Two engines on one database: each knows its own keys at once, and the other's
+    when it reads the digests again, which a miss does once they are a second old."""
+    here, elsewhere = SqlApiKeyStore(database, clock), SqlApiKeyStore(database, clock)
+    _, old = await elsewhere.create("made before", ["admin"])
+    queries = Queries(database)
+    assert await here.may_be_live(old) is True  # the first question reads the digests
+    assert queries.count == 1
+    _, mine = await here.create("mine", ["admin"])
+    queries.count = 0
+    for n in range(100):
+        assert await here.may_be_live(f"cb_guess{n}") is False
+    assert await here.may_be_live(mine) is True
+    assert queries.count == 0  # a hundred unknown keys, and the database was not asked
+
+    _, theirs = await elsewhere.create("made since", ["admin"])
+    assert await here.may_be_live(theirs) is False  # not read again yet
+    clock.advance(DIGESTS_FRESH_S)
+    assert await here.may_be_live(theirs) is True
+    _, verified = await elsewhere.create("verified", ["admin"])
+    assert await here.verify(verified) is not None  # a key seen is known from then on
+    queries.count = 0
+    assert await here.may_be_live(verified) is True
+    assert queries.count == 0
 
 
 async def test_admin_passes_every_scope_check() -> None:

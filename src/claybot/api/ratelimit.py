@@ -4,9 +4,10 @@ Per key: only allowed requests count, so a client that keeps knocking while limi
 is let in again once its oldest allowed request leaves the window (the original
 counted denied requests too, so a retrying client could lock itself out for good).
 
-Per client address, failed authentications: each unknown key costs a key-store
-lookup (908 a second were answered 401 on TCP), so past its limit a client is
-refused before the lookup, and only failures count.
+Per client address, failed authentications: past its limit a client's failures are
+answered 429, and they keep counting, so a client that keeps failing stays limited.
+Only failures are limited: a valid key from the same address (localhost, or a reverse
+proxy every client comes through) is never refused for them (``claybot.api.key_check``).
 """
 
 from __future__ import annotations
@@ -55,11 +56,11 @@ class SlidingWindowLimiter:
 
 
 class FailureLimiter:
-    """Failed authentications per client address, at most ``limit`` in any minute.
+    """Failed authentications per client address: ``limit`` in any minute are within it.
 
-    ``retry_after`` is asked before a key is looked up and ``record_failure`` after
-    an unknown key, so a refused client costs no lookup. Successes are not counted
-    and do not reset the count: one valid key must not buy a guesser more tries.
+    A failure past the limit is counted too (a client that keeps failing stays limited)
+    and only failures are: successes neither count nor reset the count, so one valid
+    key buys a guesser no more tries.
     """
 
     def __init__(
@@ -74,21 +75,21 @@ class FailureLimiter:
         self._clock = clock
         self._max_clients = max_clients
         # Only the newest ``limit`` failures matter: the oldest of them says when the
-        # client may try again. Least recently failing clients first, for eviction.
+        # client is back within its limit. Least recently failing clients first, for eviction.
         self._failures: OrderedDict[str, deque[float]] = OrderedDict()
 
     def retry_after(self, client: str) -> int:
-        """0 if ``client`` may try a key now, else the whole seconds until it may."""
+        """0 if ``client``'s next failure would be within its limit, else the whole
+        seconds until it would be."""
         now = self._clock()
-        failures = self._recent(client, now)
-        if len(failures) < self.limit:
-            return 0
-        return max(1, math.ceil(WINDOW_S - (now - failures[0])))
+        return self._wait(self._recent(client, now), now)
 
-    def record_failure(self, client: str) -> bool:
-        """Count a failed attempt; True when it is the one that reaches the limit."""
+    def record_failure(self, client: str) -> int:
+        """Count a failed attempt: 0 if it was within the client's limit, else the whole
+        seconds until the client's next failure would be (the Retry-After of a 429)."""
         now = self._clock()
         failures = self._recent(client, now)
+        over = len(failures) >= self.limit
         if not failures:
             failures = self._failures[client] = deque(maxlen=self.limit)
             if len(self._failures) > self._max_clients:
@@ -96,7 +97,12 @@ class FailureLimiter:
         else:
             self._failures.move_to_end(client)
         failures.append(now)
-        return len(failures) == self.limit
+        return self._wait(failures, now) if over else 0
+
+    def _wait(self, failures: deque[float], now: float) -> int:
+        if len(failures) < self.limit:
+            return 0
+        return max(1, math.ceil(WINDOW_S - (now - failures[0])))
 
     def _recent(self, client: str, now: float) -> deque[float]:
         """The client's failures still in the window; a client with none is forgotten."""

@@ -3,7 +3,8 @@
 The Unix socket serves the bare app (the owner's, trusted); TCP serves the app
 wrapped in ``ApiKeyMiddleware``: ``Authorization: Bearer cb_...``, the route's
 scope (``admin`` passes every check), and the key's rate limit. A client address
-that keeps presenting unknown keys is refused (429) before its keys are looked up.
+that keeps presenting unknown keys has its failures answered 429, mostly without a
+lookup, while its valid keys still get in (``claybot.api.key_check``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from claybot.api.dashboard.paths import is_dashboard_path
 from claybot.api.error_shapes import reshaped
+from claybot.api.key_check import check_key, client_address
 from claybot.api.ratelimit import FailureLimiter, RateLimiter, SlidingWindowLimiter
 from claybot.db.errors import StoreError
 
@@ -89,15 +91,6 @@ class ApiKeyMiddleware:
         if scope["type"] == "http" and is_dashboard_path(path):
             await self.app(scope, receive, send)  # the dashboard's session cookie decides
             return
-        client = _client_address(scope)
-        wait_s = self.failures.retry_after(client)
-        if wait_s:
-            await _deny(
-                scope, send, 429, "rate_limited",
-                f"too many unknown API keys from this address; retry in {wait_s} s",
-                retry_after=wait_s,
-            )  # fmt: skip
-            return
         presented = _bearer(scope)
         if presented is None:
             await _deny(
@@ -106,7 +99,7 @@ class ApiKeyMiddleware:
             )  # fmt: skip
             return
         try:
-            record = await self.store.verify(presented)
+            checked = await check_key(self.store, self.failures, client_address(scope), presented)
         except StoreError as exc:
             # The caller is not authenticated yet: the database's details stay in the log.
             log.error(
@@ -120,16 +113,17 @@ class ApiKeyMiddleware:
                 retry_after=5,
             )  # fmt: skip
             return
+        record = checked.record
         if record is None:
-            if self.failures.record_failure(client):
-                log.warning(
-                    "%d unknown API keys in a minute from %s: its requests get 429 until the "
-                    "oldest is a minute old; if this is yours, check the key it sends",
-                    self.failures.limit,
-                    client,
-                    extra={"action": "keys.client_limited", "client": client},
-                )
-            await _deny(scope, send, 401, "unauthorized", "the API key is unknown or revoked")
+            if checked.retry_after_s:
+                await _deny(
+                    scope, send, 429, "rate_limited",
+                    "too many unknown API keys from this address; "
+                    f"retry in {checked.retry_after_s} s",
+                    retry_after=checked.retry_after_s,
+                )  # fmt: skip
+            else:
+                await _deny(scope, send, 401, "unauthorized", "the API key is unknown or revoked")
             return
         needed = self.required_scope(str(scope.get("method", "GET")), str(scope["path"]))
         if not record.allows(needed):
@@ -163,16 +157,6 @@ class ApiKeyMiddleware:
                 exc,
                 extra={"action": "keys.record_use_failed"},
             )
-
-
-def _client_address(scope: Scope) -> str:
-    """The peer's address (not its port, which changes with every connection).
-
-    Forwarding headers are not trusted: anyone can send them. Behind a reverse
-    proxy every client is the proxy's address and shares one failure count.
-    """
-    client = scope.get("client")
-    return str(client[0]) if client else "unknown"
 
 
 def _bearer(scope: Scope) -> str | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from starlette.datastructures import UploadFile  # FastAPI's is a subclass
+from starlette.datastructures import FormData, UploadFile  # FastAPI's is a subclass
 
 from claybot.api.schemas import AttachFile
 from claybot.files.reference import FileReference, safe_name
@@ -19,6 +19,16 @@ async def read_upload(store: FileStore, upload: UploadFile) -> FileReference:
     if len(data) > cap:
         raise FileTooLarge(f"{name!r} is over {cap} bytes (files.maxFileBytes)", field="file")
     return await asyncio.to_thread(store.put, data, name)
+
+
+def chosen_files(form: FormData, field: str) -> list[UploadFile]:
+    """The files a form's field carries. A browser sends a file field left empty as a
+    part with an empty file name and no bytes: that is no file, whoever sends it."""
+    return [
+        part
+        for part in form.getlist(field)
+        if isinstance(part, UploadFile) and (part.filename or part.size)
+    ]
 
 
 async def attached(store: FileStore, files: list[AttachFile]) -> tuple[FileReference, ...]:

@@ -91,6 +91,12 @@ class ApiKeyStore(Protocol):
 
     async def verify(self, plaintext: str) -> ApiKeyRecord | None: ...
 
+    async def may_be_live(self, plaintext: str) -> bool:
+        """Whether ``plaintext`` may be a live key, answered from memory where it can be:
+        False means ``verify`` would find no live key, so a caller limiting failures may
+        refuse it without asking the database. True also for a key revoked since."""
+        ...
+
     async def record_use(self, key_id: str) -> None: ...
 
 
@@ -135,6 +141,9 @@ class MemoryApiKeyStore:
         key_id = self._hashes.get(hash_key(plaintext))
         record = self._records.get(key_id) if key_id else None
         return None if record is None or record.revoked else record
+
+    async def may_be_live(self, plaintext: str) -> bool:
+        return hash_key(plaintext) in self._hashes
 
     async def record_use(self, key_id: str) -> None:
         record = self._records.get(key_id)

@@ -65,6 +65,9 @@ class DeferredApiKeyStore:
     async def verify(self, plaintext: str) -> ApiKeyRecord | None:
         return await (await self._store()).verify(plaintext)
 
+    async def may_be_live(self, plaintext: str) -> bool:
+        return await (await self._store()).may_be_live(plaintext)
+
     async def record_use(self, key_id: str) -> None:
         await (await self._store()).record_use(key_id)
 

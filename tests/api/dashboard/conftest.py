@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import httpx
 import pytest
+from starlette.types import ASGIApp
 
 from claybot.api.app import create_app
 from claybot.api.dashboard.auth import DashboardAuth
@@ -28,6 +30,12 @@ class Dashboard:
     socket: httpx.AsyncClient  # the owner's: where `claybot dashboard` asks for links
     tcp: httpx.AsyncClient  # a browser's
     clock: Clock
+    tcp_app: ASGIApp
+
+    def browser(self) -> httpx.AsyncClient:
+        """Another browser, with cookies of its own (the caller closes it)."""
+        transport = httpx.ASGITransport(app=self.tcp_app)
+        return httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8421")
 
     async def link(self) -> str:
         response = await self.socket.post("/v1/engine/dashboard/links")
@@ -42,19 +50,26 @@ class Dashboard:
         return response
 
 
-@pytest.fixture
-async def dashboard(engine: Engine) -> AsyncIterator[Dashboard]:
-    clock = Clock()
-    app = create_app(engine, dashboard_auth=DashboardAuth(clock=clock))
+@asynccontextmanager
+async def open_dashboard(engine: Engine, auth: DashboardAuth) -> AsyncIterator[Dashboard]:
+    """The dashboard of ``engine`` with ``auth`` (whose clock must be a ``Clock``)."""
+    assert isinstance(auth.clock, Clock)
+    app = create_app(engine, dashboard_auth=auth)
+    tcp_app = ApiKeyMiddleware(app, engine.keys)
     engine.tcp_port = 8421
     async with (
         httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://s") as socket,
         httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=ApiKeyMiddleware(app, engine.keys)),
-            base_url="http://127.0.0.1:8421",
+            transport=httpx.ASGITransport(app=tcp_app), base_url="http://127.0.0.1:8421"
         ) as tcp,
     ):
-        yield Dashboard(socket, tcp, clock)
+        yield Dashboard(socket, tcp, auth.clock, tcp_app)
+
+
+@pytest.fixture
+async def dashboard(engine: Engine) -> AsyncIterator[Dashboard]:
+    async with open_dashboard(engine, DashboardAuth(clock=Clock())) as opened:
+        yield opened
 
 
 def csrf_of(page: str) -> str:

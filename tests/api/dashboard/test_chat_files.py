@@ -8,16 +8,12 @@ import hashlib
 import json
 from typing import Any
 
-import httpx
-
 from claybot.agents.descriptors import UserDescriptor
-from claybot.api.app import create_app
 from claybot.api.dashboard.auth import DashboardAuth
 from claybot.api.dashboard.chat_pages import FILES_HEADER
-from claybot.api.tcp_auth import ApiKeyMiddleware
 from claybot.config.home import HomePaths
 from claybot.engine.engine import Engine, EngineOptions
-from tests.api.dashboard.conftest import Clock, Dashboard, csrf_of
+from tests.api.dashboard.conftest import Clock, Dashboard, csrf_of, open_dashboard
 from tests.conftest import ECHO_SETTINGS, write_settings
 from tests.providers.test_request_bodies import PNG
 
@@ -92,6 +88,47 @@ async def test_a_file_alone_is_a_message_and_the_script_learns_what_it_became(
     assert empty.status_code == 422 and "empty message" in empty.text
 
 
+def as_a_browser_posts(fields: dict[str, str], empty_file_field: str) -> tuple[bytes, str]:
+    """A form posted by a browser whose file field was left empty: that field is still a
+    part, with an empty file name and no bytes (httpx leaves an empty file name out, so
+    the body is built here). The body and its Content-Type."""
+    boundary = "----ClayBotFormBoundary7MA4YWxkTrZu0gW"
+    parts = [
+        f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'
+        for name, value in fields.items()
+    ]
+    parts.append(
+        f'--{boundary}\r\nContent-Disposition: form-data; name="{empty_file_field}"; '
+        'filename=""\r\nContent-Type: application/octet-stream\r\n\r\n\r\n'
+    )
+    parts.append(f"--{boundary}--\r\n")
+    return "".join(parts).encode(), f"multipart/form-data; boundary={boundary}"
+
+
+async def test_a_text_message_with_the_file_field_left_empty_carries_no_file(
+    engine: Engine, dashboard: Dashboard
+) -> None:
+    await dashboard.log_in()
+    csrf = csrf_of((await dashboard.tcp.get(DESK)).text)
+    body, content_type = as_a_browser_posts({"text": "just words", "csrf": csrf}, "file")
+    sent = await dashboard.tcp.post(
+        DESK, content=body, headers={"Content-Type": content_type, **FETCHED}
+    )
+    assert sent.status_code == 204, sent.text
+    assert FILES_HEADER not in sent.headers
+    (record,) = await user_records(engine)
+    assert record["text"] == "just words" and not record.get("files")
+    assert not engine.files.exists(hashlib.sha256(b"").hexdigest())  # nothing was stored
+    page = (await dashboard.tcp.get(DESK)).text
+    assert "(0 B)" not in page and 'class="files"' not in page
+    # With no text either, it is an empty message.
+    body, content_type = as_a_browser_posts({"text": " ", "csrf": csrf}, "file")
+    empty = await dashboard.tcp.post(
+        DESK, content=body, headers={"Content-Type": content_type, **FETCHED}
+    )
+    assert empty.status_code == 422 and "empty message" in empty.text
+
+
 async def test_a_file_that_is_not_an_image_is_a_download_and_its_name_is_text(
     engine: Engine, dashboard: Dashboard
 ) -> None:
@@ -135,16 +172,8 @@ async def test_files_past_the_message_cap_are_refused(paths: HomePaths) -> None:
     engine = Engine(paths, EngineOptions(port=0))
     await engine.start()
     try:
-        engine.tcp_port = 8421
-        app = create_app(engine, dashboard_auth=DashboardAuth(clock=Clock()))
-        async with (
-            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://s") as s,
-            httpx.AsyncClient(
-                transport=httpx.ASGITransport(app=ApiKeyMiddleware(app, engine.keys)),
-                base_url="http://127.0.0.1:8421",
-            ) as tcp,
-        ):
-            dashboard = Dashboard(s, tcp, Clock())
+        async with open_dashboard(engine, DashboardAuth(clock=Clock())) as dashboard:
+            tcp = dashboard.tcp
             await dashboard.log_in()
             csrf = csrf_of((await tcp.get(DESK)).text)
             big = await tcp.post(

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from http.cookies import SimpleCookie
+from typing import Any
 
-from claybot.api.dashboard.auth import IDLE_TTL_S, LINK_TTL_S
+import httpx
+from sqlalchemy import event
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from claybot.api.dashboard.auth import IDLE_TTL_S, LINK_TTL_S, MAX_SESSIONS_PER_KEY, DashboardAuth
 from claybot.api.dashboard.routes import SESSION_COOKIE
 from claybot.engine.engine import Engine
-from tests.api.dashboard.conftest import Dashboard, csrf_of
+from tests.api.dashboard.conftest import Clock, Dashboard, csrf_of, open_dashboard
 
 
 async def test_a_link_logs_in_once_and_a_page_without_a_session_goes_to_login(
@@ -135,3 +141,101 @@ async def test_a_key_login_needs_the_forms_token_and_a_live_key(
     forged = await tcp.post("/login", data={"csrf": token, "key": key})
     assert forged.status_code == 403
     assert (await tcp.get("/")).status_code == 303  # no session came of either
+
+
+async def log_in_with_key(browser: httpx.AsyncClient, key: str) -> httpx.Response:
+    token = csrf_of((await browser.get("/login")).text)
+    return await browser.post("/login", data={"csrf": token, "key": key})
+
+
+async def test_a_keys_logins_never_push_another_principals_session_out(
+    engine: Engine, dashboard: Dashboard
+) -> None:
+    """A `jobs:read` key logging in again and again ends only its own oldest sessions:
+    the owner's stays, and so does another key's."""
+    _, reader = await engine.keys.create("jobs reader", ["jobs:read"])
+    _, admin = await engine.keys.create("admin", ["admin"])
+    await dashboard.log_in()  # the owner, with a link
+    async with dashboard.browser() as colleague:
+        assert (await log_in_with_key(colleague, admin)).status_code == 303
+        cookies = []
+        async with dashboard.browser() as reader_browser:
+            for _ in range(110):
+                reader_browser.cookies.clear()
+                answer = await log_in_with_key(reader_browser, reader)
+                assert answer.status_code == 303, answer.text
+                cookies.append(reader_browser.cookies[SESSION_COOKIE])
+                dashboard.clock.now += 1
+            assert (await reader_browser.get("/jobs")).status_code == 200
+            reader_browser.cookies.set(SESSION_COOKIE, cookies[0])
+            assert (await reader_browser.get("/jobs")).headers["location"] == "/login"
+        assert (await dashboard.tcp.get("/")).status_code == 200  # the owner's session
+        assert (await colleague.get("/agents")).status_code == 200  # the other key's
+    listed = (await dashboard.socket.get("/v1/engine/dashboard/sessions")).json()["sessions"]
+    by_how = Counter(session["via"].split(" ")[0] for session in listed)
+    assert by_how == {"login": 1, "API": 1 + MAX_SESSIONS_PER_KEY}
+
+
+async def test_past_the_cap_on_all_key_sessions_a_key_login_is_refused_not_anyone_out(
+    engine: Engine,
+) -> None:
+    auth = DashboardAuth(clock=Clock(), max_sessions_per_key=2, max_key_sessions=3)
+    _, first = await engine.keys.create("first", ["jobs:read"])
+    _, second = await engine.keys.create("second", ["jobs:read"])
+    async with open_dashboard(engine, auth) as dashboard:
+        browsers = [dashboard.browser() for _ in range(4)]
+        try:
+            for browser, key in zip(browsers, (first, first, second), strict=False):
+                assert (await log_in_with_key(browser, key)).status_code == 303
+            refused = await log_in_with_key(browsers[3], second)
+            assert refused.status_code == 503 and "all the key sessions" in refused.text
+            for browser in browsers[:3]:
+                assert (await browser.get("/jobs")).status_code == 200  # nobody was pushed out
+            # A key at its own cap makes room from its own sessions; the owner always gets in.
+            assert (await log_in_with_key(browsers[3], first)).status_code == 303
+            assert (await browsers[0].get("/jobs")).headers["location"] == "/login"
+            assert (await browsers[2].get("/jobs")).status_code == 200
+            await dashboard.log_in()
+        finally:
+            for browser in browsers:
+                await browser.aclose()
+
+
+class KeyLookups:
+    """Counts the lookups of one key the engine sends its database (not the reads of
+    every key's digest, which a miss makes at most once a second)."""
+
+    def __init__(self, database: AsyncEngine) -> None:
+        self.count = 0
+        event.listen(database.sync_engine, "before_cursor_execute", self._seen)
+
+    def _seen(self, _connection: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if "api_keys.key_hash = " in statement:
+            self.count += 1
+
+
+async def test_wrong_keys_on_the_login_form_are_limited_and_valid_keys_still_get_in(
+    engine: Engine, dashboard: Dashboard
+) -> None:
+    _, key = await engine.keys.create("owner", ["admin"])
+    tcp = dashboard.tcp
+    for n in range(20):
+        wrong = await log_in_with_key(tcp, f"cb_wrong-{n}")
+        assert wrong.status_code == 401 and "unknown or revoked" in wrong.text
+    limited = await log_in_with_key(tcp, "cb_wrong-20")
+    assert limited.status_code == 429, limited.text
+    assert "Too many wrong keys from this address: try again in 60 s." in limited.text
+    assert limited.headers["Retry-After"] == "60"
+    assert 'name="key"' in limited.text  # the form is still there, for a valid key
+    lookups = KeyLookups(await engine.database.engine())
+    for n in range(50):
+        assert (await log_in_with_key(tcp, f"cb_guess-{n}")).status_code == 429
+    assert lookups.count == 0  # refused from memory
+    logged_in = await log_in_with_key(tcp, key)
+    assert logged_in.status_code == 303 and logged_in.headers["location"] == "/"
+    assert lookups.count == 1  # the valid key was looked up
+    assert (await tcp.get("/")).status_code == 200
+    tcp.cookies.clear()
+    dashboard.clock.now += 60  # the failures are a minute old
+    again = await log_in_with_key(tcp, "cb_wrong-again")
+    assert again.status_code == 401 and "unknown or revoked" in again.text

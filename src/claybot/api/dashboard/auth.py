@@ -14,6 +14,14 @@ is as good as the token for a lookup and a memory dump gives none of them away.
 Sessions live in the engine's memory: they are listed and revocable, expire after
 ``SESSION_TTL_S`` (and after ``IDLE_TTL_S`` unused), and a restart of the engine
 ends them all, which asks for a new link rather than leaving a stolen cookie valid.
+
+Each principal has its own room, so nobody's logins can push another's session out:
+the owner's link sessions (only the owner can make links) and each key's sessions are
+capped apart, and a principal at its cap loses its own least recently used session.
+All keys' sessions together are capped too, and a key login past that cap is refused
+rather than ending anyone's session: memory stays bounded (a session is well under a
+kilobyte) and a key holder gets at most ``MAX_SESSIONS_PER_KEY`` of it. Wrong keys on
+the login form are limited per client address as on the API (``login_failures``).
 """
 
 from __future__ import annotations
@@ -26,11 +34,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from claybot.api.ratelimit import FailureLimiter
+
 LINK_TTL_S = 5 * 60
 SESSION_TTL_S = 12 * 3600
 IDLE_TTL_S = 2 * 3600
 MAX_LINKS = 100  # unused links kept at most: asking for more drops the oldest
-MAX_SESSIONS = 100
+MAX_LINK_SESSIONS = 20  # the owner's, begun with links
+MAX_SESSIONS_PER_KEY = 10  # one person's browsers and devices, with room to spare
+MAX_KEY_SESSIONS = 1_000  # every key's together
 
 
 def _digest(token: str) -> bytes:
@@ -72,8 +84,15 @@ class DashboardAuth:
     ``wall`` turns a reading of it into unix seconds for display."""
 
     clock: Callable[[], float] = time.monotonic
+    max_link_sessions: int = MAX_LINK_SESSIONS
+    max_sessions_per_key: int = MAX_SESSIONS_PER_KEY
+    max_key_sessions: int = MAX_KEY_SESSIONS
+    login_failures: FailureLimiter = field(init=False)  # wrong keys on the login form
     _links: dict[bytes, float] = field(default_factory=dict)  # digest -> expiry
     _sessions: dict[bytes, Session] = field(default_factory=dict)  # digest -> session
+
+    def __post_init__(self) -> None:
+        self.login_failures = FailureLimiter(clock=self.clock)
 
     def wall(self, reading: float) -> float:
         return time.time() - (self.clock() - reading)
@@ -95,15 +114,34 @@ class DashboardAuth:
         expiry = self._links.pop(_digest(token), None)
         if expiry is None or expiry < self.clock():
             return None
-        return self.start("login link")
+        self._forget_expired()
+        self._make_room(None, self.max_link_sessions)
+        return self._start("login link")
 
-    def start(
+    def start_with_key(
+        self, prefix: str, scopes: tuple[str, ...], key_id: str
+    ) -> tuple[str, Session] | None:
+        """A new session with a key's scopes, or None when every key session the engine
+        keeps is taken (no other principal's session is ended to make room)."""
+        self._forget_expired()
+        self._make_room(key_id, self.max_sessions_per_key)
+        key_sessions = sum(1 for s in self._sessions.values() if s.key_id is not None)
+        if key_sessions >= self.max_key_sessions:
+            return None
+        return self._start(f"API key {prefix}", scopes, key_id)
+
+    def _make_room(self, key_id: str | None, cap: int) -> None:
+        """Below ``cap`` sessions for the principal (a key, or the owner's links for
+        None), by ending its own least recently used ones."""
+        own = [(digest, s) for digest, s in self._sessions.items() if s.key_id == key_id]
+        own.sort(key=lambda item: item[1].last_seen)
+        for digest, _ in own[: max(0, len(own) - cap + 1)]:
+            del self._sessions[digest]
+
+    def _start(
         self, via: str, scopes: tuple[str, ...] = ("admin",), key_id: str | None = None
     ) -> tuple[str, Session]:
         """A new session: its cookie's token (given out once) and the session."""
-        self._forget_expired()
-        while len(self._sessions) >= MAX_SESSIONS:
-            del self._sessions[next(iter(self._sessions))]
         now = self.clock()
         cookie = secrets.token_urlsafe(32)
         session = Session(

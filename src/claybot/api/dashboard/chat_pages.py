@@ -18,7 +18,6 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Form, Header, Query, Request
 from fastapi.responses import Response
-from starlette.datastructures import UploadFile
 
 from claybot.agents.descriptors import UserDescriptor
 from claybot.agents.system import AgentNotFound
@@ -28,7 +27,7 @@ from claybot.api.dashboard.routes import guard, guard_form
 from claybot.api.routes import engine_of, resume_after
 from claybot.api.schemas import NAME_PATTERN
 from claybot.api.sse import EventStream
-from claybot.api.uploads import read_upload
+from claybot.api.uploads import chosen_files, read_upload
 from claybot.api.webchat_routes import conversation_stream
 from claybot.connectors.base import InboundMessage
 from claybot.connectors.webchat import WEBCHAT_CONNECTOR
@@ -172,9 +171,8 @@ async def send(
         return session
     back = _conversation_path(user_id, channel_id)
     # Read from the form (parsed already) rather than as a parameter: a file field left
-    # empty still sends a part, with no file name, which arrives as a string.
-    form = await request.form()
-    chosen = [part for part in form.getlist("file") if isinstance(part, UploadFile)]
+    # empty still sends a part, which is no file.
+    chosen = chosen_files(await request.form(), "file")
     if not text.strip() and not chosen:
         return page(request, "problem.html", status_code=422, session=session, back=back,
                     message="An empty message was not sent.")  # fmt: skip

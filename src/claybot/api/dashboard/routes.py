@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import logging
 import secrets
 import time
 from datetime import UTC, datetime
@@ -22,6 +23,7 @@ from fastapi.responses import Response
 from claybot.api.dashboard.auth import SESSION_TTL_S, DashboardAuth, Session
 from claybot.api.dashboard.control import auth_of
 from claybot.api.dashboard.rendering import page, see_other, to_login
+from claybot.api.key_check import check_key, client_address
 from claybot.api.routes import SSE_PING_S, engine_of, resume_after
 from claybot.api.sse import EventStream
 from claybot.db.errors import StoreError
@@ -46,6 +48,7 @@ RECENT_SCANNED = 2_000
 ERRORS_SHOWN = 10
 JOB_COUNTS_WAIT_S = 0.5
 pages = APIRouter(include_in_schema=False)
+log = logging.getLogger(__name__)
 
 
 # -- pages ---------------------------------------------------------------------------------
@@ -110,13 +113,17 @@ async def login(
     return response
 
 
-def _login_form(request: Request, status_code: int = 200, problem: str = "") -> Response:
+def _login_form(
+    request: Request, status_code: int = 200, problem: str = "", retry_after_s: int = 0
+) -> Response:
     """The login page; its key form's CSRF token is also set as a cookie (a session has
     no token to give yet), and the POST must bring both, equal."""
     token = secrets.token_urlsafe(32)
     response = page(
         request, "login.html", status_code=status_code, refused=False, csrf=token, problem=problem
     )
+    if retry_after_s:
+        response.headers["Retry-After"] = str(retry_after_s)
     response.set_cookie(
         LOGIN_COOKIE, token, max_age=LOGIN_FORM_TTL_S, path="/login", httponly=True,
         samesite="strict", secure=request.url.scheme == "https",
@@ -130,16 +137,37 @@ async def login_with_key(
     key: Annotated[str, Form(max_length=200)] = "",
     csrf: Annotated[str | None, Form(max_length=200)] = None,
 ) -> Response:
-    """A session with an API key's scopes, for as long as the key lives."""
+    """A session with an API key's scopes, for as long as the key lives. Wrong keys are
+    limited per client address as on the API; a valid key always gets in."""
     cookie_token = request.cookies.get(LOGIN_COOKIE)
     if not csrf or not cookie_token or not hmac.compare_digest(csrf, cookie_token):
         return page(request, "refused.html", status_code=403, session=None)
-    record = await engine_of(request).keys.verify(key.strip()) if key.strip() else None
-    if record is None:
+    presented = key.strip()
+    if not presented:
         return _login_form(request, 401, "That key is unknown or revoked.")
-    cookie, session = auth_of(request).start(
-        f"API key {record.prefix}", tuple(record.scopes), key_id=record.id
-    )
+    auth = auth_of(request)
+    client = client_address(request.scope)
+    try:
+        checked = await check_key(engine_of(request).keys, auth.login_failures, client, presented)
+    except StoreError as exc:
+        log.error("cannot check an API key: %s", exc, extra={"action": "keys.verify_failed"})
+        problem = "API keys cannot be checked right now; try again shortly."
+        return _login_form(request, 503, problem, retry_after_s=exc.retry_after_s or 5)
+    record = checked.record
+    if record is None:
+        wait_s = checked.retry_after_s
+        if wait_s:
+            problem = f"Too many wrong keys from this address: try again in {wait_s} s."
+            return _login_form(request, 429, problem, retry_after_s=wait_s)
+        return _login_form(request, 401, "That key is unknown or revoked.")
+    started = auth.start_with_key(record.prefix, tuple(record.scopes), record.id)
+    if started is None:
+        problem = (
+            "The dashboard has all the key sessions it keeps: log out of one, or log in "
+            "with a link from `claybot dashboard`."
+        )
+        return _login_form(request, 503, problem)
+    cookie, session = started
     # Where its scopes reach: the Overview needs admin; a jobs key starts at its jobs.
     landing = "/jobs" if not session.allows("admin") and session.allows("jobs:read") else "/"
     response = see_other(landing)

@@ -71,6 +71,17 @@ window.claybotLive = (() => {
     open();
   }
 
+  // A form's fields as a browser would post them, less what a file field left empty
+  // adds: a part with no file name and no bytes, which is no file.
+  function fieldsOf(form, submitter) {
+    const fields = new FormData();
+    for (const [name, value] of new FormData(form, submitter)) {
+      if (value instanceof File && value.name === "" && value.size === 0) continue;
+      fields.append(name, value);
+    }
+    return fields;
+  }
+
   // Post a form as the page's script: the server answers 204 and the page updates in
   // place (the answer is returned, for its headers). Anything else (a refusal, a
   // problem) is shown as the server's own page, and null is returned.
@@ -79,7 +90,7 @@ window.claybotLive = (() => {
     try {
       answer = await fetch(form.action, {
         method: "POST",
-        body: new FormData(form, submitter),
+        body: fieldsOf(form, submitter),
         headers: { "X-Claybot-Fetch": "1" },
         credentials: "same-origin",
       });
