@@ -34,14 +34,8 @@ from claybot.jobs.mcp_servers import McpServers
 from claybot.jobs.model import Claim
 from claybot.jobs.registry_model import Match, RegisteredServer
 from claybot.jobs.transcript import JobTranscript
-from claybot.net.guarded_fetch import (
-    FetchFailed,
-    FetchRefused,
-    FetchSettings,
-    Resolve,
-    UrlFetcher,
-    resolve_host,
-)
+from claybot.net.address import Resolve, resolve_host
+from claybot.net.guarded_fetch import FetchFailed, FetchRefused, FetchSettings, UrlFetcher
 from claybot.permissions.model import Permissions
 from claybot.sandbox import SandboxRunner, SandboxUnavailable
 from claybot.tools.base import AgentKind, ToolContext, ToolDefinition, ToolRegistry, ToolResult
