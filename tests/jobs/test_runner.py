@@ -397,6 +397,7 @@ async def test_run_python_stays_in_its_directory_and_off_the_hosts_network(
         _, status = await run_once(jobs_db, runner)
     finally:
         listener.close()
+        await runner.close()
     assert status is JobStatus.COMPLETED
     [output] = tool_results(await jobs_db.jobs.records(job.id), "run_python")
     assert "network: unreachable ConnectionRefusedError" in output, output
