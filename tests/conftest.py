@@ -20,6 +20,7 @@ from claybot.api.app import create_app
 from claybot.config.home import HomePaths
 from claybot.engine.engine import Engine, EngineOptions
 from claybot.kernel.events import Event
+from claybot.net.egress import EgressProxy
 from tests.installed_metadata import use_declared_entry_points
 
 # Before any engine (or catalog) is built: the built-in plugins are entry points.
@@ -79,14 +80,16 @@ async def engine_on_backend(
     paths: HomePaths,
     settings: dict[str, Any],
     env: dict[str, str] | None = None,
+    egress: EgressProxy | None = None,
 ) -> AsyncIterator[Engine]:
     """An engine with ``settings`` on the database ``request.param`` names: "sqlite" (the
-    home's) or "postgres" (a new PostgreSQL database for this test)."""
+    home's) or "postgres" (a new PostgreSQL database for this test); ``egress``: its jobs'
+    egress proxy, when the test gives its own."""
     write_settings(paths, settings)
     env = {"PATH": "/usr/bin:/bin", **(env or {})}
     if request.param == "postgres":
         env["CLAYBOT_DATABASE_URL"] = request.getfixturevalue("fresh_postgres_url")
-    engine = Engine(paths, EngineOptions(port=0, env=env))
+    engine = Engine(paths, EngineOptions(port=0, env=env, egress=egress))
     await engine.start()
     try:
         yield engine

@@ -4,6 +4,7 @@ rejection, the time limit, cancelling, and resuming on another worker."""
 from __future__ import annotations
 
 import asyncio
+import glob
 import json
 import socket
 import sys
@@ -21,8 +22,19 @@ from claybot.jobs.model import Claim, HitlMode, JobStatus, LeaseLost, NewJob, re
 from claybot.jobs.registry import NewServer
 from claybot.jobs.runner import JobRunner, RunLimits, Stop, StopSignal
 from claybot.providers.scripted import ScriptedProvider
-from claybot.sandbox import DEFAULT_LIMITS, Sandbox, SandboxConfig
+from claybot.sandbox import DEFAULT_LIMITS, Sandbox, SandboxConfig, SandboxMode
 from tests.jobs.conftest import Clock
+from tests.jobs.egress_probe import (
+    PUBLIC_HOST,
+    Plan,
+    assert_public_reached,
+    connections_seen,
+    public_proxy,
+    public_server,
+    refused_by_the_proxy,
+    report_of,
+    silent_listener,
+)
 
 PLAN = json.dumps(
     {
@@ -345,6 +357,11 @@ try:
     print("network: reached")
 except OSError as exc:
     print("network: unreachable", type(exc).__name__)
+try:
+    socket.socket(socket.AF_UNIX).connect({database!r})
+    print("database: reached")
+except OSError as exc:
+    print("database: unreachable", type(exc).__name__)
 for name, path in (("host", {host!r}), ("tmp", {beside!r})):
     try:
         Path(path).write_text("escaped")
@@ -356,13 +373,18 @@ Path("table.csv").write_text("a,b\\n1,2\\n")
 
 
 @pytest.mark.parametrize("allow_network", [False, True])
-async def test_run_python_stays_in_its_directory_and_off_the_network_unless_allowed(
+async def test_run_python_stays_in_its_directory_and_off_the_hosts_network(
     jobs_db: JobDatabase, sandbox: Sandbox, tmp_path: Path, allow_network: bool
 ) -> None:
+    # With the network allowed too: a job's network is the egress proxy, never the host's.
     listener = socket.create_server(("127.0.0.1", 0))  # on the host's own loopback
     host = Path(f"/var/tmp/claybot-escape-{uuid.uuid4().hex}.txt")  # a real, writable folder
     beside = tmp_path / "beside.txt"  # next to the job's folder, in the host's /tmp
-    probe = PROBE.format(port=listener.getsockname()[1], host=str(host), beside=str(beside))
+    # The PostgreSQL the suite runs on, through its Unix socket (past any namespace).
+    [database, *_] = glob.glob("/run/postgresql/.s.PGSQL.*")
+    probe = PROBE.format(
+        port=listener.getsockname()[1], database=database, host=str(host), beside=str(beside)
+    )
     provider = rules(
         ("Task:", {"text": "", "toolCalls": [call("run_python", code=probe)]}),
         ("Exit code", {"text": "", "toolCalls": [call("final_answer", answer="Probed.")]}),
@@ -375,9 +397,11 @@ async def test_run_python_stays_in_its_directory_and_off_the_network_unless_allo
         _, status = await run_once(jobs_db, runner)
     finally:
         listener.close()
+        await runner.close()
     assert status is JobStatus.COMPLETED
     [output] = tool_results(await jobs_db.jobs.records(job.id), "run_python")
-    assert ("network: reached" in output) is allow_network, output
+    assert "network: unreachable ConnectionRefusedError" in output, output
+    assert "database: unreachable FileNotFoundError" in output, output
     assert "host refused OSError" in output, output
     # /tmp is the sandbox's own: a write there succeeds and is gone with the sandbox.
     assert not await asyncio.to_thread(host.exists)
@@ -385,6 +409,65 @@ async def test_run_python_stays_in_its_directory_and_off_the_network_unless_allo
     assert "Files saved as artifacts: table.csv" in output
     [artifact] = await jobs_db.files.artifacts(job.id)
     assert artifact.filename == "table.csv"
+
+
+@pytest.mark.parametrize("mode", ["auto", "unconfined"])  # bubblewrap, and unshare alone
+async def test_run_python_with_the_network_reaches_public_addresses_through_the_proxy_only(
+    jobs_db: JobDatabase, tmp_path: Path, mode: SandboxMode
+) -> None:
+    ours, other = silent_listener("127.0.0.1"), silent_listener("127.0.0.2")
+    first, second = ours.getsockname()[1], other.getsockname()[1]
+    sandbox = Sandbox(tmp_path / "home", environ={"PATH": "/usr/bin:/bin"})
+    async with public_server() as (port, seen):
+        plan = Plan(
+            direct=[("127.0.0.1", first), ("127.0.0.2", second), ("127.0.0.1", 5432)],
+            proxied=[
+                f"http://127.0.0.1:{first}/",
+                f"https://127.0.0.2:{second}/",
+                "https://127.0.0.1:5432/",
+                f"http://[::1]:{first}/",
+                "http://10.0.0.1/",
+                "https://169.254.169.254/",
+            ],
+            public=(PUBLIC_HOST, port),
+        )
+        provider = rules(
+            ("Task:", {"text": "", "toolCalls": [call("run_python", code=plan.script())]}),
+            ("Exit code", {"text": "", "toolCalls": [call("final_answer", answer="Probed.")]}),
+        )
+        runner = JobRunner(
+            jobs_db,
+            lambda _model: provider,
+            sandbox.runner("jobs", SandboxConfig(mode, DEFAULT_LIMITS)),
+            tmp_path / "work",
+            RunLimits(max_iterations=10, python_timeout_s=30),
+            egress=public_proxy(),
+        )
+        try:
+            job = await jobs_db.jobs.create(
+                NewJob("probe", hitl_mode=HitlMode.AUTO_EXECUTE, allow_network=True)
+            )
+            _, status = await run_once(jobs_db, runner)
+            [output] = tool_results(await jobs_db.jobs.records(job.id), "run_python")
+        finally:
+            await runner.close()
+            await sandbox.close()
+            leaked = connections_seen(ours), connections_seen(other)
+            ours.close()
+            other.close()
+
+    assert status is JobStatus.COMPLETED, output
+    report = report_of(output.split("\n\nExit code")[0])
+    assert all(
+        outcome.startswith("ConnectionRefusedError") for outcome in report["direct"].values()
+    ), output
+    rule = {"10.0.0.1": "private", "169.254.169.254": "link-local"}
+    assert [
+        refused_by_the_proxy(outcome, rule.get(url.split("/")[2], "loopback"))
+        for url, outcome in report["proxied"].items()
+    ] == [True] * len(plan.proxied), output
+    assert leaked == (0, 0)
+    assert_public_reached(report, port, seen)
 
 
 ECHO_SERVER = str(Path(__file__).parent.parent / "plugins" / "mcp_echo_server.py")

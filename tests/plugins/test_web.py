@@ -18,13 +18,8 @@ from claybot.config.home import HomePaths
 from claybot.connectors.base import InboundMessage
 from claybot.engine.engine import Engine, EngineOptions
 from claybot.kernel.events import Event
-from claybot.net.guarded_fetch import (
-    FetchFailed,
-    FetchRefused,
-    IPAddress,
-    UrlFetcher,
-    address_refusal,
-)
+from claybot.net.address import IPAddress, address_refusal
+from claybot.net.guarded_fetch import FetchFailed, FetchRefused, UrlFetcher
 from claybot.permissions.model import Permissions
 from claybot.plugins.builtin.web import FetchUrlArguments, FetchUrlTool, WebSettings
 from claybot.tools.base import ToolContext, ToolResult

@@ -29,9 +29,11 @@ from claybot.config.home import HomePaths
 from claybot.connectors.base import InboundMessage
 from claybot.engine.engine import Engine, EngineOptions
 from claybot.kernel.events import Event
+from claybot.net.egress import EgressProxy
 from claybot.permissions.model import Permissions
 from claybot.sandbox import (
     MIB,
+    EgressRoute,
     ResourceLimits,
     Sandbox,
     SandboxConfig,
@@ -344,7 +346,7 @@ async def test_callers_stopped_while_the_sandbox_probes_leave_the_probe_to_the_n
 
 POLICY = SandboxPolicy(
     cwd="/home/u/.claybot/workspace",
-    network=False,
+    network="none",
     read_dirs=("/data", "/home/u/.claybot/workspace/docs"),
     write_dirs=("/home/u/.claybot/workspace", "/data/out"),
     blanked_dirs=("/home/u/.claybot",),
@@ -384,16 +386,45 @@ def test_bwrap_argv_orders_mounts_so_grants_never_reveal_secrets() -> None:
     assert at("--ro-bind", "/dev/null", "/home/u/.claybot/auth.json") < at("--proc", "/proc")
     assert at("--dev", "/dev") < at("--chdir", workspace)
 
-    with_network = bwrap_argv("/usr/bin/bwrap", "true", SandboxPolicy("/w", network=True))
+    # /run holds the host's service sockets (PostgreSQL's): without the host's network,
+    # it is the sandbox's own.
+    assert at("--tmpfs", "/tmp") < at("--tmpfs", "/run") < at("--tmpfs", "/home/u/.claybot")
+
+    with_network = bwrap_argv("/usr/bin/bwrap", "true", SandboxPolicy("/w", network="host"))
     assert with_network[1:3] == ["--unshare-all", "--share-net"]
+    assert "/run" not in with_network
+
+
+RELAY = ("/usr/bin/python3", "-I", "-S", "-c", "relay code")
+
+
+def test_bwrap_argv_gives_an_egress_command_only_the_proxys_socket() -> None:
+    egress = EgressRoute("/tmp/claybot-egress-x/1.sock", RELAY)
+    argv = bwrap_argv("/usr/bin/bwrap", "python3 s.py", SandboxPolicy("/w", "egress", egress))
+    assert "--share-net" not in argv  # a network namespace of its own
+    run, bound = argv.index("/run"), argv.index("/tmp/claybot-egress-x/1.sock")
+    assert argv[run - 1 : run + 1] == ["--tmpfs", "/run"]
+    assert argv[bound - 1 : bound + 2] == ["--ro-bind", egress.socket, "/run/claybot-egress.sock"]
+    assert run < bound < argv.index("--proc")
+    # The relay runs first, with the socket's path inside, then becomes the command.
+    tail = [*RELAY, "/run/claybot-egress.sock", "/bin/sh", "-c", "python3 s.py"]
+    assert argv[-len(tail) - 1 :] == ["--", *tail]
+    with pytest.raises(ValueError, match="route"):
+        bwrap_argv("/usr/bin/bwrap", "true", SandboxPolicy("/w", "egress"))
 
 
 def test_unconfined_argv_isolates_the_network_or_refuses() -> None:
-    assert unconfined_argv("ls", True, None) == ["/bin/sh", "-c", "ls"]
+    assert unconfined_argv("ls", "host", None) == ["/bin/sh", "-c", "ls"]
     prefix = ("/usr/bin/unshare", "--net", "--")
-    assert unconfined_argv("ls", False, prefix) == [*prefix, "/bin/sh", "-c", "ls"]
+    assert unconfined_argv("ls", "none", prefix) == [*prefix, "/bin/sh", "-c", "ls"]
     with pytest.raises(SandboxUnavailable, match="network isolation"):
-        unconfined_argv("ls", False, None)
+        unconfined_argv("ls", "none", None)
+    egress = EgressRoute("/tmp/e/1.sock", RELAY)
+    assert unconfined_argv("ls", "egress", prefix, egress) == [
+        *prefix, *RELAY, "/tmp/e/1.sock", "/bin/sh", "-c", "ls",
+    ]  # fmt: skip
+    with pytest.raises(SandboxUnavailable, match="never given the host's network"):
+        unconfined_argv("ls", "egress", None, egress)
 
 
 def test_the_environment_carries_no_secrets() -> None:
@@ -452,6 +483,40 @@ async def test_without_any_network_isolation_the_unconfined_backend_fails_closed
         f"touch {marker}", cwd=folder, home=folder, permissions=allowed, timeout_s=5
     )
     assert result.exit_code == 0 and marker.exists()
+
+
+# An `unshare` whose namespace comes without the right to bring its loopback up.
+NO_LOOPBACK_UNSHARE = """#!/bin/sh
+while [ "$1" != "--" ]; do shift; done; shift
+exec /usr/bin/unshare --map-root-user --net -- /usr/bin/setpriv --bounding-set=-all "$@"
+"""
+
+
+async def test_an_egress_command_whose_loopback_cannot_come_up_is_not_run(
+    tmp_path: Path,
+) -> None:
+    # The relay cannot listen on a loopback that is down: the command does not run at
+    # all, rather than run on any other network.
+    unshare = tmp_path / "unshare"
+    unshare.write_text(NO_LOOPBACK_UNSHARE)
+    unshare.chmod(0o755)
+    poor = runner("unconfined", {"unshare": str(unshare)})
+    folder = str(tmp_path)
+    marker = tmp_path / "ran"
+    allowed = Permissions(workingDir=folder, writeDirs=[folder], network=True)
+    proxy = EgressProxy()
+    try:
+        async with proxy.listening("test") as egress:
+            result = await poor.run(
+                f"touch {marker}", cwd=folder, home=folder, permissions=allowed, timeout_s=10,
+                egress_socket=egress,
+            )  # fmt: skip
+    finally:
+        await proxy.close()
+    assert result.exit_code == 125, result
+    assert "no usable loopback" in result.stderr.text()
+    assert "never given the host's network" in result.stderr.text()
+    assert not marker.exists()
 
 
 async def test_without_a_working_bwrap_auto_refuses_instead_of_running_unconfined() -> None:

@@ -88,7 +88,9 @@ class Engine:
         self.tcp_port: int | None = None
         self._running: Running | None = None
         self.database = BackgroundDatabase(database_url(paths, self.options.env))
-        self.jobs = JobsHost(self.database, self.events, self.sandbox, paths.home / "jobs")
+        self.jobs = JobsHost(
+            self.database, self.events, self.sandbox, paths.home / "jobs", self.options.egress
+        )
         self._sandbox_probe: asyncio.Task[Any] | None = None
         self._file_collection: asyncio.Task[None] | None = None
 

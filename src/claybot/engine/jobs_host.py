@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from claybot.jobs.database import JobDatabase
     from claybot.jobs.signals import JobSignals
     from claybot.jobs.worker import Worker
+    from claybot.net.egress import EgressProxy
 
 log = logging.getLogger(__name__)
 
@@ -38,11 +39,13 @@ class JobsHost:
         events: EventBus,
         sandbox: Sandbox,
         workroot: Path,
+        egress: EgressProxy | None = None,  # run_python's network; None: the default
     ) -> None:
         self._database = database
         self._events = events
         self._sandbox = sandbox
         self._workroot = workroot
+        self._egress = egress
         self._jobs: asyncio.Task[JobDatabase] | None = None
         self._starting: asyncio.Task[None] | None = None
         self.settings = JobSettings()
@@ -99,7 +102,12 @@ class JobsHost:
         from claybot.jobs.worker import Worker
 
         runner = job_runner(
-            db, partial(router_for, providers), self._sandbox, self._workroot, self.settings
+            db,
+            partial(router_for, providers),
+            self._sandbox,
+            self._workroot,
+            self.settings,
+            self._egress,
         )
         assert self.signals is not None
         self.worker = Worker(db, runner, self.signals, slots=self.settings.workers)

@@ -9,7 +9,9 @@ from claybot.jobs.model import HitlMode
 _TOOLS = """You work on one task for a person, alone, with these tools:
 - fetch_url: an HTTP request to a public address;
 - run_python: run a Python script in your own directory (files you create there are kept as
-  artifacts; no network unless the job allows it);
+  artifacts). No network unless the job allows it; then the public internet only, through an
+  HTTP proxy that HTTP_PROXY and HTTPS_PROXY name (urllib, requests, httpx and pip use it):
+  local, private and link-local addresses are refused;
 - read_file: read a file the person uploaded for this task;
 - write_file: save a result file (an artifact the person downloads);
 - ask_user: ask the person something, and stop until they answer;

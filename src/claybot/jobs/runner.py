@@ -45,6 +45,7 @@ from claybot.jobs.prompts import system_prompt, task_message
 from claybot.jobs.tools import JobToolContext, JobTools
 from claybot.jobs.transcript import JobTranscript
 from claybot.kernel.events import DiscardedEvents
+from claybot.net.egress import EgressProxy
 from claybot.permissions.model import Permissions
 from claybot.providers.base import TokenUsage
 from claybot.sandbox import (
@@ -144,6 +145,7 @@ class JobRunner:
         sandbox: SandboxRunner,
         workroot: Path,
         limits: RunLimits = RunLimits(),
+        egress: EgressProxy | None = None,
     ) -> None:
         self.db = db
         self.providers = providers  # the router for a job's ``model`` (None: the default)
@@ -152,10 +154,13 @@ class JobRunner:
         self.limits = limits
         # Shared by the jobs this runner runs; their stderr logs go under the workroot.
         self.mcp = McpServers(workroot / ".mcp")
+        # run_python's network, for the jobs that allow one: a socket per script.
+        self.egress = EgressProxy() if egress is None else egress
 
     async def close(self) -> None:
-        """Stop the MCP servers the jobs started."""
+        """Stop the MCP servers the jobs started; remove the egress proxy's folder."""
         await self.mcp.close()
+        await self.egress.close()
 
     async def run(self, claim: Claim, stop: StopSignal) -> JobStatus | None:
         """Run the job until it ends, waits, is released or lost; its status then (None
@@ -191,6 +196,7 @@ class JobRunner:
                 self.sandbox,
                 job.allow_network,
                 self.mcp,
+                self.egress,
                 self.limits.python_timeout_s,
             ),
             tools,
@@ -355,8 +361,10 @@ def job_runner(
     sandbox: Sandbox,
     workroot: Path,
     settings: JobSettings,
+    egress: EgressProxy | None = None,
 ) -> JobRunner:
-    """A runner with the limits ``settings.jobs`` sets (the engine's and ``claybot worker``'s)."""
+    """A runner with the limits ``settings.jobs`` sets (the engine's and ``claybot worker``'s);
+    ``egress`` is the default proxy unless a test gives its own."""
     limits = ResourceLimits(
         cpu_s=DEFAULT_LIMITS.cpu_s,
         memory_bytes=settings.python_memory_mb * 1024 * 1024,
@@ -369,4 +377,5 @@ def job_runner(
         sandbox.runner(JOBS_SANDBOX_OWNER, SandboxConfig("auto", limits)),
         workroot,
         RunLimits(max_iterations=settings.max_iterations),
+        egress,
     )

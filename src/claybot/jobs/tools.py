@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import mimetypes
 import os
@@ -34,14 +35,9 @@ from claybot.jobs.mcp_servers import McpServers
 from claybot.jobs.model import Claim
 from claybot.jobs.registry_model import Match, RegisteredServer
 from claybot.jobs.transcript import JobTranscript
-from claybot.net.guarded_fetch import (
-    FetchFailed,
-    FetchRefused,
-    FetchSettings,
-    Resolve,
-    UrlFetcher,
-    resolve_host,
-)
+from claybot.net.address import Resolve, resolve_host
+from claybot.net.egress import EgressProxy
+from claybot.net.guarded_fetch import FetchFailed, FetchRefused, FetchSettings, UrlFetcher
 from claybot.permissions.model import Permissions
 from claybot.sandbox import SandboxRunner, SandboxUnavailable
 from claybot.tools.base import AgentKind, ToolContext, ToolDefinition, ToolRegistry, ToolResult
@@ -66,6 +62,7 @@ class JobToolContext:
     runner: SandboxRunner
     allow_network: bool
     mcp: McpServers  # the servers discover_tools finds, connected when first called
+    egress: EgressProxy  # run_python's network, when the job allows one
     python_timeout_s: float = 120.0
     fetch_settings: FetchSettings = field(default_factory=lambda: FetchSettings(total_timeout_s=30))
     resolve: Resolve = resolve_host
@@ -153,7 +150,14 @@ class JobTools:
             ToolDefinition(
                 "run_python",
                 "Run Python 3 code as a script in your own directory (files it writes there are "
-                "kept as artifacts). Returns stdout, stderr and the exit code.",
+                "kept as artifacts). Returns stdout, stderr and the exit code. "
+                + (
+                    "Its network is the public internet through an HTTP proxy (HTTP_PROXY and "
+                    "HTTPS_PROXY are set: urllib, requests, httpx and pip use it); local, "
+                    "private and link-local addresses are refused."
+                    if self.ctx.allow_network
+                    else "It has no network."
+                ),
                 PythonArgs,
                 self.run_python,
                 visible_to=JOB,
@@ -253,16 +257,23 @@ class JobTools:
             self._filed = True
         before = await asyncio.to_thread(self._prepare, args.code)
         workdir = str(ctx.workdir)
+        run = functools.partial(
+            ctx.runner.run,
+            command,
+            cwd=workdir,
+            home=workdir,
+            permissions=Permissions(
+                workingDir=workdir, writeDirs=[workdir], network=ctx.allow_network
+            ),
+            timeout_s=ctx.python_timeout_s,
+        )
         try:
-            result = await ctx.runner.run(
-                command,
-                cwd=workdir,
-                home=workdir,
-                permissions=Permissions(
-                    workingDir=workdir, writeDirs=[workdir], network=ctx.allow_network
-                ),
-                timeout_s=ctx.python_timeout_s,
-            )
+            if ctx.allow_network:
+                # The network a job gets is the egress proxy's, never the host's.
+                async with ctx.egress.listening(f"job {ctx.job_id}") as egress:
+                    result = await run(egress_socket=egress)
+            else:
+                result = await run()
         except SandboxUnavailable as exc:
             return ToolResult(f"run_python cannot run here: {exc}", is_error=True)
         saved = await self._collect(before)

@@ -2,8 +2,9 @@
 
 The host name is resolved once, every address it resolves to is checked (loopback,
 private, link-local, multicast, reserved, unspecified and addresses that embed one
-of those are refused unless private addresses are allowed), and the request is sent
-to the checked IP with the name kept for ``Host`` and TLS (SNI and certificate), so
+of those are refused unless private addresses are allowed; the rule is
+``claybot.net.address``'s, which a job's egress proxy keeps too), and the request is
+sent to the checked IP with the name kept for ``Host`` and TLS (SNI and certificate), so
 a DNS answer that changes between the check and the connect (rebinding) reaches
 nothing. Redirects are followed by hand, each hop checked the same way. The body is
 streamed and cut at a byte cap; connect, read and total time are bounded.
@@ -15,11 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import socket
 import ssl
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
+
+from claybot.net.address import AddressPolicy, IPAddress, Resolve, address_refusal, resolve_host
 
 # httpx is imported where a fetch needs it, not with this module: it imports its own
 # command line (rich, pygments) when they are installed, 80 ms of every engine start.
@@ -31,15 +33,6 @@ USER_AGENT = "ClayBot fetch_url (+https://github.com/claybot)"
 PRIVATE_HINT = (
     "private addresses are fetched only when the web plugin's allowPrivateAddresses setting is on"
 )
-
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-# (host name, port) -> every address it resolves to.
-Resolve = Callable[[str, int], Awaitable[list[IPAddress]]]
-# The reason an address must not be fetched from, or None when it may be.
-AddressPolicy = Callable[[IPAddress], str | None]
-
-_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
-
 
 # Headers a caller may not set: they would undo the pinning or the byte cap.
 _OWN_HEADERS = frozenset({"host", "accept-encoding", "content-length", "transfer-encoding"})
@@ -85,53 +78,6 @@ class FetchRefused(Exception):
 
 class FetchFailed(Exception):
     """The fetch was allowed but did not complete (DNS, connection, timeout, protocol)."""
-
-
-def _embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
-    """The IPv4 address an IPv6 one routes to (mapped, 6to4, Teredo client, NAT64)."""
-    if address.ipv4_mapped is not None:
-        return address.ipv4_mapped
-    if address.sixtofour is not None:
-        return address.sixtofour
-    if address.teredo is not None:
-        return address.teredo[1]
-    if address in _NAT64:
-        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
-    return None
-
-
-def address_refusal(address: IPAddress) -> str | None:
-    """Why ``address`` is not a public internet address, or None if it is. Pure."""
-    if isinstance(address, ipaddress.IPv6Address):
-        embedded = _embedded_ipv4(address)
-        if embedded is not None:
-            reason = address_refusal(embedded)
-            return None if reason is None else f"it maps to {embedded}, {reason}"
-        if address.is_site_local:
-            return "it is a site-local address"
-    checks = (
-        (address.is_unspecified, "unspecified"),
-        (address.is_loopback, "loopback"),
-        (address.is_link_local, "link-local"),
-        (address.is_multicast, "multicast"),
-        (address.is_private, "private"),
-        (address.is_reserved, "reserved"),
-    )
-    for flagged, kind in checks:
-        if flagged:
-            return f"it is a {kind} address"
-    if not address.is_global:
-        return "it is not a globally routable address"
-    return None
-
-
-async def resolve_host(host: str, port: int) -> list[IPAddress]:
-    """Every address ``host`` resolves to, through the system resolver."""
-    infos = await asyncio.get_running_loop().getaddrinfo(
-        host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP
-    )
-    # Strip an IPv6 zone ("fe80::1%eth0"): the scope does not change what the address is.
-    return [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
 
 
 @dataclass(frozen=True)

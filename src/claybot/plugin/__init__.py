@@ -26,15 +26,8 @@ from claybot.connectors.base import (
 from claybot.durable.atomic import atomic_write_json
 from claybot.files.reference import FileReference
 from claybot.mcp_client.settings import McpServerSettings
-from claybot.net.guarded_fetch import (
-    FetchedPage,
-    FetchFailed,
-    FetchRefused,
-    Resolve,
-    UrlFetcher,
-    address_refusal,
-    resolve_host,
-)
+from claybot.net.address import Resolve, address_refusal, resolve_host
+from claybot.net.guarded_fetch import FetchedPage, FetchFailed, FetchRefused, UrlFetcher
 from claybot.permissions.granted_open import open_granted
 from claybot.permissions.model import Permissions
 from claybot.permissions.prompts import (

@@ -17,6 +17,8 @@ from claybot.sandbox.limits import DEFAULT_LIMITS, MIB, ResourceLimits
 from claybot.sandbox.policy import (
     SANDBOX_MODES,
     Backend,
+    EgressRoute,
+    NetworkMode,
     SandboxMode,
     SandboxPolicy,
     SandboxUnavailable,
@@ -34,7 +36,9 @@ __all__ = [
     "SANDBOX_MODES",
     "Backend",
     "CapturedOutput",
+    "EgressRoute",
     "ExecResult",
+    "NetworkMode",
     "ResourceLimits",
     "Sandbox",
     "SandboxConfig",

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import importlib.resources
 import logging
 import os
 import pwd
 import shutil
 import signal
 import stat
+import sys
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -44,6 +46,8 @@ from claybot.sandbox.limits import DEFAULT_LIMITS, ResourceLimits, limits_applie
 from claybot.sandbox.policy import (
     NETWORK_ISOLATIONS,
     Backend,
+    EgressRoute,
+    NetworkMode,
     SandboxMode,
     SandboxPolicy,
     SandboxUnavailable,
@@ -65,6 +69,7 @@ PROBE_TIMEOUT_S = 10.0
 RETURNCODE_WAIT_S = 5.0
 # bwrap's own processes (the launcher and the namespace's init) count in the cgroup.
 BWRAP_PROCESSES = 2
+RELAY_PROCESSES = 1  # an "egress" command's relay (egress_relay.py) counts too
 INSTALL_HINT = (
     "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install "
     "bubblewrap; Arch: pacman -S bubblewrap)"
@@ -271,7 +276,9 @@ class Sandbox:
         if support is not None and support.cgroups is not None:
             await asyncio.to_thread(remove_parent, support.cgroups)
 
-    def policy(self, cwd: str, permissions: Permissions) -> SandboxPolicy:
+    def policy(
+        self, cwd: str, permissions: Permissions, egress: EgressRoute | None = None
+    ) -> SandboxPolicy:
         """What a bubblewrapped command sees (reads the file system: call it off the loop)."""
         hidden_dirs: list[str] = []
         hidden_files: list[str] = []
@@ -286,7 +293,8 @@ class Sandbox:
             (hidden_dirs if stat.S_ISDIR(mode) else hidden_files).append(resolved)
         return SandboxPolicy(
             cwd=cwd,
-            network=permissions.network,
+            network=_network_mode(permissions, egress),
+            egress=egress,
             read_dirs=tuple(_unmoved_dirs(d for d in permissions.readDirs if d not in private)),
             write_dirs=tuple(_unmoved_dirs(d for d in permissions.writeDirs if d not in private)),
             blanked_dirs=tuple(
@@ -319,21 +327,38 @@ class SandboxRunner:
         return "bwrap"
 
     async def run(
-        self, command: str, *, cwd: str, home: str, permissions: Permissions, timeout_s: float
+        self,
+        command: str,
+        *,
+        cwd: str,
+        home: str,
+        permissions: Permissions,
+        timeout_s: float,
+        egress_socket: str | None = None,
     ) -> ExecResult:
         """Run ``command`` (already checked: ``cwd`` resolved and granted). Raises
-        ``SandboxUnavailable`` without starting anything when it cannot be confined."""
+        ``SandboxUnavailable`` without starting anything when it cannot be confined.
+
+        ``egress_socket``: with ``permissions.network``, the command's network is the
+        egress proxy listening on that Unix socket, in a namespace of its own where the
+        host's loopback and LAN do not exist; without it, ``@network`` is the host's."""
         backend = await self.backend()
         support = await self.sandbox.support()
+        egress = None
+        if egress_socket is not None and permissions.network:
+            egress = EgressRoute(egress_socket, _relay_argv())
+        network = _network_mode(permissions, egress)
         if backend == "bwrap":
             assert support.bwrap is not None
-            policy = await asyncio.to_thread(self.sandbox.policy, cwd, permissions)
+            policy = await asyncio.to_thread(self.sandbox.policy, cwd, permissions, egress)
             argv = bwrap_argv(support.bwrap, command, policy)
             overhead = BWRAP_PROCESSES
         else:
-            isolation = None if permissions.network else await self.sandbox.network_isolation()
-            argv = unconfined_argv(command, permissions.network, isolation)
+            isolation = None if network == "host" else await self.sandbox.network_isolation()
+            argv = unconfined_argv(command, network, isolation, egress)
             overhead = 1 if isolation else 0
+        if egress is not None:
+            overhead += RELAY_PROCESSES
         cgroup: CommandCgroup | None = None
         if support.cgroups is not None:
             try:
@@ -398,6 +423,20 @@ class SandboxRunner:
                     extra={"action": "sandbox.output_error"},
                 )  # fmt: skip
         return (None if timed_out else await _returncode(process)), stdout, stderr, timed_out
+
+
+def _network_mode(permissions: Permissions, egress: EgressRoute | None) -> NetworkMode:
+    if not permissions.network:
+        return "none"
+    return "host" if egress is None else "egress"
+
+
+@functools.cache
+def _relay_argv() -> tuple[str, ...]:
+    """The egress relay, run by the engine's own interpreter (a path the sandbox shows)
+    isolated: no PYTHON* variables, no site-packages; it needs the standard library only."""
+    source = (importlib.resources.files("claybot.sandbox") / "egress_relay.py").read_text()
+    return (sys.executable, "-I", "-S", "-c", source)
 
 
 async def _exited(pid: int) -> None:

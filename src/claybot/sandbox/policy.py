@@ -15,6 +15,14 @@ A command an agent (or a gate an agent made) runs is confined, or it does not ru
   resource limits and, without ``@network``, an empty network namespace from
   ``unshare``; it confines nothing on the file system, which every start, the
   status and every result say.
+
+A command's network (``NetworkMode``) is "none" (an empty namespace of its own),
+"host" (the machine's, loopback and LAN included: an agent's ``@network``) or
+"egress": an empty namespace of its own whose only way out is the egress proxy's
+Unix socket, reached through a relay on the namespace's own loopback (see
+``egress_relay``), so that the proxy's address rule decides where it goes. Without
+the host's network ``/run`` is a fresh tmpfs too: it holds the machine's service
+sockets (PostgreSQL's among them), which a Unix socket reaches past any namespace.
 """
 
 from __future__ import annotations
@@ -28,12 +36,19 @@ from claybot.permissions.tags import is_within
 
 SandboxMode = Literal["auto", "bwrap", "unconfined"]
 Backend = Literal["bwrap", "unconfined"]
+NetworkMode = Literal["none", "egress", "host"]
 SANDBOX_MODES: tuple[SandboxMode, ...] = ("auto", "bwrap", "unconfined")
 
 SHELL = "/bin/sh"
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 # Only these cross into the sandbox (HOME is set by us): no tokens, no keys.
 SAFE_ENVIRONMENT = ("PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "TERM")
+
+# Where an "egress" command finds the proxy's socket under bubblewrap, in the fresh /run
+# (the host's holds PostgreSQL's, Docker's and D-Bus's sockets: the local network by
+# another name).
+EGRESS_SOCKET = "/run/claybot-egress.sock"
+RUN_DIR = "/run"
 
 # ``unshare`` flag sets tried in order to give an unconfined command an empty network
 # namespace: as root a plain new namespace, otherwise one inside a new user namespace.
@@ -94,9 +109,19 @@ class SandboxUnavailable(Unavailable, RuntimeError):
 
 
 @dataclass(frozen=True)
+class EgressRoute:
+    """An "egress" command's way out: the proxy's Unix socket (a host path) and the
+    argv that starts the relay; the socket's path inside, then the command, follow it."""
+
+    socket: str
+    relay: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class SandboxPolicy:
     cwd: str
-    network: bool
+    network: NetworkMode
+    egress: EgressRoute | None = None  # with network "egress"
     read_dirs: tuple[str, ...] = ()  # bound read-only
     write_dirs: tuple[str, ...] = ()  # bound read-write
     # Emptied (tmpfs) *before* the grants are bound, so a grant inside shows through.
@@ -140,11 +165,14 @@ def _depth_order(paths: Iterable[str]) -> list[str]:
 
 
 def bwrap_argv(bwrap: str, command: str, policy: SandboxPolicy) -> list[str]:
+    relay = _relay(policy.network, policy.egress, EGRESS_SOCKET)
     argv = [bwrap, "--unshare-all"]
-    if policy.network:
+    if policy.network == "host":
         argv.append("--share-net")
     argv += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
     argv += ["--ro-bind", "/", "/", "--tmpfs", "/tmp"]
+    if policy.network != "host":
+        argv += ["--tmpfs", RUN_DIR]
     for directory in _depth_order(policy.blanked_dirs):
         argv += ["--tmpfs", directory]
     for directory in _depth_order(policy.read_dirs):
@@ -158,19 +186,43 @@ def bwrap_argv(bwrap: str, command: str, policy: SandboxPolicy) -> list[str]:
         argv += ["--ro-bind", "/dev/null", path]
     for directory in _depth_order(policy.private_dirs):
         argv += ["--ro-bind-try", directory, directory]
+    if policy.egress is not None and relay:  # after /run's tmpfs, which holds it
+        argv += ["--ro-bind", policy.egress.socket, EGRESS_SOCKET]
     # Last, so that no grant (even of "/") brings back the host's /proc or /dev.
     argv += ["--proc", "/proc", "--dev", "/dev", "--chdir", policy.cwd]
-    return [*argv, "--", SHELL, "-c", command]
+    return [*argv, "--", *relay, SHELL, "-c", command]
 
 
-def unconfined_argv(command: str, network: bool, isolation: Sequence[str] | None) -> list[str]:
+def unconfined_argv(
+    command: str,
+    network: NetworkMode,
+    isolation: Sequence[str] | None,
+    egress: EgressRoute | None = None,
+) -> list[str]:
     """``isolation``: the argv prefix that gives a new network namespace, None if none works."""
-    if network:
+    relay = _relay(network, egress, egress.socket if egress else "")
+    if network == "host":
         return [SHELL, "-c", command]
     if isolation is None:
+        if network == "egress":
+            raise SandboxUnavailable(
+                "this command's network is the egress proxy, which needs an empty network "
+                "namespace of its own, and neither `unshare --net` nor `unshare -rn` works "
+                "here, so it was not run (it is never given the host's network instead); "
+                "install bubblewrap or enable user namespaces"
+            )
         raise SandboxUnavailable(
             "this command needs network isolation (the agent lacks @network), and neither "
             "`unshare --net` nor `unshare -rn` works here, so it was not run; install "
             "bubblewrap, enable user namespaces, or grant @network"
         )
-    return [*isolation, SHELL, "-c", command]
+    return [*isolation, *relay, SHELL, "-c", command]
+
+
+def _relay(network: NetworkMode, egress: EgressRoute | None, socket: str) -> list[str]:
+    """The argv that runs the command behind the egress relay, or [] without one."""
+    if network != "egress":
+        return []
+    if egress is None:
+        raise ValueError('network "egress" needs the route to the proxy')
+    return [*egress.relay, socket]
