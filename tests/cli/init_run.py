@@ -11,7 +11,8 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -138,6 +139,11 @@ class BotApiThread:
             async with self.api.running(sock):
                 self._ready.set()
                 await self._stop.wait()
+            # Long polls a client gave up on still wait here: end them with the server.
+            pending = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
 
         self._thread = threading.Thread(
             target=self._loop.run_until_complete, args=(serve(),), daemon=True
@@ -158,6 +164,14 @@ class BotApiThread:
     @property
     def base_url(self) -> str:
         return self.api.base_url
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
 
 
 def refusing_socket() -> socket.socket:

@@ -29,6 +29,7 @@ from tests.cli.init_run import (
     refusing_socket,
     settings,
     terminal,
+    wait_for,
 )
 from tests.conftest import EngineProcess
 from tests.providers.fake_anthropic import FakeAnthropic
@@ -360,6 +361,7 @@ def test_a_bot_the_engine_cannot_load_undoes_the_whole_setup(
         status = session.finish()
         output = session.output
     assert status == 1, output
+    assert file_bytes(paths) == before  # the new key and the provider order undone too
     message = " ".join(output.split())
     assert (
         "the setup was not applied: the engine refused it: plugin instance 'telegram' failed "
@@ -367,10 +369,34 @@ def test_a_bot_the_engine_cannot_load_undoes_the_whole_setup(
     ) in message
     assert "Nothing was changed." in message
     assert api.methods() == ["getMe", "getMe"]  # init's check, then the engine's load
-    assert file_bytes(paths) == before  # the new key and the provider order undone too
     with engine_process.client() as client:
         providers = client.get("/v1/engine/providers").json()["providers"]
         loaded = client.get("/v1/engine/plugins").json()["loaded"]
     assert [p["id"] for p in providers] == ["openai", "local"]
     assert loaded == []
+    engine_process.terminate()
+
+
+@pytest.mark.slow
+def test_a_new_token_for_a_running_bot_reloads_it(
+    engine_process: EngineProcess, env: dict[str, str], paths: HomePaths, bot_api: BotApiThread
+) -> None:
+    api = bot_api.start()
+    write_home(paths, api.base_url)
+    engine_process.start()
+    with engine_process.client() as client:
+        wait_for(lambda: client.get("/v1/engine/plugins").json()["loaded"] != [], "the bot")
+    api.token = NEW_TOKEN  # @BotFather revoked the old token and gave a new one
+    result = init(
+        {**env, "CB_TEST_TOKEN": NEW_TOKEN},
+        "--provider", "local", "--telegram-token-env", "CB_TEST_TOKEN", "--telegram-allow", "42",
+        "--no-service",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "saved the Telegram bot token in the running engine" in result.stdout
+    assert "loaded telegram (Telegram)" in result.stdout
+    assert auth(paths)["telegram"] == {"type": "token", "token": NEW_TOKEN}
+    with engine_process.client() as client:
+        loaded = client.get("/v1/engine/plugins").json()["loaded"]
+    assert [entry["id"] for entry in loaded] == ["telegram"]
     engine_process.terminate()

@@ -32,16 +32,18 @@ if TYPE_CHECKING:
 
 # Loading a plugin waits on its service (Telegram's getMe) inside the engine.
 ENGINE_TIMEOUT_S = 60.0
+INTERRUPTED = "interrupted (Ctrl-C) while saving"
 
 
 class SetupNotApplied(Exception):
     """Applying failed, and what had been applied was undone, except ``leftovers``
     (what could not be undone, in words)."""
 
-    def __init__(self, reason: str, leftovers: list[str]) -> None:
+    def __init__(self, reason: str, leftovers: list[str], *, interrupted: bool = False) -> None:
         super().__init__(reason)
         self.reason = reason
         self.leftovers = leftovers
+        self.interrupted = interrupted  # by Ctrl-C
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,8 @@ def write_setup_files(store: ConfigStore, plan: SetupPlan) -> None:
                 _put_back(paths.auth, auth_before)
             except OSError as undo_failed:
                 leftovers.append(f"auth.json keeps the new keys ({undo_failed})")
+        if isinstance(exc, KeyboardInterrupt):
+            raise SetupNotApplied(INTERRUPTED, leftovers, interrupted=True) from exc
         if isinstance(exc, Exception):
             raise SetupNotApplied(f"settings.json cannot be written: {exc}", leftovers) from exc
         raise
@@ -147,12 +151,18 @@ class _Undo:
         return leftovers
 
     def _restore_secret(self, secret: SecretChange) -> None:
+        from claybot.client.errors import EngineApiError
+
         if secret.previous is not None:
             body = {"id": secret.entry_id, "key": secret.key, "value": secret.previous}
             self.client.post("/v1/engine/auth", body)
-        else:
-            entry, key = quote(secret.entry_id, safe=""), quote(secret.key, safe="")
+            return
+        entry, key = quote(secret.entry_id, safe=""), quote(secret.key, safe="")
+        try:
             self.client.delete(f"/v1/engine/auth/{entry}?key={key}")
+        except EngineApiError as exc:
+            if exc.status != 404:  # 404: the new value never got there
+                raise
 
     def _restore_providers(self) -> None:
         """The same providers as before, in the same places: the new ones removed, then
@@ -174,10 +184,11 @@ def _through_engine(client: EngineClient, plan: SetupPlan) -> Applied:
     plugin = None
     try:
         for secret in plan.secrets:
+            # Listed first: a request may take effect and still fail (its answer lost).
+            undo.secrets.append(secret)
             client.post(
                 "/v1/engine/auth", {"id": secret.entry_id, "key": secret.key, "value": secret.value}
             )
-            undo.secrets.append(secret)
         undo.providers = bool(plan.providers)
         for change in plan.providers:
             body = {**change.provider.to_json_dict(), "position": change.position}
@@ -186,6 +197,8 @@ def _through_engine(client: EngineClient, plan: SetupPlan) -> Applied:
             plugin = _plugin(undo, plan.plugin)
     except BaseException as exc:
         leftovers = undo.run()
+        if isinstance(exc, KeyboardInterrupt):
+            raise SetupNotApplied(INTERRUPTED, leftovers, interrupted=True) from exc
         if isinstance(exc, Exception):
             raise SetupNotApplied(f"the engine refused it: {_reason(exc)}", leftovers) from exc
         raise

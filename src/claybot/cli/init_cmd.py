@@ -104,14 +104,6 @@ def init(
             show_default=False,
         ),
     ] = None,
-    service: Annotated[
-        bool | None,
-        typer.Option(
-            "--service/--no-service",
-            help="Install the engine as a user service (`claybot service install`).",
-            show_default=False,
-        ),
-    ] = None,
     telegram_base_url: Annotated[
         str | None,
         typer.Option(
@@ -119,6 +111,14 @@ def init(
             metavar="URL",
             help="The Bot API to use instead of Telegram's (a local Bot API server), "
             "ending in /bot.",
+            show_default=False,
+        ),
+    ] = None,
+    service: Annotated[
+        bool | None,
+        typer.Option(
+            "--service/--no-service",
+            help="Install the engine as a user service (`claybot service install`).",
             show_default=False,
         ),
     ] = None,
@@ -255,11 +255,13 @@ def _checked_bot(
 
 
 def _not_applied(exc: SetupNotApplied) -> NoReturn:
+    code = 130 if exc.interrupted else 1
     if not exc.leftovers:
-        fail(f"the setup was not applied: {exc.reason}. Nothing was changed.")
+        fail(f"the setup was not applied: {exc.reason}. Nothing was changed.", code)
     fail(
         f"the setup was not applied: {exc.reason}. Undoing what was applied failed in part: "
-        f"{'; '.join(exc.leftovers)}. `claybot doctor` shows what is left to fix."
+        f"{'; '.join(exc.leftovers)}. `claybot doctor` shows what is left to fix.",
+        code,
     )
 
 
