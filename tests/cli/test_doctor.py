@@ -217,6 +217,53 @@ def test_invalid_plugin_settings_report_the_plugins_own_error(paths: HomePaths) 
     )
 
 
+def test_a_setup_left_half_done_is_named_with_the_commands_that_finish_it(
+    paths: HomePaths,
+) -> None:
+    # What an interrupted `claybot init` used to leave: the keys and the bot token saved,
+    # the provider and the Telegram instance that use them not.
+    write_settings(paths, {"providers": [{"id": "openai"}, {"id": "local"}]})
+    paths.auth.write_text(
+        json.dumps(
+            {
+                "openai": {"type": "apiKey", "apiKey": SECRET},
+                "anthropic": {"type": "apiKey", "apiKey": SECRET},
+                "telegram": {"type": "token", "token": "123456789:AAsecret"},
+            }
+        )
+    )
+    report = doctor(paths, "--only", "config")
+    assert report.code == 0  # the engine runs; the bot and the key do nothing
+    finding = report["config.credentials"]
+    assert finding["status"] == "warn"
+    assert finding["detail"] == (
+        "nothing uses what auth.json holds (a setup that stopped half-way?): a key for "
+        "'anthropic', but no provider 'anthropic' in settings.json; a token for 'telegram', "
+        "but no plugin instance 'telegram' in settings.json"
+    )
+    assert finding["fix"] == (
+        "claybot init, or claybot providers add anthropic (--type TYPE unless 'anthropic' is "
+        "one), or claybot auth remove anthropic; claybot init (it connects the Telegram bot), "
+        "or claybot plugins load telegram --setting allowedUserIds=[YOUR_TELEGRAM_ID], or "
+        "claybot auth remove telegram"
+    )
+    assert SECRET not in report.stdout and "AAsecret" not in report.stdout
+    # The fixes it names, run: nothing is left unused.
+    for command in (
+        ("providers", "add", "anthropic"),
+        ("plugins", "load", "telegram", "--setting", "allowedUserIds=[42]"),
+    ):
+        done = cli(paths, *command)
+        assert done.returncode == 0, done.stderr
+    fixed = doctor(paths, "--only", "config")
+    assert fixed["config.credentials"] == {
+        "check": "config.credentials",
+        "status": "ok",
+        "detail": "every auth.json entry is used",
+        "fix": None,
+    }
+
+
 # -- providers: keys and endpoints -------------------------------------------------------------
 
 

@@ -1,20 +1,24 @@
 """``claybot init``: the first setup, asked on a terminal or answered by flags.
 
 Providers and keys, the Telegram bot, a look at the command sandbox, the service.
-Each step is the command that does it alone (``providers add``, ``auth set``,
-``plugins load``, ``service install``), reached through its function, so ``init``
-changes the files (or the running engine) exactly as those commands do.
+Every answer is collected and checked first (``init_sections``), then the setup is
+worked out as a whole (``init_plan``) and applied at once, through the running engine
+or to the home's files, or not at all (``init_apply``).
 """
 
 from __future__ import annotations
 
 import os
-from typing import Annotated
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated, NoReturn
 
 import typer
 from rich.markup import escape
 
 from claybot.cli.common import HomeOption, console, engine_errors, err_console, fail, paths_for
+from claybot.cli.init_apply import Applied, SetupNotApplied, apply_setup
+from claybot.cli.init_plan import SetupPlan, plan_setup
 from claybot.cli.init_questions import (
     PROVIDER_CHOICES,
     TELEGRAM,
@@ -22,13 +26,12 @@ from claybot.cli.init_questions import (
     ProviderAnswer,
     SecretSource,
     TelegramAnswer,
-    ask_providers,
     ask_service,
-    ask_telegram,
 )
+from claybot.cli.init_sections import providers_section, telegram_section
 from claybot.cli.questions import Questions
 from claybot.config.home import HomePaths
-from claybot.config.settings import ProviderSettings
+from claybot.config.settings import PluginInstanceSettings
 
 
 def init(
@@ -101,6 +104,16 @@ def init(
             show_default=False,
         ),
     ] = None,
+    telegram_base_url: Annotated[
+        str | None,
+        typer.Option(
+            "--telegram-base-url",
+            metavar="URL",
+            help="The Bot API to use instead of Telegram's (a local Bot API server), "
+            "ending in /bot.",
+            show_default=False,
+        ),
+    ] = None,
     service: Annotated[
         bool | None,
         typer.Option(
@@ -109,6 +122,14 @@ def init(
             show_default=False,
         ),
     ] = None,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check/--no-check",
+            help="Check each key (one short call to its provider) and the bot token "
+            "(getMe) before saving; --no-check saves them unchecked (no network now).",
+        ),
+    ] = True,
     yes: Annotated[
         bool,
         typer.Option(
@@ -124,6 +145,10 @@ def init(
     terminal, a question no option answers stops the command with the option to pass
     (--yes takes the defaults instead). Keys are read hidden, from an environment variable
     or from stdin, and go to auth.json (mode 0600).
+
+    Every answer is checked before anything is saved (a failed check offers retry, skip
+    or quit; a script stops, naming it), then the whole setup is saved at once: if that
+    fails, nothing of it stays.
     """
     paths = paths_for(home)
     questions = Questions.here(yes)
@@ -147,32 +172,97 @@ def init(
         fail(f"--provider must be one of {', '.join(PROVIDER_CHOICES)}, not {provider!r}")
     if provider == "local" and key_source.given():
         fail("the local provider needs no API key: leave out the --api-key options")
-    wants_telegram = token_source.given() or bool(telegram_allow)
+    wants_telegram = token_source.given() or bool(telegram_allow) or telegram_base_url is not None
     if telegram is False and wants_telegram:
-        fail("--no-telegram, yet a --telegram-token-* or --telegram-allow option was given")
+        fail(
+            "--no-telegram, yet a --telegram-token-*, --telegram-allow or --telegram-base-url "
+            "option was given"
+        )
     if any(user <= 0 for user in telegram_allow or []):
         fail("--telegram-allow takes Telegram user ids, which are positive numbers")
+    if telegram_base_url is not None and not telegram_base_url.startswith(("http://", "https://")):
+        fail(f"--telegram-base-url must be an http(s) URL, not {telegram_base_url!r}")
 
     with engine_errors():  # an invalid settings.json or auth.json: the file and the field
         current = CurrentSetup.read(paths)
         console.print(f"[bold]Setting up ClayBot[/bold] in {paths.home}", highlight=False)
-        # Every question first: nothing is written until all are answered, so a script
-        # missing an option, or Ctrl-C at a prompt, leaves the home as it was.
-        providers = ask_providers(current, questions, provider, model, key_source)
-        bot = ask_telegram(
-            current, questions, True if wants_telegram else telegram, token_source, telegram_allow
-        )
-        _check_sandbox(paths)
-        install = ask_service(questions, service)
+        # Every question and every check first: nothing is written until all are done,
+        # so a script missing an option, a failed check, or Ctrl-C at a prompt leaves
+        # the home as it was.
+        left_out: list[str] = []
+        with _cancellable():
+            providers = providers_section(
+                current, questions, provider, model, key_source, check, os.environ, left_out
+            )
+            bot = telegram_section(
+                current,
+                questions,
+                True if wants_telegram else telegram,
+                token_source,
+                telegram_allow,
+                telegram_base_url,
+                check,
+                left_out,
+            )
+            plan = plan_setup(current, providers, bot, _checked_bot(current, bot))
+            _check_sandbox(paths)
+            install = ask_service(questions, service)
         console.print("\n[bold]Saving[/bold]")
-        _save_providers(paths, current, providers)
-        _save_telegram(paths, current, bot)
+        try:
+            applied = apply_setup(paths, plan)
+        except SetupNotApplied as exc:
+            _not_applied(exc)
+        _report(plan, providers, bot, applied)
+        if left_out:
+            console.print(f"left out of this setup: {', '.join(left_out)}", highlight=False)
     started = False
     if install:
         from claybot.cli.service_cmds import install_service
 
         started = install_service(paths)
     _next_steps(paths, started)
+
+
+@contextmanager
+def _cancellable() -> Iterator[None]:
+    """Ctrl-C or Ctrl-D at a prompt ends the command, before anything is saved."""
+    try:
+        yield
+    except (KeyboardInterrupt, EOFError, typer.Abort):
+        console.print()  # the prompt's line was left open
+        fail("cancelled: nothing was changed", code=130)
+
+
+def _checked_bot(
+    current: CurrentSetup, bot: TelegramAnswer | None
+) -> PluginInstanceSettings | None:
+    """The Telegram instance as it would be saved, checked as `plugins load` checks it."""
+    if bot is None:
+        return None
+    from claybot.cli.plugins_cmds import checked_instance
+    from claybot.plugins import PluginCatalog, PluginError
+
+    try:
+        return checked_instance(
+            PluginCatalog.discover(),
+            current.settings.plugins,
+            TELEGRAM,
+            TELEGRAM,
+            bot.settings(current),
+        )
+    except PluginError as exc:
+        fail(f"{exc.message}. Nothing was changed.", error=exc.code, field=exc.field)
+
+
+def _not_applied(exc: SetupNotApplied) -> NoReturn:
+    code = 130 if exc.interrupted else 1
+    if not exc.leftovers:
+        fail(f"the setup was not applied: {exc.reason}. Nothing was changed.", code)
+    fail(
+        f"the setup was not applied: {exc.reason}. Undoing what was applied failed in part: "
+        f"{'; '.join(exc.leftovers)}. `claybot doctor` shows what is left to fix.",
+        code,
+    )
 
 
 def _check_sandbox(paths: HomePaths) -> None:
@@ -199,55 +289,40 @@ def _check_sandbox(paths: HomePaths) -> None:
         console.print("Everything else works; agents cannot run shell commands until then.")
 
 
-def _save_providers(
-    paths: HomePaths, current: CurrentSetup, providers: list[ProviderAnswer]
+def _report(
+    plan: SetupPlan,
+    providers: list[ProviderAnswer],
+    bot: TelegramAnswer | None,
+    applied: Applied,
 ) -> None:
-    from claybot.cli.auth_cmds import set_secret
-    from claybot.cli.providers_cmds import add_provider
-
+    """What the setup changed, and what it kept."""
+    engine = "the running engine"
+    saved = {(secret.entry_id, secret.key) for secret in plan.secrets}
+    if not providers:
+        console.print("no provider change: the order stays as it was")
     for position, answer in enumerate(providers):
-        if answer.key is not None:
-            applied = set_secret(paths.home, answer.id, "apiKey", answer.key)
-            console.print(f"saved the {answer.id} API key in {_where(applied, 'auth.json')}")
-        elif answer.id in current.keys:
-            console.print(f"kept the {answer.id} API key already in auth.json")
-        existing = current.provider(answer.id)
-        # A configured provider keeps what init does not ask (options, type).
-        settings = (
-            existing.model_copy(update={"model": answer.model or existing.model, "enabled": True})
-            if existing is not None
-            else ProviderSettings(id=answer.id, model=answer.model)
-        )
-        _, applied, problem = add_provider(settings, position, paths.home)
+        if (answer.id, "apiKey") in saved:
+            where = engine if applied.through_engine else "auth.json"
+            console.print(f"saved the {answer.id} API key in {where}", highlight=False)
+        elif answer.id != "local":
+            console.print(f"kept the {answer.id} API key already in auth.json", highlight=False)
         rank = "first" if position == 0 else f"number {position + 1}"
-        console.print(
-            f"{answer.id} answers {rank} ({_where(applied, 'settings.json')})", highlight=False
-        )
-        if problem is not None:
-            warning = f"{answer.id}: {problem}"
+        where = engine if applied.through_engine else "settings.json"
+        console.print(f"{answer.id} answers {rank} ({where})", highlight=False)
+        if answer.id in applied.failures:
+            warning = f"{answer.id}: {applied.failures[answer.id]}"
             err_console.print(f"[yellow]warning:[/yellow] {escape(warning)}", highlight=False)
-
-
-def _save_telegram(paths: HomePaths, current: CurrentSetup, bot: TelegramAnswer | None) -> None:
-    from claybot.cli.auth_cmds import set_secret
-    from claybot.cli.plugins_cmds import load_instance
-
     if bot is None:
-        console.print("no Telegram bot" + (" change" if current.telegram else ""))
+        console.print("no Telegram bot" + (" change" if plan.current.telegram else ""))
         return
-    if bot.token is not None:
-        applied = set_secret(paths.home, TELEGRAM, "token", bot.token)
-        console.print(f"saved the Telegram bot token in {_where(applied, 'auth.json')}")
+    if (TELEGRAM, "token") in saved:
+        where = engine if applied.through_engine else "auth.json"
+        console.print(f"saved the Telegram bot token in {where}")
     else:
         console.print("kept the Telegram bot token already in auth.json")
-    settings = dict(current.telegram.settings) if current.telegram else {}
-    settings["allowedUserIds"] = bot.allowed
-    console.print(escape(load_instance(paths.home, TELEGRAM, TELEGRAM, settings)))
+    if applied.plugin is not None:
+        console.print(escape(applied.plugin))
     console.print(f"Telegram users allowed: {', '.join(map(str, bot.allowed))}", highlight=False)
-
-
-def _where(applied: bool, file: str) -> str:
-    return "the running engine" if applied else file
 
 
 def _next_steps(paths: HomePaths, service_started: bool) -> None:

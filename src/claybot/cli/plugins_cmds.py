@@ -29,6 +29,7 @@ from claybot.config.store import describe_validation_error
 if TYPE_CHECKING:
     from claybot.client.engine_client import EngineClient
     from claybot.config.store import ConfigStore
+    from claybot.plugins import PluginCatalog
 
 app = typer.Typer(help="Plugin instances: list, load, unload.", no_args_is_help=True)
 
@@ -166,17 +167,8 @@ def load_instance(
 def _save_offline(
     store: ConfigStore, plugin_id: str, instance_id: str | None, settings: dict[str, Any] | None
 ) -> str:
-    """What the engine's load checks, applied to settings.json for the next start.
-
-    Enabled entries stand in for running instances: they load at the next start.
-    """
-    from claybot.plugins import InstanceIdTaken, PluginCatalog, PluginError
-    from claybot.plugins.rules import (
-        RunningInstance,
-        check_exclusive,
-        check_instance_id,
-        default_instance_id,
-    )
+    """What the engine's load checks, applied to settings.json for the next start."""
+    from claybot.plugins import PluginCatalog, PluginError
     from claybot.plugins.settings_file import PluginSettingsFile
 
     catalog = PluginCatalog.discover()
@@ -186,44 +178,64 @@ def _save_offline(
             error="unknown_plugin",
         )
     plugin_id = resolve_prefix(plugin_id, catalog.ids(), "plugin")
-    definition = catalog.get(plugin_id)
-    assert definition is not None
     plugins_file = PluginSettingsFile(store)
     try:
-        configured = {entry.instance_id: entry for entry in plugins_file.entries()}
-
-        def is_free(candidate: str) -> bool:
-            entry = configured.get(candidate)
-            return entry is None or (entry.plugin_id == plugin_id and not entry.enabled)
-
-        if instance_id is None:
-            instance_id = (
-                plugin_id if definition.exclusive else default_instance_id(plugin_id, is_free)
-            )
-        check_instance_id(instance_id)
-        existing = configured.get(instance_id)
-        if existing is not None and existing.plugin_id != plugin_id:
-            raise InstanceIdTaken(instance_id, existing.plugin_id)
-        others = []
-        for entry in configured.values():
-            if entry.enabled and entry.instance_id != instance_id:
-                other = catalog.get(entry.plugin_id)
-                exclusive = other is not None and other.exclusive
-                others.append(RunningInstance(entry.instance_id, entry.plugin_id, exclusive))
-        check_exclusive(plugin_id, definition.exclusive, others)
-        if settings is None:  # like the engine: a configured instance keeps its settings
-            settings = existing.settings if existing is not None else {}
-        try:
-            definition.settings_model.model_validate(settings)
-            entry = PluginInstanceSettings(
-                instance_id=instance_id, plugin_id=plugin_id, settings=settings
-            )
-        except ValidationError as exc:
-            fail(f"invalid settings: {describe_validation_error(exc)}")
+        entry = checked_instance(catalog, plugins_file.entries(), plugin_id, instance_id, settings)
         plugins_file.upsert(entry)
     except PluginError as exc:
         fail(exc.message, error=exc.code, field=exc.field)
-    return f"saved {instance_id} in settings.json; it loads when the engine starts"
+    return f"saved {entry.instance_id} in settings.json; it loads when the engine starts"
+
+
+def checked_instance(
+    catalog: PluginCatalog,
+    configured: list[PluginInstanceSettings],
+    plugin_id: str,
+    instance_id: str | None,
+    settings: dict[str, Any] | None,
+) -> PluginInstanceSettings:
+    """The instance a load would save among the ``configured`` ones of settings.json,
+    checked as the engine's load checks it (PluginError says why not). Enabled entries
+    stand in for running instances: they load at the next start."""
+    from claybot.plugins import InstanceIdTaken, PluginSettingsInvalid, UnknownPlugin
+    from claybot.plugins.rules import (
+        RunningInstance,
+        check_exclusive,
+        check_instance_id,
+        default_instance_id,
+    )
+
+    definition = catalog.get(plugin_id)
+    if definition is None:
+        raise UnknownPlugin(plugin_id)
+    entries = {entry.instance_id: entry for entry in configured}
+
+    def is_free(candidate: str) -> bool:
+        entry = entries.get(candidate)
+        return entry is None or (entry.plugin_id == plugin_id and not entry.enabled)
+
+    if instance_id is None:
+        instance_id = plugin_id if definition.exclusive else default_instance_id(plugin_id, is_free)
+    check_instance_id(instance_id)
+    existing = entries.get(instance_id)
+    if existing is not None and existing.plugin_id != plugin_id:
+        raise InstanceIdTaken(instance_id, existing.plugin_id)
+    others = []
+    for entry in entries.values():
+        if entry.enabled and entry.instance_id != instance_id:
+            other = catalog.get(entry.plugin_id)
+            exclusive = other is not None and other.exclusive
+            others.append(RunningInstance(entry.instance_id, entry.plugin_id, exclusive))
+    check_exclusive(plugin_id, definition.exclusive, others)
+    if settings is None:  # like the engine: a configured instance keeps its settings
+        settings = existing.settings if existing is not None else {}
+    try:
+        definition.settings_model.model_validate(settings)
+        return PluginInstanceSettings(
+            instance_id=instance_id, plugin_id=plugin_id, settings=settings
+        )
+    except ValidationError as exc:
+        raise PluginSettingsInvalid(plugin_id, describe_validation_error(exc)) from None
 
 
 @app.command("unload")

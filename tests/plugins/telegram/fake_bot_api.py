@@ -48,7 +48,7 @@ class FakeBotApi:
     token: str = "123:abc"
     calls: list[Call] = field(default_factory=list)
     fail_parse: set[str] = field(default_factory=set)  # texts answered with a parse error
-    _errors: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    _errors: dict[str, list[dict[str, Any] | None]] = field(default_factory=dict)
     _updates: list[dict[str, Any]] = field(default_factory=list)
     _replays: list[dict[str, Any]] = field(default_factory=list)
     _arrived: asyncio.Event = field(default_factory=asyncio.Event)
@@ -147,12 +147,14 @@ class FakeBotApi:
         *,
         times: int = 1,
         retry_after: int | None = None,
+        after: int = 0,
     ) -> None:
-        """Answer the next ``times`` calls of ``method`` with this Bot API error."""
+        """Answer the next ``times`` calls of ``method`` with this Bot API error, once
+        ``after`` more calls have been answered as usual."""
         error: dict[str, Any] = {"ok": False, "error_code": status, "description": description}
         if retry_after is not None:
             error["parameters"] = {"retry_after": retry_after}
-        self._errors.setdefault(method, []).extend([error] * times)
+        self._errors.setdefault(method, []).extend([None] * after + [error] * times)
 
     def hold(self, method: str) -> None:
         """Calls of ``method`` wait, before their body is read, until ``release``: what
@@ -201,8 +203,8 @@ class FakeBotApi:
             except ValueError:
                 params[key] = text
         self.calls.append(Call(method, params))
-        if self._errors.get(method):
-            error = self._errors[method].pop(0)
+        error = self._errors[method].pop(0) if self._errors.get(method) else None
+        if error is not None:
             return JSONResponse(error, error["error_code"])
         if method == "getUpdates":
             return await self._get_updates(params)
@@ -284,15 +286,18 @@ class FakeBotApi:
         return JSONResponse({"ok": True, "result": result})
 
     @contextlib.asynccontextmanager
-    async def running(self) -> AsyncIterator[FakeBotApi]:
+    async def running(self, sock: socket.socket | None = None) -> AsyncIterator[FakeBotApi]:
+        """Serve on ``sock`` (bound, not listening: a port that refused connections
+        until now), else on a free port."""
         app = Starlette(
             routes=[
                 Route("/bot{token}/{method}", self._endpoint, methods=["GET", "POST"]),
                 Route("/file/bot{token}/{path:path}", self._download, methods=["GET"]),
             ]
         )
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
+        if sock is None:
+            sock = socket.socket()
+            sock.bind(("127.0.0.1", 0))
         self.port = sock.getsockname()[1]
         # A long poll the client gave up on still runs here: do not wait for it on exit.
         config = uvicorn.Config(
