@@ -7,11 +7,12 @@ loopback that streams and can hold a reply back mid-stream:
   settings name first, not on the next one because the first was closed under it;
 - a reply the model finishes while the engine stops gracefully is written to history
   then, and arrives after the restart, once, at a client that resumes the event
-  stream from the last event it saw.
+  stream from the last event it saw, or at Telegram.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ import pytest
 
 from claybot.config.home import HomePaths
 from tests.conftest import EngineProcess, write_settings
+from tests.plugins.telegram.fake_bot_api import FakeBotApi
 from tests.providers.fake_openai import FakeOpenAI
 from tests.providers.loopback import LoopbackServer
 
@@ -174,3 +176,54 @@ def test_a_reply_finished_during_a_graceful_stop_arrives_after_the_restart_once(
     ]
     assert [r["text"] for r in history] == ["the answer written while the engine stops"]
     assert len(vendor.requests) == 2  # the held reply was not asked for again
+
+
+async def test_a_reply_finished_during_a_graceful_stop_reaches_telegram_after_it_once(
+    paths: HomePaths, vendor: FakeOpenAI
+) -> None:
+    """The same through a connector that sends: Telegram gets the reply from the next
+    start, once, and nothing while the engine stops."""
+    engine = EngineProcess(paths)
+    async with FakeBotApi().running() as bot_api:
+        telegram = {"instanceId": "tg", "pluginId": "telegram",
+                    "settings": {"allowedUserIds": [ANN], "baseUrl": bot_api.base_url,
+                                 "pollTimeoutS": 1}}  # fmt: skip
+        write_settings(paths, {**settings(vendor), "plugins": [telegram]})
+        paths.auth.write_text(json.dumps({"tg": {"type": "token", "token": bot_api.token}}))
+        await asyncio.to_thread(engine.start)
+        try:
+            vendor.reply_text("the answer written while the engine stops")
+            vendor.hold_stream_after(2)
+            bot_api.message(ANN, "hello")
+            await until(lambda: vendor.frames_sent == 2, "the reply to stream")
+            engine.process.send_signal(15)  # type: ignore[union-attr]
+            await until(lambda: "stopping…" in engine.output(), "the engine to begin its stop")
+            vendor.release_stream()
+            assert await asyncio.to_thread(engine.terminate) == 0
+            assert texts(bot_api) == []
+
+            await asyncio.to_thread(engine.start)
+            await until(lambda: texts(bot_api), "the reply after the restart")
+            vendor.reply_text("later")
+            bot_api.message(ANN, "and later?")
+            await until(lambda: "later" in texts(bot_api), "the reply to a later message")
+        finally:
+            await asyncio.to_thread(engine.terminate)
+    assert texts(bot_api) == ["the answer written while the engine stops", "later"]
+    assert len(vendor.requests) == 2
+
+
+ANN = 111
+
+
+def texts(bot_api: FakeBotApi) -> list[str]:
+    return [str(params["text"]) for params in bot_api.sent("sendMessage")]
+
+
+async def until(condition: Any, what: str) -> None:
+    try:
+        async with asyncio.timeout(WAIT_S):
+            while not condition():
+                await asyncio.sleep(0.01)
+    except TimeoutError:
+        raise AssertionError(f"timed out waiting for {what}") from None
