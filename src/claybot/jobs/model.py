@@ -28,6 +28,9 @@ class JobStatus(StrEnum):
 
 
 TERMINAL = frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED})
+
+# A worker's, in the ``workers`` table (``worker_rows.py`` says what each means).
+WorkerStatus = Literal["active", "draining", "stopped", "dead"]
 TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     JobStatus.QUEUED: frozenset({JobStatus.RUNNING, JobStatus.CANCELLED}),
     JobStatus.RUNNING: frozenset(

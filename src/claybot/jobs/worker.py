@@ -19,18 +19,15 @@ import os
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any
 
 from claybot import __version__
 from claybot.jobs.database import JobDatabase
-from claybot.jobs.model import Claim, JobStatus
+from claybot.jobs.model import Claim, JobStatus, WorkerStatus
 from claybot.jobs.runner import JobRunner, Stop, StopSignal
 from claybot.jobs.signals import JobSignals
 
 log = logging.getLogger(__name__)
-
-DEAD_AFTER = timedelta(minutes=2)  # a worker silent this long is listed as dead
 
 
 @dataclass
@@ -109,8 +106,10 @@ class Worker:
                 await task
         with contextlib.suppress(Exception):
             await self.runner.close()
+        # Said as it goes, so the list tells a clean stop from a worker that was lost
+        # (killed, or its machine gone: silent, then marked dead by the sweep).
         with contextlib.suppress(Exception):
-            await self._heartbeat_once(status="dead")
+            await self._heartbeat_once(status="stopped")
 
     # -- signals --------------------------------------------------------------------
 
@@ -198,7 +197,14 @@ class Worker:
                 for job_id in renewal.lost:
                     self._stop(job_id, Stop.LOST)
                 await self.db.jobs.sweep()
-                await self.db.workers.mark_dead(DEAD_AFTER)
+                swept = await self.db.workers.sweep()
+                if swept.dead:
+                    log.warning(
+                        "%d worker(s) went silent for a lease without stopping: marked dead "
+                        "(their jobs went back to the queue); see GET /api/v1/admin/workers",
+                        swept.dead,
+                        extra={"action": "job.workers_dead"},
+                    )
             except Exception as exc:  # the database is away: try again next beat
                 log.warning("a worker heartbeat failed: %s", exc, extra={"action": "job.heartbeat"})
 
@@ -207,7 +213,7 @@ class Worker:
         if running is not None:
             running.signal.stop(reason)
 
-    async def _heartbeat_once(self, status: str = "active") -> None:
+    async def _heartbeat_once(self, status: WorkerStatus = "active") -> None:
         await self.db.workers.heartbeat(
             self.id,
             hostname=socket.gethostname(),

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from claybot.api.models.base import Answer
 from claybot.api.schemas import JSON_INTEGER
-from claybot.jobs.model import Job, JobStatus, LogLine, StoredFile
+from claybot.jobs.model import Job, JobStatus, LogLine, StoredFile, WorkerStatus
 
 JobStatusName = Literal["queued", "running", "completed", "failed", "waiting_for_user", "cancelled"]
 
@@ -232,11 +232,15 @@ class Health(Answer):
     version: str
 
 
+# Seed 002's three, and ``stopped``: a worker that stopped cleanly (seed 002 said dead).
+WorkerHealthName = Literal["healthy", "warning", "dead", "stopped"]
+
+
 class WorkerHealth(Answer):
     id: str
     hostname: str
-    status: str
-    health: Literal["healthy", "warning", "dead"]
+    status: WorkerStatus
+    health: WorkerHealthName
     active_jobs: int
     version: str
     last_heartbeat: str
@@ -245,7 +249,9 @@ class WorkerHealth(Answer):
 
 class WorkerList(Answer):
     workers: list[WorkerHealth]
-    summary: dict[str, int] = Field(description="Workers by health")
+    summary: dict[str, int] = Field(
+        description="Workers by health: `healthy`, `warning`, `dead` and `stopped`"
+    )
 
 
 class Metrics(Answer):
