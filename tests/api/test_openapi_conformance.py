@@ -26,6 +26,14 @@ document does not name fails here.
 
 Generation is deterministic (``derandomize``, no example database), so a failure
 is reproduced by running the test again.
+
+Each operation runs three phases: its documented examples, the coverage phase (each
+bound of each field, one step past it, and each kind of invalid value, once), and
+25 generated cases. The coverage phase sends large numbers only where the document
+states a maximum: with none, ``offset`` was sent 0, 1 and -1, never 2**64, which
+reached the database and was a 500. So every integer or number a request carries
+must have both bounds (``test_every_number_a_request_carries_is_bounded``), and then
+the coverage phase sends each maximum (to be answered) and one past it (refused).
 """
 
 from __future__ import annotations
@@ -145,6 +153,56 @@ def assert_every_field_is_documented(case: Any, response: Any) -> None:
         return  # a text answer, or an event stream (its events' schema is checked above)
     closed = {**content["application/json"]["schema"], "components": CLOSED}
     jsonschema.Draft202012Validator(closed).validate(response.json())
+
+
+# Integers whose size no bound needs: compared in memory with the event bus's ids,
+# never sent to a database (and the stream is not run above: it never ends).
+UNBOUNDED = {("GET", "/v1/engine/events", "query.since")}
+
+
+def numbers_without_bounds(schema: Any, where: str, seen: frozenset[str]) -> Iterator[str]:
+    """Where, in a request's schema, an integer or a number lacks a minimum or a maximum,
+    or an integer's bounds reach past what a signed 64-bit column holds."""
+    if not isinstance(schema, dict):
+        return
+    if "$ref" in schema:
+        name = schema["$ref"].rsplit("/", 1)[-1]
+        if name not in seen:
+            component = DOCUMENT["components"]["schemas"][name]
+            yield from numbers_without_bounds(component, where, seen | {name})
+        return
+    kinds = schema.get("type")
+    kinds = kinds if isinstance(kinds, list) else [kinds]
+    if "integer" in kinds or "number" in kinds:
+        low = schema.get("minimum", schema.get("exclusiveMinimum"))
+        high = schema.get("maximum", schema.get("exclusiveMaximum"))
+        if low is None or high is None:
+            yield f"{where}: no {'minimum' if low is None else 'maximum'}"
+        elif "integer" in kinds and not -(2**63) <= low <= high <= 2**63 - 1:
+            yield f"{where}: [{low}, {high}] is past 64 bits"
+    for key in ("anyOf", "oneOf", "allOf"):
+        for branch in schema.get(key, []):
+            yield from numbers_without_bounds(branch, where, seen)
+    for name, field in schema.get("properties", {}).items():
+        yield from numbers_without_bounds(field, f"{where}.{name}", seen)
+    for key in ("items", "additionalProperties"):
+        yield from numbers_without_bounds(schema.get(key), f"{where}[]", seen)
+
+
+def test_every_number_a_request_carries_is_bounded() -> None:
+    found = []
+    for path, operations in DOCUMENT["paths"].items():
+        for method, operation in operations.items():
+            for parameter in operation.get("parameters", []):
+                name = f"{parameter['in']}.{parameter['name']}"
+                if (method.upper(), path, name) not in UNBOUNDED:
+                    found += numbers_without_bounds(
+                        parameter["schema"], f"{method.upper()} {path} {name}", frozenset()
+                    )
+            for media_type, content in operation.get("requestBody", {}).get("content", {}).items():
+                where = f"{method.upper()} {path} body ({media_type})"
+                found += numbers_without_bounds(content.get("schema"), where, frozenset())
+    assert found == []
 
 
 @pytest.fixture(scope="module", autouse=True)

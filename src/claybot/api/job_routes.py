@@ -23,6 +23,7 @@ from fastapi.responses import Response, StreamingResponse
 from starlette import datastructures
 
 from claybot import __version__
+from claybot.api.bounds import INT64_MAX, Offset
 from claybot.api.models.jobs import (
     ArtifactInfo,
     ArtifactList,
@@ -209,7 +210,7 @@ async def list_jobs(
     request: Request,
     status: JobStatus | None = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Offset = 0,
 ) -> JobPage:
     db = await jobs_db(request)
     jobs, count = await db.jobs.page(viewer(request), status=status, limit=limit, offset=offset)
@@ -255,8 +256,8 @@ async def job_logs(
     request: Request,
     job_id: UUID,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
-    after: Annotated[int, Query(ge=0, description="Only lines after this id")] = 0,
+    offset: Offset = 0,
+    after: Annotated[int, Query(ge=0, le=INT64_MAX, description="Only lines after this id")] = 0,
     follow: bool = False,
 ) -> LogPage | StreamingResponse:
     db = await jobs_db(request)

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Body, Header, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
 from claybot.agents.system import AgentNotFound
+from claybot.api.bounds import INT64_MAX
 from claybot.api.history_stream import whole_history_response
 from claybot.api.models.agents import (
     AgentList,
@@ -92,8 +93,12 @@ async def agent_history(
     limit: Annotated[
         int | None, Query(ge=1, le=1000, description="records in a page (default 100)")
     ] = None,
-    before: Annotated[int | None, Query(ge=0, description="records numbered below this")] = None,
-    after: Annotated[int | None, Query(ge=-1, description="records numbered above this")] = None,
+    before: Annotated[
+        int | None, Query(ge=0, le=INT64_MAX, description="records numbered below this")
+    ] = None,
+    after: Annotated[
+        int | None, Query(ge=-1, le=INT64_MAX, description="records numbered above this")
+    ] = None,
 ) -> AgentHistory | StreamingResponse:
     engine = engine_of(request)
     if limit is None and before is None and after is None:

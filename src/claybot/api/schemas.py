@@ -33,6 +33,7 @@ from claybot.db.keys import SCOPES
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 NAME_PATTERN = r"^[^\x00-\x1f/]+$"
 NAME = Field(min_length=1, max_length=256, pattern=NAME_PATTERN)
+MAX_PROVIDER_POSITION = 1000  # a place in the list of providers
 
 
 # The two schemas below are built when the document is generated, not at import (the
@@ -224,8 +225,8 @@ class CreateKey(Body):
 class UpsertProvider(ProviderSettings):
     model_config = ConfigDict(strict=True)  # merged with the settings file's camelCase config
 
-    # Where to put a new provider; None: last.
-    position: Annotated[int, Field(ge=0), JSON_INTEGER] | None = None
+    # Where to put a new provider (a place past the end is the last); None: last.
+    position: Annotated[int, Field(ge=0, le=MAX_PROVIDER_POSITION), JSON_INTEGER] | None = None
 
 
 class WebchatMessage(WithFiles):
