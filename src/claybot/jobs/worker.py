@@ -71,6 +71,7 @@ class Worker:
         self._wake = asyncio.Event()
         self._stopping = False
         self._tasks: list[asyncio.Task[None]] = []
+        self._claims: asyncio.Task[None] | None = None
         self._unsubscribe: Callable[[], None] | None = None
         self._claiming = False
         self._cancelled_while_claiming: set[str] = set()
@@ -82,8 +83,10 @@ class Worker:
     async def start(self) -> None:
         self._unsubscribe = self.signals.subscribe(self._heard)
         await self._heartbeat_once()
+        claims = asyncio.create_task(self._claim_loop(), name=f"worker-{self.id}-claims")
+        self._claims = claims
         self._tasks = [
-            asyncio.create_task(self._claim_loop(), name=f"worker-{self.id}-claims"),
+            claims,
             asyncio.create_task(self._heartbeat_loop(), name=f"worker-{self.id}-heartbeat"),
         ]
 
@@ -93,6 +96,10 @@ class Worker:
         self._wake.set()
         if self._unsubscribe is not None:
             self._unsubscribe()
+        # The claim loop ends by itself once woken; first, so that a claim it is
+        # committing becomes a job drained below, not one left running after the stop.
+        if self._claims is not None:
+            await asyncio.wait([self._claims], timeout=drain_timeout_s)
         for running in list(self.running.values()):
             running.signal.stop(Stop.DRAIN)
         jobs: list[asyncio.Task[Any]] = [running.task for running in self.running.values()]
