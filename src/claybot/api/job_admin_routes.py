@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, get_args
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Path, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from claybot.api.job_routes import jobs_db
@@ -15,7 +15,7 @@ from claybot.api.models.jobs import Metrics, WorkerHealth, WorkerHealthName, Wor
 from claybot.api.models.keys import ApiKey
 from claybot.api.responses import seed_errors
 from claybot.api.routes import engine_of
-from claybot.api.schemas import JSON_INTEGER
+from claybot.api.schemas import JSON_INTEGER, NO_NUL
 from claybot.db.keys import ScopeName
 from claybot.jobs.model import WorkerStatus
 from claybot.kernel.errors import NotFound
@@ -34,7 +34,7 @@ DEFAULT_SCOPES: list[ScopeName] = ["jobs:write", "jobs:read"]  # seed 002's defa
 
 class NewKey(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
-    name: str = Field(min_length=1, max_length=128)
+    name: str = Field(min_length=1, max_length=128, pattern=NO_NUL)
     scopes: list[ScopeName] = Field(default_factory=lambda: list(DEFAULT_SCOPES), min_length=1)
     rate_limit_rpm: Annotated[int, Field(ge=1, le=10_000), JSON_INTEGER] = 60
 
@@ -73,7 +73,9 @@ async def create_key(request: Request, body: NewKey) -> KeyCreated:
 
 
 @router.delete("/keys/{key_id}", summary="Revoke an API key")
-async def revoke_key(request: Request, key_id: str) -> ApiKey:
+async def revoke_key(
+    request: Request, key_id: Annotated[str, Path(max_length=64, pattern=NO_NUL)]
+) -> ApiKey:
     record = await engine_of(request).keys.revoke(key_id)
     if record is None:
         raise NotFound(f"no API key {key_id!r}")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Header, Query, Request, Response
+from fastapi import APIRouter, Body, Header, Path, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
 from claybot.agents.system import AgentNotFound
@@ -26,7 +26,14 @@ from claybot.api.models.keys import ApiKey, ApiKeyCreated, ApiKeyList, ApiKeyRev
 from claybot.api.models.plugins import PluginListing, PluginLoaded, PluginUnloaded
 from claybot.api.models.status import EngineStatus
 from claybot.api.responses import BODY_ERRORS, errors
-from claybot.api.schemas import CreateKey, LoadPlugin, PostMessage, ResetAgent, UnloadPlugin
+from claybot.api.schemas import (
+    NO_NUL,
+    CreateKey,
+    LoadPlugin,
+    PostMessage,
+    ResetAgent,
+    UnloadPlugin,
+)
 from claybot.api.sse import EventStream
 from claybot.api.uploads import attached
 from claybot.connectors.base import InboundMessage
@@ -233,9 +240,11 @@ async def create_key(request: Request, body: CreateKey) -> ApiKeyCreated:
 @router.post(
     "/keys/{keyId}/revoke",
     summary="Revoke an API key by id or prefix",
-    responses=errors(404, 503),
+    responses=errors(404, 422, 503),
 )
-async def revoke_key(request: Request, keyId: str) -> ApiKeyRevoked:
+async def revoke_key(
+    request: Request, keyId: Annotated[str, Path(max_length=64, pattern=NO_NUL)]
+) -> ApiKeyRevoked:
     record = await engine_of(request).keys.revoke(keyId)
     if record is None:
         raise NotFound(

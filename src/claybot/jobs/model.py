@@ -171,6 +171,9 @@ def visible_to(key_id: str | None, scopes: Iterable[str]) -> Owner:
     return key_id
 
 
+MAX_MIME_TYPE_CHARS = 200  # the width of the files' mime_type columns
+
+
 @dataclass(frozen=True)
 class StoredFile:
     """An artifact (written by a job) or an attachment (uploaded for one)."""
