@@ -6,7 +6,9 @@ app over ASGI, and checks each answer against the document: its status is listed
 its body and headers match, a valid request is not refused, an invalid one is not
 accepted, an undeclared method gets 405 with ``Allow``, no answer is a 5xx.
 
-The engine is real and started, on a temporary home, with the echo provider.
+The engine is real and started, on a temporary home, with the echo provider. Seed
+002's routes (``/api/v1``) run twice: with the job database on the home's SQLite, as
+every route does, and on PostgreSQL.
 Schemathesis calls the app on an event loop of its own (one thread for the whole
 run) and runs the app's lifespan there before each operation's test, ending it
 after: so the app given to it starts a fresh ``Engine`` in its lifespan, on that
@@ -55,9 +57,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from claybot.api.app import create_app
 from claybot.api.job_routes import UPLOAD_PATH
+from claybot.api.seed_errors import SEED_PREFIX
 from claybot.config.home import HomePaths
 from claybot.engine.engine import Engine, EngineOptions
 from tests.conftest import ECHO_SETTINGS, write_settings
+from tests.databases import create_postgres_database, drop_postgres_database
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -76,18 +80,24 @@ database = "none"
 """
 )
 
-# Created by the first engine's start, removed after the module's last test.
-HOME = HomePaths(Path(tempfile.gettempdir()) / f"cb-openapi-{os.getpid()}")
-# No fsync: this is about what the API answers, and thousands of requests write files.
-OPTIONS = EngineOptions(port=0, durable=False)
-
 
 class EngineUnderTest:
-    """The engine API as an ASGI app whose lifespan starts a fresh ``Engine`` on ``HOME``."""
+    """The engine API as an ASGI app whose lifespan starts a fresh ``Engine`` on ``home``
+    (created by the first engine's start, removed after the module's last test);
+    ``env``: the engine's environment, which names its database (none: the home's
+    SQLite, and the process's environment)."""
 
-    def __init__(self) -> None:
-        self.engine = Engine(HOME, OPTIONS)
+    def __init__(self, home: HomePaths) -> None:
+        self.home = home
+        self.env: dict[str, str] | None = None
+        self.engine = Engine(home, self._options())
         self.app: ASGIApp = create_app(self.engine)
+
+    def _options(self) -> EngineOptions:
+        # No fsync: this is about what the API answers, and thousands of requests write files.
+        if self.env is None:
+            return EngineOptions(port=0, durable=False)
+        return EngineOptions(port=0, durable=False, env=self.env)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "lifespan":
@@ -98,9 +108,9 @@ class EngineUnderTest:
             if message["type"] == "lifespan.startup":
                 # Providers and plugins an operation added are left behind: a provider
                 # made first could send the next operation's turns to the local model.
-                write_settings(HOME, ECHO_SETTINGS)
+                write_settings(self.home, ECHO_SETTINGS)
                 # An engine starts once; the next operation's lifespan gets a new one.
-                self.engine = Engine(HOME, OPTIONS)
+                self.engine = Engine(self.home, self._options())
                 self.app = create_app(self.engine)
                 await self.engine.start()
                 await send({"type": "lifespan.startup.complete"})
@@ -110,7 +120,8 @@ class EngineUnderTest:
                 return
 
 
-APP = EngineUnderTest()
+TEMP = Path(tempfile.gettempdir())
+APP = EngineUnderTest(HomePaths(TEMP / f"cb-openapi-{os.getpid()}"))
 # The document the app serves, read in-process without its lifespan (from_asgi would
 # run it, starting an engine while tests are only being collected); the document
 # needs no started engine.
@@ -122,8 +133,18 @@ schema = schemathesis.openapi.from_dict(DOCUMENT, config=CONFIG).exclude(
 )
 schema.app = APP  # requests go to the app in-process, as with from_asgi
 
+# Seed 002's routes again with the job database on PostgreSQL, which refuses what
+# SQLite stores (a NUL character, a string longer than its column, an integer past
+# 64 bits) and which the job store is meant for when engines and workers scale out.
+ON_POSTGRES = EngineUnderTest(HomePaths(TEMP / f"cb-openapi-pg-{os.getpid()}"))
+seed_schema = schemathesis.openapi.from_dict(DOCUMENT, config=CONFIG).include(
+    path_regex=f"^{SEED_PREFIX}/"
+)
+seed_schema.app = ON_POSTGRES
+
 
 PROACTIVE_BODIES = {"/api/agents", "/api/agents/{agentId}"}
+FILE_UPLOADS = {UPLOAD_PATH, "/v1/engine/files"}  # multipart, with a part named "file"
 CHAT = "/v1/chat/completions"
 
 
@@ -206,20 +227,49 @@ def test_every_number_a_request_carries_is_bounded() -> None:
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _remove_home() -> Iterator[None]:
+def _remove_homes() -> Iterator[None]:
     yield
-    shutil.rmtree(HOME.home, ignore_errors=True)
+    for app in (APP, ON_POSTGRES):
+        shutil.rmtree(app.home.home, ignore_errors=True)
 
 
-@schema.parametrize()
-@settings(
+@pytest.fixture(scope="module")
+def job_database_on_postgres() -> Iterator[None]:
+    """A PostgreSQL database for ON_POSTGRES's engines (the same one for each, as their
+    home is), dropped after the module's last test."""
+    url = create_postgres_database()
+    ON_POSTGRES.env = {"PATH": "/usr/bin:/bin", "CLAYBOT_DATABASE_URL": url}
+    yield
+    drop_postgres_database(url)
+
+
+SETTINGS = settings(
     max_examples=MAX_EXAMPLES,
     derandomize=True,
     database=None,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
+
+
+@schema.parametrize()
+@SETTINGS
 def test_every_operation_conforms_to_the_document(case: Any) -> None:
+    call_and_check(case)
+
+
+@pytest.mark.postgres
+@seed_schema.parametrize()
+@SETTINGS
+def test_seed_002s_operations_conform_on_postgresql(
+    case: Any, job_database_on_postgres: None
+) -> None:
+    call_and_check(case)
+
+
+def call_and_check(case: Any) -> None:
+    """Send the case (made sendable where the document cannot say all) and check the
+    answer, and that its JSON names no field the document does not."""
     if (
         case.operation.path in PROACTIVE_BODIES
         and case.meta.generation.mode.is_positive
@@ -231,7 +281,7 @@ def test_every_operation_conforms_to_the_document(case: Any) -> None:
         # gets the workspace itself, so the rest of it is what is tested.
         case.body["cwd"] = "."
     if (
-        case.operation.path == UPLOAD_PATH
+        case.operation.path in FILE_UPLOADS
         and not case.meta.generation.mode.is_positive
         and isinstance(case.body, dict)
         and "file" in case.body
