@@ -48,7 +48,7 @@ async def _admin(sql: str) -> None:
         await connection.close()
 
 
-def _create_postgres_database() -> str:
+def create_postgres_database() -> str:
     """A new empty database on the test server; skips (or fails) if there is none."""
     import asyncpg
 
@@ -65,7 +65,7 @@ def _create_postgres_database() -> str:
     return f"{base}/{name}"
 
 
-def _drop_postgres_database(url: str) -> None:
+def drop_postgres_database(url: str) -> None:
     name = url.rpartition("/")[2]
     _admin_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
@@ -73,17 +73,17 @@ def _drop_postgres_database(url: str) -> None:
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
     """A database for the whole session (migrated by the first test that opens it)."""
-    url = _create_postgres_database()
+    url = create_postgres_database()
     yield url
-    _drop_postgres_database(url)
+    drop_postgres_database(url)
 
 
 @pytest.fixture
 def fresh_postgres_url() -> Iterator[str]:
     """A new empty PostgreSQL database for one test (one that lists what it made, say)."""
-    url = _create_postgres_database()
+    url = create_postgres_database()
     yield url
-    _drop_postgres_database(url)
+    drop_postgres_database(url)
 
 
 def url_for(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
@@ -99,9 +99,9 @@ def empty_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterat
     if request.param == "sqlite":
         yield f"sqlite+aiosqlite:///{tmp_path}/fresh.db"
         return
-    url = _create_postgres_database()
+    url = create_postgres_database()
     yield url
-    _drop_postgres_database(url)
+    drop_postgres_database(url)
 
 
 @pytest.fixture(params=BACKENDS)

@@ -315,6 +315,18 @@ async def test_rate_limit_and_size_cap_answer_in_the_seeds_shape(
         assert (response.status_code, response.json()["code"]) == (413, "FILE_TOO_LARGE")
 
 
+async def test_an_upload_whose_content_type_is_too_long_is_refused_naming_the_file(
+    owner: httpx.AsyncClient,
+) -> None:
+    too_long = "text/" + "x" * 196  # 201 characters; PostgreSQL's column holds 200
+    response = await owner.post("/api/v1/jobs/upload", files={"file": ("a.txt", b"hi", too_long)})
+    assert response.status_code == 400, response.text
+    assert (response.json()["code"], response.json()["field"]) == ("VALIDATION_ERROR", "file")
+    at_most = "text/" + "x" * 195
+    stored = await owner.post("/api/v1/jobs/upload", files={"file": ("a.txt", b"hi", at_most)})
+    assert stored.status_code == 201, stored.text
+
+
 @pytest.mark.parametrize("engine", ["sqlite"], indirect=True)
 @pytest.mark.parametrize(
     "body",

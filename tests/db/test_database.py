@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import statistics
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -164,5 +165,54 @@ async def test_alembic_can_be_driven_by_hand_without_an_ini_file(tmp_path: Path)
     try:
         assert await current_revision(engine) == HEAD_REVISION
         await migrate(engine)  # and the engine agrees
+    finally:
+        await engine.dispose()
+
+
+async def test_migration_0006_lets_a_worker_be_stopped_and_keeps_the_rows(
+    empty_database_url: str,
+) -> None:
+    """A database of 0005 with workers in it: after the upgrade a worker may be
+    ``stopped``, the rows are all there, and the constraint still refuses nonsense;
+    the downgrade turns ``stopped`` back into ``dead``."""
+    from alembic import command
+    from sqlalchemy.exc import IntegrityError
+
+    config = alembic_config(empty_database_url)
+    await asyncio.to_thread(command.upgrade, config, "0005")
+    row = (
+        "INSERT INTO workers (id, hostname, pid, version, status, active_jobs, last_heartbeat,"
+        " created_at) VALUES (:id, 'h', 1, '1', :status, 0, :at, :at)"
+    )
+    at = datetime(2026, 11, 28, tzinfo=UTC)
+    engine = create_database_engine(empty_database_url)
+    try:
+        async with engine.begin() as connection:
+            for worker_id, status in (("w-active", "active"), ("w-dead", "dead")):
+                await connection.execute(text(row), {"id": worker_id, "status": status, "at": at})
+        await migrate(engine)
+        assert await current_revision(engine) == HEAD_REVISION
+        async with engine.begin() as connection:
+            await connection.execute(text(row), {"id": "w-stopped", "status": "stopped", "at": at})
+        with pytest.raises(IntegrityError):
+            async with engine.begin() as connection:
+                await connection.execute(text(row), {"id": "w-x", "status": "zombie", "at": at})
+        statuses = "SELECT id, status FROM workers ORDER BY id"
+        async with engine.connect() as connection:
+            listed = (await connection.execute(text(statuses))).all()
+        assert [tuple(r) for r in listed] == [
+            ("w-active", "active"),
+            ("w-dead", "dead"),
+            ("w-stopped", "stopped"),
+        ]
+        await engine.dispose()  # SQLite: the downgrade copies the table, on its own engine
+        await asyncio.to_thread(command.downgrade, config, "0005")
+        async with engine.connect() as connection:
+            listed = (await connection.execute(text(statuses))).all()
+        assert [tuple(r) for r in listed] == [
+            ("w-active", "active"),
+            ("w-dead", "dead"),
+            ("w-stopped", "dead"),
+        ]
     finally:
         await engine.dispose()

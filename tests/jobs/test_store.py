@@ -332,19 +332,3 @@ async def test_changes_are_published_once_committed(jobs_db: JobDatabase) -> Non
         ("job.log", None),
         ("job.status", "completed"),
     ]
-
-
-async def test_workers_report_and_are_marked_dead_when_silent(
-    jobs_db: JobDatabase, clock: Clock
-) -> None:
-    rows = jobs_db.workers
-    await rows.heartbeat("host-1", hostname="host", pid=1, version="1", active_jobs=2)
-    clock.advance(10)
-    await rows.heartbeat("host-2", hostname="host", pid=2, version="1", active_jobs=0)
-    clock.advance(100)
-    await rows.heartbeat("host-2", hostname="host", pid=2, version="1", active_jobs=1)
-    from datetime import timedelta
-
-    assert await rows.mark_dead(timedelta(seconds=60)) == 1
-    listed = {row.id: (row.status, row.active_jobs) for row in await rows.listing()}
-    assert listed == {"host-1": ("dead", 0), "host-2": ("active", 1)}

@@ -126,7 +126,7 @@ async def test_a_job_whose_worker_is_killed_finishes_once_on_the_other(
         out, _ = workers[survivor].communicate(timeout=30)
         assert f"{job.id}  attempt {running.attempt + 1}" in out  # the survivor ran it
         listed = {row.id: row.status for row in await db.workers.listing()}
-        assert listed[survivor] == "dead"  # it said so as it stopped
+        assert listed[survivor] == "stopped"  # it said so as it stopped
     finally:
         for process in workers.values():
             if process.poll() is None:

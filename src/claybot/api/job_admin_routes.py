@@ -4,19 +4,20 @@ metrics."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Literal
+from typing import Annotated, get_args
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Path, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from claybot.api.job_routes import jobs_db
 from claybot.api.models.base import Answer
-from claybot.api.models.jobs import Metrics, WorkerHealth, WorkerList
+from claybot.api.models.jobs import Metrics, WorkerHealth, WorkerHealthName, WorkerList
 from claybot.api.models.keys import ApiKey
 from claybot.api.responses import seed_errors
 from claybot.api.routes import engine_of
-from claybot.api.schemas import JSON_INTEGER
+from claybot.api.schemas import JSON_INTEGER, NO_NUL
 from claybot.db.keys import ScopeName
+from claybot.jobs.model import WorkerStatus
 from claybot.kernel.errors import NotFound
 
 router = APIRouter(
@@ -33,7 +34,7 @@ DEFAULT_SCOPES: list[ScopeName] = ["jobs:write", "jobs:read"]  # seed 002's defa
 
 class NewKey(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
-    name: str = Field(min_length=1, max_length=128)
+    name: str = Field(min_length=1, max_length=128, pattern=NO_NUL)
     scopes: list[ScopeName] = Field(default_factory=lambda: list(DEFAULT_SCOPES), min_length=1)
     rate_limit_rpm: Annotated[int, Field(ge=1, le=10_000), JSON_INTEGER] = 60
 
@@ -48,7 +49,11 @@ class KeyList(Answer):
     keys: list[ApiKey]
 
 
-def _health(age_s: float) -> Literal["healthy", "warning", "dead"]:
+def _health(status: WorkerStatus, age_s: float) -> WorkerHealthName:
+    """Seed 002's health by the time since the worker was last heard from; a worker that
+    is gone is its status (seed 002 had no ``stopped``: it listed those as dead)."""
+    if status in ("stopped", "dead"):
+        return status
     if age_s < HEALTHY_S:
         return "healthy"
     return "warning" if age_s < WARNING_S else "dead"
@@ -68,17 +73,26 @@ async def create_key(request: Request, body: NewKey) -> KeyCreated:
 
 
 @router.delete("/keys/{key_id}", summary="Revoke an API key")
-async def revoke_key(request: Request, key_id: str) -> ApiKey:
+async def revoke_key(
+    request: Request, key_id: Annotated[str, Path(max_length=64, pattern=NO_NUL)]
+) -> ApiKey:
     record = await engine_of(request).keys.revoke(key_id)
     if record is None:
         raise NotFound(f"no API key {key_id!r}")
     return ApiKey.of(record)
 
 
-@router.get("/workers", summary="Workers and how recently each was heard from")
-async def list_workers(request: Request, status: str | None = None) -> WorkerList:
+@router.get(
+    "/workers",
+    summary="Workers and how recently each was heard from",
+    description="A worker is `active`, `draining` while it gives its jobs back, `stopped` "
+    "once it stopped cleanly, `dead` when it went silent without stopping for longer than "
+    "the job lease (`jobs.leaseS`). A stopped worker is listed for an hour after it "
+    "stopped, a dead one for a day after it was last heard from.",
+)
+async def list_workers(request: Request, status: WorkerStatus | None = None) -> WorkerList:
     db = await jobs_db(request)
-    now = datetime.now(UTC)
+    now = db.tables.clock()
     workers = []
     for row in await db.workers.listing(status):
         age = (now - row.last_heartbeat).total_seconds()
@@ -87,14 +101,14 @@ async def list_workers(request: Request, status: str | None = None) -> WorkerLis
                 id=row.id,
                 hostname=row.hostname,
                 status=row.status,
-                health=_health(age) if row.status != "dead" else "dead",
+                health=_health(row.status, age),
                 active_jobs=row.active_jobs,
                 version=row.version,
                 last_heartbeat=row.last_heartbeat.isoformat(),
                 seconds_since_heartbeat=round(age, 1),
             )
         )
-    summary = {"healthy": 0, "warning": 0, "dead": 0}
+    summary = dict.fromkeys(get_args(WorkerHealthName), 0)
     for worker in workers:
         summary[worker.health] += 1
     return WorkerList(workers=workers, summary=summary)

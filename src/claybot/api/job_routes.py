@@ -23,6 +23,7 @@ from fastapi.responses import Response, StreamingResponse
 from starlette import datastructures
 
 from claybot import __version__
+from claybot.api.bounds import INT64_MAX, Offset
 from claybot.api.models.jobs import (
     ArtifactInfo,
     ArtifactList,
@@ -41,8 +42,10 @@ from claybot.api.models.jobs import (
 )
 from claybot.api.responses import seed_errors
 from claybot.api.routes import engine_of
+from claybot.api.schemas import NO_NUL
 from claybot.jobs.model import (
     EVERYONE,
+    MAX_MIME_TYPE_CHARS,
     HitlMode,
     Job,
     JobStatus,
@@ -136,6 +139,13 @@ async def store_upload(
             f"the file is over {cap} bytes", field="file", code="FILE_TOO_LARGE", status=413
         )
     name = UNSAFE_NAME.sub("_", (file.filename or "upload").rsplit("/", 1)[-1])[:255] or "upload"
+    mime_type = file.content_type or ""
+    # PostgreSQL refused both at the column ("value too long", NUL), answered as a 503.
+    if len(mime_type) > MAX_MIME_TYPE_CHARS or "\x00" in mime_type:
+        raise InvalidInput(
+            f"the file's content type is over {MAX_MIME_TYPE_CHARS} characters or holds NUL",
+            field="file",
+        )
     return await db.files.add_attachment(
         name, content, file.content_type, owner=owner, viewer=viewer, job_id=job_id
     )
@@ -209,7 +219,7 @@ async def list_jobs(
     request: Request,
     status: JobStatus | None = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Offset = 0,
 ) -> JobPage:
     db = await jobs_db(request)
     jobs, count = await db.jobs.page(viewer(request), status=status, limit=limit, offset=offset)
@@ -255,8 +265,8 @@ async def job_logs(
     request: Request,
     job_id: UUID,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
-    after: Annotated[int, Query(ge=0, description="Only lines after this id")] = 0,
+    offset: Offset = 0,
+    after: Annotated[int, Query(ge=0, le=INT64_MAX, description="Only lines after this id")] = 0,
     follow: bool = False,
 ) -> LogPage | StreamingResponse:
     db = await jobs_db(request)
@@ -294,7 +304,10 @@ async def download_artifact(request: Request, job_id: UUID, artifact_id: UUID) -
 async def upload(
     request: Request,
     file: Annotated[UploadFile, File(description="The file")],
-    jobId: Annotated[str | None, Form(description="One of your jobs (else: for the next)")] = None,
+    jobId: Annotated[
+        str | None,
+        Form(max_length=36, pattern=NO_NUL, description="One of your jobs (else: for the next)"),
+    ] = None,
 ) -> Uploaded:
     db = await jobs_db(request)
     stored = await store_upload(

@@ -14,6 +14,7 @@ from uuid import UUID
 
 from fastapi import APIRouter, Query, Request
 
+from claybot.api.bounds import Offset
 from claybot.api.job_routes import jobs_db
 from claybot.api.models.registry import (
     Discover,
@@ -44,7 +45,7 @@ async def list_servers(
     request: Request,
     verified_only: bool = True,
     limit: Annotated[int, Query(ge=1, le=100)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Offset = 0,
 ) -> McpServerList:
     db = await jobs_db(request)
     servers, count = await db.registry.listing(

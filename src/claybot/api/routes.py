@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Header, Query, Request, Response
+from fastapi import APIRouter, Body, Header, Path, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
 from claybot.agents.system import AgentNotFound
+from claybot.api.bounds import INT64_MAX
 from claybot.api.history_stream import whole_history_response
 from claybot.api.models.agents import (
     AgentList,
@@ -25,7 +26,14 @@ from claybot.api.models.keys import ApiKey, ApiKeyCreated, ApiKeyList, ApiKeyRev
 from claybot.api.models.plugins import PluginListing, PluginLoaded, PluginUnloaded
 from claybot.api.models.status import EngineStatus
 from claybot.api.responses import BODY_ERRORS, errors
-from claybot.api.schemas import CreateKey, LoadPlugin, PostMessage, ResetAgent, UnloadPlugin
+from claybot.api.schemas import (
+    NO_NUL,
+    CreateKey,
+    LoadPlugin,
+    PostMessage,
+    ResetAgent,
+    UnloadPlugin,
+)
 from claybot.api.sse import EventStream
 from claybot.api.uploads import attached
 from claybot.connectors.base import InboundMessage
@@ -92,8 +100,12 @@ async def agent_history(
     limit: Annotated[
         int | None, Query(ge=1, le=1000, description="records in a page (default 100)")
     ] = None,
-    before: Annotated[int | None, Query(ge=0, description="records numbered below this")] = None,
-    after: Annotated[int | None, Query(ge=-1, description="records numbered above this")] = None,
+    before: Annotated[
+        int | None, Query(ge=0, le=INT64_MAX, description="records numbered below this")
+    ] = None,
+    after: Annotated[
+        int | None, Query(ge=-1, le=INT64_MAX, description="records numbered above this")
+    ] = None,
 ) -> AgentHistory | StreamingResponse:
     engine = engine_of(request)
     if limit is None and before is None and after is None:
@@ -228,9 +240,11 @@ async def create_key(request: Request, body: CreateKey) -> ApiKeyCreated:
 @router.post(
     "/keys/{keyId}/revoke",
     summary="Revoke an API key by id or prefix",
-    responses=errors(404, 503),
+    responses=errors(404, 422, 503),
 )
-async def revoke_key(request: Request, keyId: str) -> ApiKeyRevoked:
+async def revoke_key(
+    request: Request, keyId: Annotated[str, Path(max_length=64, pattern=NO_NUL)]
+) -> ApiKeyRevoked:
     record = await engine_of(request).keys.revoke(keyId)
     if record is None:
         raise NotFound(

@@ -33,6 +33,11 @@ from claybot.db.keys import SCOPES
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 NAME_PATTERN = r"^[^\x00-\x1f/]+$"
 NAME = Field(min_length=1, max_length=256, pattern=NAME_PATTERN)
+MAX_PROVIDER_POSITION = 1000  # a place in the list of providers
+# PostgreSQL's text holds no NUL character (SQLite's does; PostgreSQL refused it with an
+# error answered as 503): text bound for the database refuses it at the door, on every
+# backend, naming the field.
+NO_NUL = r"^[^\x00]*$"
 
 
 # The two schemas below are built when the document is generated, not at import (the
@@ -212,7 +217,7 @@ class SetAuth(Body):
 
 
 class CreateKey(Body):
-    name: str = Field(min_length=1, max_length=128)
+    name: str = Field(min_length=1, max_length=128, pattern=NO_NUL)
     # The key store checks the scopes (its 422 names the field "scopes", as clients
     # know it); the document lists them.
     scopes: list[str] = Field(
@@ -224,8 +229,8 @@ class CreateKey(Body):
 class UpsertProvider(ProviderSettings):
     model_config = ConfigDict(strict=True)  # merged with the settings file's camelCase config
 
-    # Where to put a new provider; None: last.
-    position: Annotated[int, Field(ge=0), JSON_INTEGER] | None = None
+    # Where to put a new provider (a place past the end is the last); None: last.
+    position: Annotated[int, Field(ge=0, le=MAX_PROVIDER_POSITION), JSON_INTEGER] | None = None
 
 
 class WebchatMessage(WithFiles):

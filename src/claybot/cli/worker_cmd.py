@@ -88,6 +88,10 @@ async def _serve(
     from claybot.sandbox import Sandbox
 
     pace_collector()  # a worker allocates per step as the engine does (kernel/collector.py)
+    # Before the worker is first recorded: a SIGTERM from then on drains it (and says
+    # "stopped"), even one that comes while it starts; the default action would kill it
+    # silently, to be listed dead.
+    stopped = _stop_on_signals()
     paths.ensure()
     config = ConfigStore(paths)
     settings = config.read_settings()
@@ -120,7 +124,7 @@ async def _serve(
         )
         await work.start()
         console.print(f"worker {work.id}: {work.slots} slot(s) on {redact_url(url)}; Ctrl-C drains")
-        await _until_stopped()
+        await stopped.wait()
         err_console.print(f"draining: {len(work.running)} job(s) go back to the queue")
         await work.stop()
     finally:
@@ -151,10 +155,11 @@ class Progress:
             console.print(f"■ {job_id}  {took:.1f} s  (done: {dict(work.stats.finished)})")
 
 
-async def _until_stopped() -> None:
+def _stop_on_signals() -> asyncio.Event:
+    """An event SIGINT or SIGTERM sets."""
     stopped = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(signum, stopped.set)
-    await stopped.wait()
+    return stopped

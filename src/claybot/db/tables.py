@@ -66,7 +66,7 @@ api_keys = Table(
 JOB_STATUSES = ("queued", "running", "completed", "failed", "waiting_for_user", "cancelled")
 HITL_MODES = ("plan_approval", "auto_execute", "always_ask")
 LOG_LEVELS = ("debug", "info", "warn", "error")
-WORKER_STATUSES = ("active", "draining", "dead")
+WORKER_STATUSES = ("active", "draining", "stopped", "dead")  # migration 0006: stopped
 # SQLite's INTEGER PRIMARY KEY is its rowid (autoincrement); BIGINT would not be.
 BigId = BigInteger().with_variant(Integer, "sqlite")
 

@@ -28,6 +28,9 @@ class JobStatus(StrEnum):
 
 
 TERMINAL = frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED})
+
+# A worker's, in the ``workers`` table (``worker_rows.py`` says what each means).
+WorkerStatus = Literal["active", "draining", "stopped", "dead"]
 TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     JobStatus.QUEUED: frozenset({JobStatus.RUNNING, JobStatus.CANCELLED}),
     JobStatus.RUNNING: frozenset(
@@ -166,6 +169,9 @@ def visible_to(key_id: str | None, scopes: Iterable[str]) -> Owner:
     if key_id is None or "admin" in scopes:
         return EVERYONE
     return key_id
+
+
+MAX_MIME_TYPE_CHARS = 200  # the width of the files' mime_type columns
 
 
 @dataclass(frozen=True)

@@ -19,18 +19,15 @@ import os
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any
 
 from claybot import __version__
 from claybot.jobs.database import JobDatabase
-from claybot.jobs.model import Claim, JobStatus
+from claybot.jobs.model import Claim, JobStatus, WorkerStatus
 from claybot.jobs.runner import JobRunner, Stop, StopSignal
 from claybot.jobs.signals import JobSignals
 
 log = logging.getLogger(__name__)
-
-DEAD_AFTER = timedelta(minutes=2)  # a worker silent this long is listed as dead
 
 
 @dataclass
@@ -74,6 +71,7 @@ class Worker:
         self._wake = asyncio.Event()
         self._stopping = False
         self._tasks: list[asyncio.Task[None]] = []
+        self._claims: asyncio.Task[None] | None = None
         self._unsubscribe: Callable[[], None] | None = None
         self._claiming = False
         self._cancelled_while_claiming: set[str] = set()
@@ -85,8 +83,10 @@ class Worker:
     async def start(self) -> None:
         self._unsubscribe = self.signals.subscribe(self._heard)
         await self._heartbeat_once()
+        claims = asyncio.create_task(self._claim_loop(), name=f"worker-{self.id}-claims")
+        self._claims = claims
         self._tasks = [
-            asyncio.create_task(self._claim_loop(), name=f"worker-{self.id}-claims"),
+            claims,
             asyncio.create_task(self._heartbeat_loop(), name=f"worker-{self.id}-heartbeat"),
         ]
 
@@ -96,6 +96,10 @@ class Worker:
         self._wake.set()
         if self._unsubscribe is not None:
             self._unsubscribe()
+        # The claim loop ends by itself once woken; first, so that a claim it is
+        # committing becomes a job drained below, not one left running after the stop.
+        if self._claims is not None:
+            await asyncio.wait([self._claims], timeout=drain_timeout_s)
         for running in list(self.running.values()):
             running.signal.stop(Stop.DRAIN)
         jobs: list[asyncio.Task[Any]] = [running.task for running in self.running.values()]
@@ -109,8 +113,10 @@ class Worker:
                 await task
         with contextlib.suppress(Exception):
             await self.runner.close()
+        # Said as it goes, so the list tells a clean stop from a worker that was lost
+        # (killed, or its machine gone: silent, then marked dead by the sweep).
         with contextlib.suppress(Exception):
-            await self._heartbeat_once(status="dead")
+            await self._heartbeat_once(status="stopped")
 
     # -- signals --------------------------------------------------------------------
 
@@ -198,7 +204,14 @@ class Worker:
                 for job_id in renewal.lost:
                     self._stop(job_id, Stop.LOST)
                 await self.db.jobs.sweep()
-                await self.db.workers.mark_dead(DEAD_AFTER)
+                swept = await self.db.workers.sweep()
+                if swept.dead:
+                    log.warning(
+                        "%d worker(s) went silent for a lease without stopping: marked dead "
+                        "(their jobs went back to the queue); see GET /api/v1/admin/workers",
+                        swept.dead,
+                        extra={"action": "job.workers_dead"},
+                    )
             except Exception as exc:  # the database is away: try again next beat
                 log.warning("a worker heartbeat failed: %s", exc, extra={"action": "job.heartbeat"})
 
@@ -207,7 +220,7 @@ class Worker:
         if running is not None:
             running.signal.stop(reason)
 
-    async def _heartbeat_once(self, status: str = "active") -> None:
+    async def _heartbeat_once(self, status: WorkerStatus = "active") -> None:
         await self.db.workers.heartbeat(
             self.id,
             hostname=socket.gethostname(),

@@ -172,6 +172,9 @@ async def test_a_job_is_created_from_the_form_with_an_attachment(
          "timeout_seconds"),
         ({"task": "keep <this>", "timeout_seconds": "soon", "hitl_mode": "auto_execute"},
          "timeout_seconds"),
+        # A digit to str.isdigit, not to int(): refused, not a crash.
+        ({"task": "keep <this>", "timeout_seconds": "²", "hitl_mode": "auto_execute"},
+         "timeout_seconds"),
         ({"task": "keep <this>", "timeout_seconds": "300", "hitl_mode": "yolo"}, "hitl_mode"),
     ]  # fmt: skip
     for form, field in cases:
@@ -387,3 +390,26 @@ async def test_the_workers_page_lists_workers_and_metrics(
     assert "box &lt;2&gt;" in row and "healthy" in row and "9.9" in row
     assert re.search(r"<dt>Jobs</dt><dd>1: ", page.text)
     assert "<dt>API keys</dt><dd>0 active of 0</dd>" in page.text
+
+
+@idle
+async def test_the_log_stream_refuses_a_line_id_past_64_bits_and_ignores_such_a_header(
+    engine: Engine, dashboard: Dashboard
+) -> None:
+    db = await engine.jobs.database()
+    job = await db.jobs.create(NewJob(task="cancelled at once"))
+    await db.jobs.cancel(job.id)  # ended: its stream ends
+    await dashboard.log_in()
+    stream_path = f"/jobs/{job.id}/logs/stream"
+    refused = await dashboard.tcp.get(stream_path, params={"after": 2**64})
+    assert refused.status_code == 422 and refused.json()["error"]["field"] == "query.after"
+    # No line has an id past 64 bits, nor "²" (a digit to str.isdigit, not to int()):
+    # such a Last-Event-ID is no place to resume from; the stream starts at the first line.
+    for last_event_id in (str(2**64), "²"):
+        async with dashboard.tcp.stream(
+            "GET", stream_path, headers={"Last-Event-ID": last_event_id.encode("latin-1")}
+        ) as stream:
+            assert stream.status_code == 200
+            body = (await stream.aread()).decode()
+        assert '"message":"Job created"' in body
+        assert body.endswith('event: end\ndata: {"status": "cancelled"}\n\n')

@@ -148,6 +148,8 @@ async def test_providers_are_added_moved_and_removed(engine: Engine, dashboard: 
         ({"id": "x", "type": "nosuch"}, "Unknown provider type"),
         ({"id": "bad id"}, "id: String should match pattern"),
         ({"id": "x", "type": "scripted", "options": "{"}, "not valid JSON"),
+        # A digit to str.isdigit, not to int(): refused, not a crash.
+        ({"id": "x", "type": "scripted", "position": "²"}, "The position is a number"),
     ]:
         refused = await dashboard.tcp.post("/settings/providers", data={"csrf": csrf, **form})
         assert refused.status_code == 422 and problem in refused.text, refused.text

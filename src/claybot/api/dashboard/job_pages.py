@@ -30,6 +30,7 @@ from fastapi.responses import HTMLResponse, Response, StreamingResponse
 from pydantic import ValidationError
 from starlette.datastructures import UploadFile
 
+from claybot.api.bounds import INT64_MAX
 from claybot.api.dashboard.auth import Session
 from claybot.api.dashboard.markdown import render_markdown
 from claybot.api.dashboard.rendering import SECURITY_HEADERS, page, see_other, templates
@@ -232,7 +233,7 @@ async def create(
         )
 
     seconds = timeout_seconds.strip() or "300"
-    if not seconds.isdigit():
+    if not seconds.isdecimal():  # isdigit() takes "²", which int() refuses
         return await again(422, "timeout_seconds: a whole number of seconds, 30 to 3600")
     fields: dict[str, Any] = {
         "task": task.strip(),
@@ -401,7 +402,7 @@ async def cancel(
 
 @router.get("/jobs/{job_id}/logs/stream")
 async def log_stream(
-    request: Request, job_id: str, after: Annotated[int, Query(ge=0)] = 0
+    request: Request, job_id: str, after: Annotated[int, Query(ge=0, le=INT64_MAX)] = 0
 ) -> Response:
     """The job's log as server-sent events (EventSource, with the session's cookie); a
     reconnecting EventSource names the last line it had in ``Last-Event-ID``."""
@@ -409,7 +410,8 @@ async def log_stream(
     if isinstance(session, Response):
         return session
     resumed = request.headers.get("last-event-id", "")
-    if resumed.isdigit():
+    # isdecimal: isdigit() takes "²", which int() refuses; no line has a larger id.
+    if resumed.isdecimal() and int(resumed) <= INT64_MAX:
         after = max(after, int(resumed))
     try:
         db = await _database(request)

@@ -128,7 +128,7 @@ async def add_provider(
         form["options"] = ""  # a key typed here is not sent back; Credentials is its place
     if not isinstance(parsed_options, dict):
         return _providers_page(request, session, 422, form, "Options must be a JSON object.")
-    if position.strip() and not (position.strip().isdigit()):
+    if position.strip() and not position.strip().isdecimal():  # isdigit() takes "²"
         return _providers_page(request, session, 422, form, "The position is a number from 0.")
     fields: dict[str, Any] = {"id": id.strip(), "options": parsed_options}
     if type.strip():

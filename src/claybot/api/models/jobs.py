@@ -11,8 +11,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from claybot.api.models.base import Answer
-from claybot.api.schemas import JSON_INTEGER
-from claybot.jobs.model import Job, JobStatus, LogLine, StoredFile
+from claybot.api.schemas import JSON_INTEGER, NO_NUL
+from claybot.jobs.model import Job, JobStatus, LogLine, StoredFile, WorkerStatus
 
 JobStatusName = Literal["queued", "running", "completed", "failed", "waiting_for_user", "cancelled"]
 
@@ -44,13 +44,13 @@ RESPOND_RULE: list[Any] = [
 
 
 class CreateJob(_Body):
-    task: str = Field(min_length=1, max_length=10_000)
+    task: str = Field(min_length=1, max_length=10_000, pattern=NO_NUL)
     priority: Annotated[int, Field(ge=0, le=100), JSON_INTEGER] = 0
     timeout_seconds: Annotated[int, Field(ge=30, le=3600), JSON_INTEGER] = 300
-    model: str | None = Field(default=None, max_length=200)
+    model: str | None = Field(default=None, max_length=200, pattern=NO_NUL)
     hitl_mode: HitlModeName = "plan_approval"
     allow_network: bool = Field(default=False, description="run_python may reach the network")
-    attachments: list[str] = Field(
+    attachments: list[Annotated[str, Field(max_length=36, pattern=NO_NUL)]] = Field(
         default_factory=list, max_length=50, description="Ids of uploads (POST /jobs/upload)"
     )
 
@@ -60,8 +60,8 @@ class RespondToJob(_Body):
         extra="forbid", strict=True, json_schema_extra={"anyOf": RESPOND_RULE}
     )
 
-    answer: str = Field(default="", max_length=10_000)
-    editedPlan: str | None = Field(default=None, max_length=50_000)
+    answer: str = Field(default="", max_length=10_000, pattern=NO_NUL)
+    editedPlan: str | None = Field(default=None, max_length=50_000, pattern=NO_NUL)
     action: Literal["approve", "reject", "edit", "respond"] = "respond"
 
 
@@ -232,11 +232,15 @@ class Health(Answer):
     version: str
 
 
+# Seed 002's three, and ``stopped``: a worker that stopped cleanly (seed 002 said dead).
+WorkerHealthName = Literal["healthy", "warning", "dead", "stopped"]
+
+
 class WorkerHealth(Answer):
     id: str
     hostname: str
-    status: str
-    health: Literal["healthy", "warning", "dead"]
+    status: WorkerStatus
+    health: WorkerHealthName
     active_jobs: int
     version: str
     last_heartbeat: str
@@ -245,7 +249,9 @@ class WorkerHealth(Answer):
 
 class WorkerList(Answer):
     workers: list[WorkerHealth]
-    summary: dict[str, int] = Field(description="Workers by health")
+    summary: dict[str, int] = Field(
+        description="Workers by health: `healthy`, `warning`, `dead` and `stopped`"
+    )
 
 
 class Metrics(Answer):

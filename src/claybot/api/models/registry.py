@@ -7,11 +7,12 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from claybot.api.models.base import Answer
-from claybot.api.schemas import JSON_INTEGER
+from claybot.api.schemas import JSON_INTEGER, NO_NUL
 from claybot.jobs.registry_model import Match, RegisteredServer
 
 # Seed 002 allowed /^[a-z0-9_-]+$/i, which refused scoped npm names (@scope/pkg).
 PACKAGE_PATTERN = r"^(@[A-Za-z0-9_.-]+/)?[A-Za-z0-9_.-]+$"
+EnvName = Annotated[str, Field(min_length=1, max_length=200, pattern=NO_NUL)]
 
 
 class _Body(BaseModel):
@@ -36,27 +37,36 @@ class RegisterServer(_Body):
         extra="forbid", strict=True, json_schema_extra={"anyOf": TRANSPORT_RULE}
     )
 
-    name: str = Field(min_length=1, max_length=100)
-    description: str = Field(min_length=10, max_length=5000)
+    name: str = Field(min_length=1, max_length=100, pattern=NO_NUL)
+    description: str = Field(min_length=10, max_length=5000, pattern=NO_NUL)
     package_name: str = Field(min_length=1, max_length=200, pattern=PACKAGE_PATTERN)
-    version: str = Field(default="1.0.0", min_length=1, max_length=32)
-    category: str = Field(default="general", min_length=1, max_length=64)
+    version: str = Field(default="1.0.0", min_length=1, max_length=32, pattern=NO_NUL)
+    category: str = Field(default="general", min_length=1, max_length=64, pattern=NO_NUL)
     transport: Literal["stdio", "http"] = Field(
         default="stdio", description="How to reach it (seed 002's sse is not supported)"
     )
     command: str | None = Field(
-        default=None, min_length=1, max_length=500, description="stdio: the program to start"
+        default=None,
+        min_length=1,
+        max_length=500,
+        pattern=NO_NUL,
+        description="stdio: the program to start",
     )
-    args: list[Annotated[str, Field(max_length=2000)]] = Field(default_factory=list, max_length=50)
-    env: dict[str, Annotated[str, Field(max_length=4000)]] = Field(
+    args: list[Annotated[str, Field(max_length=2000, pattern=NO_NUL)]] = Field(
+        default_factory=list, max_length=50
+    )
+    env: dict[EnvName, Annotated[str, Field(max_length=4000, pattern=NO_NUL)]] = Field(
         default_factory=dict, max_length=50, description="Never shown again"
     )
     url: str | None = Field(
-        default=None, max_length=2000, pattern=r"^https?://", description="http: its address"
+        default=None,
+        max_length=2000,
+        pattern=r"^https?://[^\x00]*$",
+        description="http: its address",
     )
-    documentation: str | None = Field(default=None, max_length=50_000)
-    author: str | None = Field(default=None, max_length=200)
-    repository_url: str | None = Field(default=None, max_length=2000)
+    documentation: str | None = Field(default=None, max_length=50_000, pattern=NO_NUL)
+    author: str | None = Field(default=None, max_length=200, pattern=NO_NUL)
+    repository_url: str | None = Field(default=None, max_length=2000, pattern=NO_NUL)
 
     @model_validator(mode="after")
     def _transport_needs(self) -> RegisterServer:
