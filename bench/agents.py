@@ -7,9 +7,10 @@ Prints one table:
   until the reply event) p50/p99 at light load: one message in flight at a time,
   spread over the agents. Under saturation latency is only queueing (queue length
   divided by throughput), so the saturated reply p50 is printed beside it;
-- the socket run at 1,000 agents again with 200 SSE readers on GET /v1/engine/events
-  that read every event (each reader's frames are counted), and the engine's CPU
-  per message with and without them;
+- 200 SSE readers on GET /v1/engine/events at 1,000 agents, in a process of their own
+  (``sse_readers.py``) that reads and parses every frame: one engine, rounds without
+  and with the readers alternating, the medians of each side's throughput, reply p50
+  and engine CPU per message, and the cost of the readers (``--sse`` alone);
 - boot time (process start to a socket that answers) and resident memory with
   10,000 agents of 100 history records each.
 
@@ -55,11 +56,18 @@ from claybot.engine.engine import Engine, EngineOptions
 from claybot.kernel.events import Event
 from claybot.kernel.ids import new_id
 
+BENCH = Path(__file__).resolve().parent
+
 SETTINGS = {"providers": [{"id": "scripted", "model": "echo"}], "agents": {"maxConcurrent": 1024}}
 
 
 LATENCY_MESSAGES = 1000
 SSE_READERS = 200  # dashboards reading every event, in the fan-out row
+SSE_ROUNDS = 5  # rounds without and with the readers, alternating, in the fan-out row
+# Issue 38: the readers cost at most a quarter of the throughput, and a reply's p50
+# with them is within 5 ms of that without them.
+SSE_COST_TARGET = 0.25
+SSE_P50_TARGET_MS = 5.0
 
 
 def table_rows(messages: int) -> list[tuple[str, int, int, int]]:
@@ -87,19 +95,40 @@ class Row:
     engine_cpu_ms: float | None = None  # engine CPU per message, saturated (socket only)
 
 
+class Replies(dict[str, float]):
+    """When the reply to each message was seen (``time.perf_counter``), by message id."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._waiting: dict[str, asyncio.Future[None]] = {}
+
+    def seen(self, message_id: str) -> None:
+        self[message_id] = time.perf_counter()
+        waiting = self._waiting.pop(message_id, None)
+        if waiting is not None and not waiting.done():
+            waiting.set_result(None)
+
+    async def wait_for(self, message_id: str) -> None:
+        """Until the reply to ``message_id`` is seen. Awaited, not polled: a load
+        generator spinning on ``sleep(0)`` took a core of the two the engine, its
+        follower and the SSE readers share."""
+        if message_id not in self:
+            self._waiting[message_id] = asyncio.get_running_loop().create_future()
+            await self._waiting[message_id]
+
+
 async def _light_load(
-    post: object, agents: int, replies: dict[str, float], count: int = LATENCY_MESSAGES
+    post: object, agents: int, replies: Replies, count: int = LATENCY_MESSAGES, prefix: str = "lat"
 ) -> tuple[list[float], list[float]]:
     """One message in flight at a time: latency without queueing."""
     accept: list[float] = []
     reply: list[float] = []
     for n in range(count):
-        message_id = f"lat{n}"
+        message_id = f"{prefix}{n}"
         t0 = time.perf_counter()
         await post(f"user{n % agents}", message_id)  # type: ignore[operator]
         accept.append(time.perf_counter() - t0)
-        while message_id not in replies:
-            await asyncio.sleep(0)
+        await replies.wait_for(message_id)
         reply.append(replies[message_id] - t0)
     return accept, reply
 
@@ -120,7 +149,7 @@ async def _drive(
     agents: int,
     messages: int,
     concurrency: int,
-    replies: dict[str, float],
+    replies: Replies,
     prefix: str = "m",
 ) -> tuple[list[float], list[float], float]:
     """Send ``messages`` spread over ``agents`` from ``concurrency`` senders."""
@@ -155,11 +184,11 @@ async def bench_in_process(agents: int, messages: int) -> Row:
     paths = fresh_home()
     engine = Engine(paths, EngineOptions(port=0))
     await engine.start()
-    replies: dict[str, float] = {}
+    replies = Replies()
 
     def on_event(event: Event) -> None:
         if event.type == "agent.outgoing":
-            replies[event.payload["message"]["inReplyTo"]] = time.perf_counter()
+            replies.seen(event.payload["message"]["inReplyTo"])
 
     engine.events.add_listener(on_event)
 
@@ -278,39 +307,60 @@ def start_engine(
     return process, time.perf_counter() - t0
 
 
-class EventReader(asyncio.Protocol):
-    """An SSE subscriber that reads everything and counts the event frames it got.
+class SseReaders:
+    """``count`` readers of GET /v1/engine/events in a process of their own
+    (``sse_readers.py``), which reads and parses every frame they are sent.
 
-    A protocol rather than a stream reader: 200 of them must keep up with the engine
-    from the other core without becoming what the benchmark measures.
+    Not in the load generator's event loop: there, 200 readers of every event took
+    the core its follower needed to see a reply, and the reply latency measured that
+    (dashboards read on other machines). The readers still share the engine's two
+    cores, so what they cost the machine is in the numbers.
     """
 
-    def __init__(self) -> None:
-        self.frames = 0
-        self._tail = b""
-        self.subscribed = asyncio.Event()  # the engine answered: its subscription exists
+    def __init__(self, socket_path: Path, count: int) -> None:
+        script = BENCH / "sse_readers.py"
+        self._command = [sys.executable, str(script), str(socket_path), str(count)]
+        self._process: asyncio.subprocess.Process | None = None
 
-    def data_received(self, data: bytes) -> None:
-        self.subscribed.set()
-        # Every event frame starts with "id: " after a line break (init and pings do
-        # not); the tail catches a marker split between two reads.
-        chunk = self._tail + data
-        self.frames += chunk.count(b"\nid: ")
-        self._tail = chunk[-4:]
+    async def start(self) -> None:
+        """Once every reader has its init frame: its subscription exists."""
+        self._process = await asyncio.create_subprocess_exec(
+            *self._command, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        )
+        assert self._process.stdout is not None
+        if (await self._process.stdout.readline()).strip() != b"ready":
+            raise RuntimeError("the SSE readers did not start")
 
+    async def report(self) -> dict[str, Any]:
+        """The event frames each reader has read, those out of order, the readers' CPU."""
+        assert self._process is not None
+        assert self._process.stdin is not None and self._process.stdout is not None
+        self._process.stdin.write(b"report\n")
+        await self._process.stdin.drain()
+        return dict(json.loads(await self._process.stdout.readline()))
 
-async def open_readers(socket_path: Path, count: int) -> list[asyncio.Transport]:
-    loop = asyncio.get_running_loop()
-    transports: list[asyncio.Transport] = []
-    for _ in range(count):
-        transport, _ = await loop.create_unix_connection(EventReader, str(socket_path))
-        transport.write(b"GET /v1/engine/events HTTP/1.1\r\nHost: claybot\r\n\r\n")
-        transports.append(transport)
-    for transport in transports:
-        reader = transport.get_protocol()
-        assert isinstance(reader, EventReader)
-        await reader.subscribed.wait()
-    return transports
+    async def check(self, events: int) -> float:
+        """Wait until each reader has read ``events`` event frames (10 s at most), in
+        order; the seconds of CPU the readers took."""
+        deadline = time.monotonic() + 10
+        while True:
+            report = await self.report()
+            if min(report["frames"]) >= events or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.01)
+        missing = [frames for frames in report["frames"] if frames < events]
+        if missing:
+            raise RuntimeError(f"{len(missing)} SSE readers missed events: {missing[:5]}")
+        if report["disordered"]:
+            raise RuntimeError(f"SSE readers got {report['disordered']} events out of order")
+        return float(report["cpu_s"])
+
+    async def close(self) -> None:
+        if self._process is not None:
+            assert self._process.stdin is not None
+            self._process.stdin.close()
+            await self._process.wait()
+            self._process = None
 
 
 class SocketLoad:
@@ -330,7 +380,7 @@ class SocketLoad:
         if prepare is not None:  # files the engine should find when it starts
             prepare(self.paths)
         self.process, _ = start_engine(self.paths)
-        self.replies: dict[str, float] = {}
+        self.replies = Replies()
         self._free: asyncio.Queue[RawClient] = asyncio.Queue()
         self._clients: list[RawClient] = []
         self._follower: asyncio.Task[None] | None = None
@@ -365,7 +415,7 @@ class SocketLoad:
                 self._subscribed.set()
             if line.startswith(b"data:") and b'"agent.outgoing"' in line:
                 event = json.loads(line[5:])
-                self.replies[event["payload"]["message"]["inReplyTo"]] = time.perf_counter()
+                self.replies.seen(event["payload"]["message"]["inReplyTo"])
 
     async def post(self, user: str, message_id: str) -> None:
         client = await self._free.get()
@@ -401,28 +451,12 @@ class SocketLoad:
         shutil.rmtree(self.paths.home, ignore_errors=True)
 
 
-async def check_readers(subscribers: list[asyncio.Transport], events: int) -> None:
-    """Close the readers once each has read ``events`` event frames (10 s at most).
-
-    Streams are paced (each of 200 readers gets a write every 200 ms), so a reader
-    may still be that far behind the follower that saw the last reply.
-    """
-    counted = [transport.get_protocol() for transport in subscribers]
-    readers = [reader for reader in counted if isinstance(reader, EventReader)]
-    deadline = time.monotonic() + 10
-    while any(reader.frames < events for reader in readers) and time.monotonic() < deadline:
-        await asyncio.sleep(0.01)
-    for transport in subscribers:
-        transport.close()
-    missing = [reader.frames for reader in readers if reader.frames < events]
-    if missing:
-        raise RuntimeError(f"{len(missing)} SSE readers missed events: {missing[:5]}")
-
-
 async def bench_socket(agents: int, messages: int, readers: int = 0) -> Row:
     load = SocketLoad()
+    sse = SseReaders(load.paths.socket, readers) if readers else None
     try:
-        subscribers = await open_readers(load.paths.socket, readers)
+        if sse is not None:
+            await sse.start()
         concurrency = min(agents * 2, 64)
         await load.start(concurrency)
         await asyncio.gather(*(load.post(f"user{i}", f"warm{i}") for i in range(agents)))
@@ -431,12 +465,14 @@ async def bench_socket(agents: int, messages: int, readers: int = 0) -> Row:
         cpu_before = load.cpu_s()
         _, saturated, elapsed = await _drive(load.post, agents, messages, concurrency, load.replies)
         engine_cpu_s = load.cpu_s() - cpu_before
-        # With readers every reply waits for its stream's paced write (200 ms with 200
-        # readers): a tenth of the messages gives the same percentiles in a tenth of the time.
-        light = LATENCY_MESSAGES // 10 if readers else LATENCY_MESSAGES
-        accept, reply = await _light_load(load.post, agents, load.replies, light)
-        await check_readers(subscribers, messages + light)
+        if sse is not None:  # every agent's creation, its warm-up reply, then the run's
+            await sse.check(2 * agents + messages)  # read (see _fan_out_phase)
+        accept, reply = await _light_load(load.post, agents, load.replies)
+        if sse is not None:
+            await sse.check(2 * agents + messages + LATENCY_MESSAGES)
     finally:
+        if sse is not None:
+            await sse.close()
         load.stop()
     return Row(
         f"socket + {readers} SSE readers" if readers else "socket",
@@ -450,6 +486,122 @@ async def bench_socket(agents: int, messages: int, readers: int = 0) -> Row:
         pct(saturated, 0.5),
         engine_cpu_s / messages * 1000,
     )
+
+
+@dataclass
+class FanOutRound:
+    """One phase of the fan-out comparison: a saturated run, then the light load."""
+
+    readers: int
+    rate: float
+    engine_cpu_ms: float  # per message, saturated
+    reply_p50_ms: float  # one message in flight
+    reply_p99_ms: float
+    readers_cpu_s: float  # what the reader process took in the phase
+
+
+async def bench_fan_out(
+    agents: int, messages: int, readers: int, rounds: int
+) -> tuple[list[FanOutRound], list[FanOutRound]]:
+    """One engine, ``rounds`` rounds of a phase without the readers and one with them,
+    the first changing from one round to the next: each pair of phases is seconds
+    apart, so what the machine's other work does to the numbers moves both. Returns
+    the phases without the readers, then those with them."""
+    load = SocketLoad()
+    without: list[FanOutRound] = []
+    with_readers: list[FanOutRound] = []
+    try:
+        concurrency = min(agents * 2, 64)
+        await load.start(concurrency)
+        await asyncio.gather(*(load.post(f"user{i}", f"warm{i}") for i in range(agents)))
+        await load.wait_replies(agents)
+        for number in range(rounds):
+            order = (0, readers) if number % 2 == 0 else (readers, 0)
+            for count in order:
+                phase = await _fan_out_phase(load, agents, messages, count, f"r{number}-{count}-")
+                (with_readers if count else without).append(phase)
+    finally:
+        load.stop()
+    return without, with_readers
+
+
+async def _fan_out_phase(
+    load: SocketLoad, agents: int, messages: int, readers: int, prefix: str
+) -> FanOutRound:
+    """The saturated run, then (once the readers have read all of it: a light load
+    measured while they still work through a backlog measures the backlog) the light
+    load."""
+    sse = SseReaders(load.paths.socket, readers) if readers else None
+    try:
+        if sse is not None:
+            await sse.start()
+        load.replies.clear()
+        cpu_before = load.cpu_s()
+        concurrency = min(agents * 2, 64)
+        _, _, elapsed = await _drive(load.post, agents, messages, concurrency, load.replies, prefix)
+        engine_cpu_s = load.cpu_s() - cpu_before
+        if sse is not None:
+            await sse.check(messages)
+        load.replies.clear()
+        _, reply = await _light_load(load.post, agents, load.replies, prefix=f"{prefix}lat")
+        readers_cpu_s = await sse.check(messages + LATENCY_MESSAGES) if sse is not None else 0.0
+    finally:
+        if sse is not None:
+            await sse.close()
+    return FanOutRound(
+        readers,
+        messages / elapsed,
+        engine_cpu_s / messages * 1000,
+        pct(reply, 0.5),
+        pct(reply, 0.99),
+        readers_cpu_s,
+    )
+
+
+def print_fan_out(
+    agents: int, messages: int, without: list[FanOutRound], with_readers: list[FanOutRound]
+) -> None:
+    """Both sides' medians and the cost of the readers, then each round's pair."""
+    readers = with_readers[0].readers
+
+    def median(phases: list[FanOutRound], field: str) -> float:
+        return statistics.median(getattr(phase, field) for phase in phases)
+
+    pairs = list(zip(without, with_readers, strict=True))
+    ratios = [w.rate / p.rate for p, w in pairs]
+    p50_rises = [w.reply_p50_ms - p.reply_p50_ms for p, w in pairs]
+    print(
+        f"\n{readers} SSE readers at {agents:,} agents: one engine, {len(without)} rounds "
+        f"without and with them alternating ({messages:,} messages saturated, then "
+        f"{LATENCY_MESSAGES:,} one in flight, per phase); medians\n"
+    )
+    print(f"| | without | with {readers} readers | change |")
+    print("|---|---:|---:|---:|")
+    rate = median(without, "rate"), median(with_readers, "rate")
+    cpu = median(without, "engine_cpu_ms"), median(with_readers, "engine_cpu_ms")
+    p50 = median(without, "reply_p50_ms"), median(with_readers, "reply_p50_ms")
+    p99 = median(without, "reply_p99_ms"), median(with_readers, "reply_p99_ms")
+    print(f"| msg/s (saturated) | {rate[0]:,.0f} | {rate[1]:,.0f} | {rate[1] / rate[0] - 1:+.0%} |")
+    print(
+        f"| engine CPU per message | {cpu[0]:.3f} ms | {cpu[1]:.3f} ms | {cpu[1] - cpu[0]:+.3f} |"
+    )
+    print(f"| reply p50 | {p50[0]:.2f} ms | {p50[1]:.2f} ms | {p50[1] - p50[0]:+.2f} ms |")
+    print(f"| reply p99 | {p99[0]:.2f} ms | {p99[1]:.2f} ms | {p99[1] - p99[0]:+.2f} ms |")
+    cost, rise = 1 - statistics.median(ratios), statistics.median(p50_rises)
+    cost_met = "met" if cost <= SSE_COST_TARGET else "NOT met"
+    rise_met = "met" if rise <= SSE_P50_TARGET_MS else "NOT met"
+    print(
+        f"\nMedians of the rounds' pairs: the readers cost {cost:.0%} of the throughput "
+        f"(target at most {SSE_COST_TARGET:.0%}: {cost_met}); reply p50 {rise:+.2f} ms with "
+        f"them (target at most {SSE_P50_TARGET_MS:.0f} ms: {rise_met}). The readers' process took "
+        f"{median(with_readers, 'readers_cpu_s'):.1f} s of CPU a phase (median)."
+    )
+    print("Rounds (without | with): msg/s, reply p50")
+    for number, (p, w) in enumerate(pairs):
+        print(
+            f"  {number + 1}: {p.rate:,.0f} | {w.rate:,.0f} msg/s ({w.rate / p.rate:.0%}), "
+            f"{p.reply_p50_ms:.2f} | {w.reply_p50_ms:.2f} ms"
+        )
 
 
 MEMORY_SETTINGS = {**SETTINGS, "agents": {"maxConcurrent": 1024, "idleUnloadS": 2}}
@@ -510,13 +662,15 @@ async def bench_memory(
         load.disconnect()
         await until_at_rest(load)
         measured.append((f"after {messages:,} more messages and idle unload", load.rss_mb()))
-        subscribers = await open_readers(load.paths.socket, readers)
+        sse = SseReaders(load.paths.socket, readers)
+        await sse.start()
         load.replies.clear()
         await _drive(load.post, agents, sse_messages, 64, load.replies, prefix="sse")
         measured.append(
             (f"with {readers} SSE readers, after {sse_messages:,} more messages", load.rss_mb())
         )
-        await check_readers(subscribers, sse_messages)
+        await sse.check(sse_messages)
+        await sse.close()
         load.disconnect()
         await until_at_rest(load)
         measured.append(("after the readers left and every agent was unloaded", load.rss_mb()))
@@ -628,6 +782,17 @@ async def main() -> None:
         action="store_true",
         help="only the memory run: resident memory at boot, after load, after idle unload",
     )
+    parser.add_argument(
+        "--sse",
+        action="store_true",
+        help=f"only the fan-out run: 1,000 agents without and with {SSE_READERS} SSE readers",
+    )
+    parser.add_argument(
+        "--sse-rounds",
+        type=int,
+        default=SSE_ROUNDS,
+        help=f"rounds of the fan-out run, each without and with the readers (default {SSE_ROUNDS})",
+    )
     args = parser.parse_args()
     if args.memory:
         print("running the memory benchmark...", file=sys.stderr, flush=True)
@@ -639,6 +804,9 @@ async def main() -> None:
         for label, mb in measured:
             print(f"| {label} | {mb:.0f} | {(mb / boot_mb - 1) * 100:+.0f} % |")
         return
+    if args.sse:
+        await run_fan_out(args.messages, args.sse_rounds)
+        return
     if args.long_history:
         await run_long_history()
         return
@@ -649,9 +817,10 @@ async def main() -> None:
         return
     rows = []
     for path, agents, messages, readers in table_rows(args.messages):
-        extra = f", {readers} SSE readers" if readers else ""
+        if readers:  # the fan-out row: its own comparison, below the table
+            continue
         print(
-            f"running {path} with {agents} agents, {messages} messages{extra}...",
+            f"running {path} with {agents} agents, {messages} messages...",
             file=sys.stderr,
             flush=True,
         )
@@ -674,16 +843,9 @@ async def main() -> None:
             f"{row.saturated_reply_p50_ms:.0f} ms |"
         )
     print(
-        f"\nLatency columns: one message in flight, {LATENCY_MESSAGES:,} messages over the agents "
-        f"({LATENCY_MESSAGES // 10:,} with SSE readers)."
+        f"\nLatency columns: one message in flight, {LATENCY_MESSAGES:,} messages over the agents."
     )
-    plain, fanned = rows[-2], rows[-1]
-    assert plain.engine_cpu_ms is not None and fanned.engine_cpu_ms is not None
-    print(
-        f"{SSE_READERS} SSE readers at 1,000 agents: {fanned.rate / plain.rate:.0%} of the "
-        f"throughput without them; engine CPU per message {plain.engine_cpu_ms:.2f} ms -> "
-        f"{fanned.engine_cpu_ms:.2f} ms."
-    )
+    await run_fan_out(args.messages, args.sse_rounds)
     print("running boot with 10,000 agents x 100 records...", file=sys.stderr, flush=True)
     boot_s, rss_mb = bench_boot(10_000, 100, args.boot_runs)
     print(f"\n| boot with 10,000 agents x 100 records | median of {args.boot_runs} |")
@@ -694,6 +856,17 @@ async def main() -> None:
     from provider_overhead import run_provider_overhead
 
     await run_provider_overhead()
+
+
+async def run_fan_out(messages: int, rounds: int) -> None:
+    _, agents, messages, readers = table_rows(messages)[-1]
+    print(
+        f"running {agents} agents without and with {readers} SSE readers, {rounds} rounds...",
+        file=sys.stderr,
+        flush=True,
+    )
+    without, with_readers = await bench_fan_out(agents, messages, readers, rounds)
+    print_fan_out(agents, messages, without, with_readers)
 
 
 async def run_long_history() -> None:

@@ -16,7 +16,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from claybot.api.sse import SEND_TIMEOUT_S
+from claybot.api.fanout import SEND_TIMEOUT_S
 from tests.conftest import EngineProcess
 
 pytestmark = pytest.mark.slow

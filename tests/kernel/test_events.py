@@ -11,9 +11,21 @@ from hypothesis import given
 from hypothesis import strategies as st
 from sse_starlette.event import ServerSentEvent
 
-from claybot.kernel.events import Event, EventBus, EventRing, UtcStamp, frame_event, frame_id
+from claybot.kernel.events import (
+    Event,
+    EventBus,
+    EventRing,
+    SpanMemo,
+    UtcStamp,
+    frame_event,
+    frame_id,
+)
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def split_frames(span: bytes) -> list[bytes]:
+    return [frame + b"\r\n\r\n" for frame in span.split(b"\r\n\r\n")[:-1]]
 
 
 def event(event_id: int) -> Event:
@@ -105,52 +117,39 @@ def test_a_reader_a_whole_buffer_behind_is_ended_and_held_nowhere() -> None:
     assert bus.readers_dropped == {"overflowed": 1, "stalled": 0}
 
 
-async def test_waiting_readers_wake_once_per_emit_and_close_ends_them() -> None:
+def test_readers_at_one_place_share_one_joined_span() -> None:
+    """With a memo (one pass of the fan-out over its readers), the frames after one
+    position are joined once: every reader there gets the same bytes object."""
     bus = EventBus(first_id=1)
-    subscriptions = [bus.subscribe() for _ in range(3)]
-    got: list[list[int]] = [[] for _ in subscriptions]
-
-    async def read(index: int) -> None:
-        async for batch in subscriptions[index].batches(100):
-            got[index].extend(frame_id(e) for e in batch)
-
-    readers = [asyncio.create_task(read(i)) for i in range(len(subscriptions))]
-    await asyncio.sleep(0)  # every reader is now waiting
-    assert len(bus._waiting) == 3
+    behind = bus.subscribe()
     bus.emit("test")
+    level = [bus.subscribe() for _ in range(3)]
     bus.emit("test")
-    assert bus._waiting == []  # woken by the first emit; nothing is queued per reader
-    await asyncio.sleep(0)
-    bus.close_subscriptions()
-    await asyncio.gather(*readers)
-    assert got == [[1, 2]] * 3
-    assert bus.subscriber_count == 0
+    memo: SpanMemo = {}
+    spans = [reader.take_span(1_000, memo) for reader in [*level, behind]]
+    assert spans[0] is spans[1] is spans[2]
+    assert [frame_id(frame) for frame in split_frames(spans[0])] == [2]
+    assert [frame_id(frame) for frame in split_frames(spans[3])] == [1, 2]
+    assert [reader.position for reader in [*level, behind]] == [2, 2, 2, 2]
+    assert all(reader.take_span(1_000, memo) == b"" for reader in [*level, behind])
 
 
-async def test_a_cancelled_reader_does_not_disturb_the_others() -> None:
+async def test_close_ends_the_wait_for_the_end_and_a_cancelled_wait_disturbs_none() -> None:
     bus = EventBus(first_id=1)
-    gone, stays = bus.subscribe(), bus.subscribe()
-    waiting = [asyncio.create_task(s.wait()) for s in (gone, stays)]
-    await asyncio.sleep(0)
+    gone, stays, shut = bus.subscribe(), bus.subscribe(), bus.subscribe()
+    waiting = [asyncio.create_task(s.until_closed()) for s in (gone, stays, shut)]
+    await asyncio.sleep(0)  # every one is waiting now
     waiting[0].cancel()
-    bus.emit("test")
+    bus.emit("test")  # news does not end a wait for the end
+    stays.close()
     await waiting[1]
+    assert not waiting[2].done()
+    bus.close_subscriptions()
+    await waiting[2]
     with pytest.raises(asyncio.CancelledError):
         await waiting[0]
-    assert [frame_id(e) for e in stays.take(10)] == [1]
-
-
-async def test_readers_that_leave_an_idle_bus_are_not_kept_waiting() -> None:
-    bus = EventBus(first_id=1)
-    for _ in range(100):
-        subscription = bus.subscribe()
-        waiting = asyncio.create_task(subscription.wait())
-        await asyncio.sleep(0)  # one turn of the loop: it is waiting now
-        waiting.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await waiting
-        subscription.close()
-    assert bus._waiting == [] and bus.subscriber_count == 0
+    assert bus.subscriber_count == 0
+    await bus.subscribe().until_closed()  # a reader arriving during shutdown: at once
 
 
 def test_recent_keeps_its_meaning() -> None:

@@ -6,24 +6,23 @@ than everything buffered now; within one engine they are consecutive.
 
 Recent events sit in one bounded ring buffer, and that ring is also every
 stream's queue: a subscriber is only a position in it. Emitting an event copies
-nothing per subscriber (it wakes the streams waiting for news, once however many
-events follow), and a stream takes everything after its position at once, so a
-busy bus is written to each socket in few large writes. Each event is encoded
-for SSE once, when it is emitted (orjson: about a microsecond), and the ring
-keeps only that frame. A subscriber that falls a whole
-ring behind has missed events it can no longer get: its stream ends (it
-reconnects with Last-Event-ID and sees the gap), and a slow reader costs no
-memory meanwhile.
+nothing per subscriber; whoever serves the subscribers (``claybot.api.fanout``)
+hears of it through a listener, and a reader takes everything after its position
+at once, so a busy bus is written to each socket in few large writes. Each event
+is encoded for SSE once, when it is emitted (orjson: about a microsecond), and the
+ring keeps only that frame; readers at the same position share one joined copy of
+what follows it (``SpanMemo``). A subscriber that falls a whole ring behind has
+missed events it can no longer get: its stream ends (it reconnects with
+Last-Event-ID and sees the gap), and a slow reader costs no memory meanwhile.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import time
 from array import array
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, Protocol, get_args
 
@@ -104,6 +103,9 @@ def frame_event(frame: bytes) -> Event:
 CHUNK_BYTES = 64 * 1024
 # (data, offsets, first index, last index) of the events a chunk holds for a read.
 _Part = tuple["bytes | bytearray", "array[int]", int, int]
+# Spans already taken in one pass over many readers, by the position they were taken
+# after: (how many events, the joined frames). Readers at the same place share them.
+SpanMemo = dict[int, tuple[int, bytes]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,11 +237,16 @@ class Subscription:
     gap: bool  # the requested Last-Event-ID is older than the buffer: events were missed
     closed: bool = False
     overflowed: bool = False  # fell a whole buffer behind: the events it missed are gone
-    _wakeup: asyncio.Future[None] | None = None
+    _ended: asyncio.Future[None] | None = None
 
     @property
     def bus(self) -> EventBus:
         return self._bus
+
+    @property
+    def behind(self) -> bool:
+        """Events after ``position`` exist."""
+        return self.position < self._bus.last_id
 
     def take(self, limit: int) -> list[bytes]:
         """The frames of the next events (``limit`` at most), or none; closes on overflow."""
@@ -253,46 +260,42 @@ class Subscription:
         self.position += len(frames)  # ids are consecutive, and none was skipped
         return frames
 
-    def take_span(self, max_bytes: int) -> bytes:
+    def take_span(self, max_bytes: int, memo: SpanMemo | None = None) -> bytes:
         """The next frames joined, about ``max_bytes`` at most (one frame at least), or
-        nothing; closes on overflow."""
+        nothing; closes on overflow. With ``memo`` (one per pass over the readers, while
+        no event is emitted), readers at the same position get the same bytes object:
+        the frames are joined once, not once per reader."""
         if self.closed:
             return b""
         ring = self._bus._ring
         if self.position < ring.first_id - 1:
             self.drop("overflowed")
             return b""
-        count, data = ring.span(self.position, max_bytes)
+        taken = memo.get(self.position) if memo is not None else None
+        if taken is None:
+            taken = ring.span(self.position, max_bytes)
+            if memo is not None:
+                memo[self.position] = taken
+        count, data = taken
         self.position += count
         return data
 
-    async def wait(self) -> None:
-        """Until an event after ``position`` exists, or the subscription closes."""
-        if self.closed or self._bus.last_id > self.position:
+    async def until_closed(self) -> None:
+        """Until the subscription closes: its reader left, was dropped, or the bus is
+        shutting down. (What it reads is written by whoever serves it, not awaited here:
+        a reader waiting for each event was a task woken per event.)"""
+        if self.closed:
             return
-        # A future of its own, not one shared by every reader: a reader that goes
-        # away cancels only its own wait.
-        self._wakeup = wakeup = asyncio.get_running_loop().create_future()
-        self._bus._waiting.append(self)
-        try:
-            await wakeup
-        finally:
-            self._wakeup = None
-            if wakeup.cancelled() or self.closed:
-                # Not woken by an emit, which takes every waiter off the list: a reader
-                # that leaves an idle bus must not stay listed until the next event.
-                with contextlib.suppress(ValueError):
-                    self._bus._waiting.remove(self)
-
-    def _wake(self) -> None:
-        if self._wakeup is not None and not self._wakeup.done():
-            self._wakeup.set_result(None)
+        if self._ended is None:
+            self._ended = asyncio.get_running_loop().create_future()
+        await asyncio.shield(self._ended)  # one waiter cancelled cancels no other
 
     def close(self) -> None:
         if not self.closed:
             self.closed = True
             self._bus._subscribers.discard(self)
-            self._wake()
+            if self._ended is not None and not self._ended.done():
+                self._ended.set_result(None)
 
     def drop(self, reason: DropReason) -> None:
         """End a reader that is too slow (counted in ``EventBus.readers_dropped``)."""
@@ -302,17 +305,6 @@ class Subscription:
             self.overflowed = True
         self._bus.readers_dropped[reason] += 1
         self.close()
-
-    async def batches(self, limit: int) -> AsyncIterator[list[bytes]]:
-        """The frames of everything after ``position`` as it comes, ``limit`` at a time."""
-        while True:
-            frames = self.take(limit)
-            if frames:
-                yield frames
-                continue
-            if self.closed:
-                return
-            await self.wait()
 
 
 class EventSink(Protocol):
@@ -340,7 +332,6 @@ class EventBus:
     ) -> None:
         self._ring = EventRing(buffer_size)
         self._subscribers: set[Subscription] = set()
-        self._waiting: list[Subscription] = []
         self._next_id = first_id if first_id is not None else time.time_ns() // 1000
         self._stamp = stamp or UtcStamp()  # each event's timestamp
         self._listeners: list[Callable[[Event], None]] = []
@@ -365,16 +356,13 @@ class EventBus:
         frame = {"id": event_id, "type": type, "payload": payload, "timestamp": stamp}
         self._ring.append(event_id, encode_frame(event_id, frame))
         event = Event(event_id, type, payload, stamp)
-        if self._waiting:
-            waiting, self._waiting = self._waiting, []
-            for subscriber in waiting:
-                subscriber._wake()
         for listener in self._listeners:
             listener(event)
         return event
 
     def add_listener(self, listener: Callable[[Event], None]) -> Callable[[], None]:
-        """In-process synchronous listener (tests, connectors). Returns a remover."""
+        """In-process synchronous listener (tests, connectors, the SSE fan-out), called
+        on every emit: it must be quick. Returns a remover."""
         self._listeners.append(listener)
         return lambda: self._listeners.remove(listener)
 
