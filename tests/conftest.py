@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from claybot.api.app import create_app
 from claybot.config.home import HomePaths
@@ -25,6 +26,12 @@ from tests.installed_metadata import use_declared_entry_points
 
 # Before any engine (or catalog) is built: the built-in plugins are entry points.
 use_declared_entry_points()
+
+# Property tests assert behaviour, never speed (benchmarks do that): on a shared machine
+# one example held up by a disk sync or a collection took 396 ms and failed a whole run
+# on hypothesis's 200 ms deadline. Each test's own @settings still applies on top.
+hypothesis_settings.register_profile("claybot", deadline=None)
+hypothesis_settings.load_profile("claybot")
 
 # No network beyond loopback, and a watch on the event loop: see tests/guards.py.
 pytest_plugins = ["tests.guards", "tests.databases"]
