@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -196,4 +198,32 @@ async def test_another_users_agent_cannot_see_a_received_file_from_exec(
     assert outputs["ann-change"]["isError"] and "Read-only file system" in str(outputs)
     assert outputs["ann-replace"]["isError"]
     assert placed.read_bytes() == SECRET
+    assert stored_intact(paths, file_id)
+
+
+async def test_files_an_older_engine_placed_in_the_workspace_are_made_private_at_start(
+    paths: HomePaths,
+) -> None:
+    """Engines before this one placed a received file as a hard link to the stored one
+    in ``workspace/files/<agent id>/``, where every agent reads and writes."""
+    ann_id, placed, file_id = await place_anns_file(paths)
+    blob = paths.files / "blobs" / file_id[:2] / file_id
+    old = paths.workspace / "files" / ann_id
+    old.mkdir(parents=True)
+    os.link(blob, old / placed.name)  # as an older engine placed it
+    placed.unlink()  # and nothing in received/ yet
+    (old / "notes.txt").write_text("the agent's own")  # not of the placed shape
+    (old / f"{'0' * 12}-link.txt").symlink_to(paths.auth)  # an agent's trap: not moved
+    stranger = paths.workspace / "files" / "not-an-agent"
+    stranger.mkdir()
+    (stranger / f"{'1' * 12}-x.txt").write_text("x")
+    async with running_engine(paths):
+        async with asyncio.timeout(30):
+            while not placed.exists():
+                await asyncio.sleep(0.02)
+    assert placed.read_bytes() == SECRET
+    assert stat.S_IMODE(placed.stat().st_mode) == 0o400
+    assert blob.stat().st_nlink == 1 and placed.stat().st_nlink == 1
+    assert sorted(p.name for p in old.iterdir()) == [f"{'0' * 12}-link.txt", "notes.txt"]
+    assert (stranger / f"{'1' * 12}-x.txt").exists()
     assert stored_intact(paths, file_id)

@@ -187,7 +187,7 @@ class Engine:
         await self._running.start_schedules(heartbeat=self.settings.heartbeat.enabled)
         self.jobs.start(self.settings.jobs, self.providers.router)
         self._file_collection = asyncio.create_task(
-            collect_forever(self.files, self.paths.agents), name="file-collection"
+            collect_forever(self.files, self.paths), name="file-collection"
         )
         extra = {"action": "engine.started", "agents": agents.agent_count, "recovered": recovered}
         log.info("engine started", extra=extra)

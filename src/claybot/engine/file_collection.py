@@ -6,7 +6,9 @@ import asyncio
 import logging
 from pathlib import Path
 
+from claybot.config.home import HomePaths
 from claybot.files.collect import referenced_files
+from claybot.files.placement import move_old_placements
 from claybot.files.store import FileStore
 
 log = logging.getLogger(__name__)
@@ -30,15 +32,32 @@ def collect_once(store: FileStore, agents_root: Path) -> int:
     return removed
 
 
-async def collect_forever(
-    store: FileStore, agents_root: Path, every_s: float = COLLECT_EVERY_S
-) -> None:
-    detached, removed = await asyncio.to_thread(store.detach_links)
-    if detached or removed:
+def repair_old_placements(store: FileStore, paths: HomePaths) -> None:
+    """Once at start: what engines before copies placed (hard links to the stored files,
+    in the workspace every agent shares) made harmless. The store's files are detached
+    from the links (each checked against its id), then the placed files moved into
+    their agents' own folders."""
+    detached, removed = store.detach_links()
+    moved = move_old_placements(paths.workspace, paths.received, paths.agents)
+    if detached or removed or moved:
         log.info(
-            "stored files detached from agents' folders",
-            extra={"action": "files.detached", "detached": detached, "removed": removed},
-        )
+            "files placed by an older engine made private",
+            extra={"action": "files.repaired", "detached": detached, "removed": removed,
+                   "moved": moved},
+        )  # fmt: skip
+
+
+async def collect_forever(
+    store: FileStore, paths: HomePaths, every_s: float = COLLECT_EVERY_S
+) -> None:
+    try:
+        await asyncio.to_thread(repair_old_placements, store, paths)
+    except OSError as exc:  # the next start tries again; collection goes on meanwhile
+        log.error(
+            "files placed by an older engine could not all be made private: %s", exc,
+            extra={"action": "files.repair_failed"},
+        )  # fmt: skip
+    agents_root = paths.agents
     while True:
         await asyncio.sleep(every_s)
         await asyncio.to_thread(collect_once, store, agents_root)

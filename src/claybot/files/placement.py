@@ -11,9 +11,12 @@ and a lost copy is made again when the turn runs again.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import secrets
 import shutil
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -25,6 +28,7 @@ from claybot.files.store import FileNotFound, FileStore
 READ_ONLY = 0o400
 PRIVATE_FOLDER = 0o700
 ID_PREFIX_CHARS = 12
+PLACED_NAME = re.compile(r"^[0-9a-f]{12}-")
 
 
 def placed_name(reference: FileReference) -> str:
@@ -75,3 +79,68 @@ def _copy_once(source: Path, target: Path, size: int) -> None:
         os.replace(temporary, target)
     finally:
         temporary.unlink(missing_ok=True)
+
+
+def move_old_placements(workspace: Path, received: Path, agents_root: Path) -> int:
+    """Move what engines before this one placed in the shared workspace
+    (``<workspace>/files/<agent id>/<id start>-<name>``, readable by every agent there)
+    into each agent's own folder, read-only; the count moved.
+
+    Agents write in the workspace, so nothing there is trusted: only regular files of
+    that shape, with no other link, in a folder named for an agent that exists, are
+    moved, and every folder is opened without following a link (one swapped for a
+    link to another agent's folder meanwhile is refused, not followed)."""
+    try:
+        old_root = _open_folder(str(workspace / "files"))
+    except (FileNotFoundError, NotADirectoryError):
+        return 0
+    moved = 0
+    try:
+        for name in os.listdir(old_root):
+            if not (agents_root / name).is_dir():
+                continue
+            try:
+                folder = _open_folder(name, old_root)
+            except OSError:
+                continue  # a file, a link, gone
+            try:
+                moved += _move_folder(folder, received / name)
+            finally:
+                os.close(folder)
+            with contextlib.suppress(OSError):
+                os.rmdir(name, dir_fd=old_root)  # only if nothing else is left
+    finally:
+        os.close(old_root)
+    with contextlib.suppress(OSError):
+        os.rmdir(workspace / "files")
+    return moved
+
+
+def _open_folder(path: str, parent: int | None = None) -> int:
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    return os.open(path, flags, dir_fd=parent)
+
+
+def _move_folder(folder: int, own: Path) -> int:
+    moved = 0
+    for name in os.listdir(folder):
+        if not PLACED_NAME.match(name):
+            continue
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
+        except OSError:
+            continue  # a link, gone
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
+                continue  # not a copy the engine made
+            os.fchmod(fd, READ_ONLY)
+        finally:
+            os.close(fd)
+        own.mkdir(mode=PRIVATE_FOLDER, parents=True, exist_ok=True)
+        if (own / name).exists():
+            os.unlink(name, dir_fd=folder)  # placed again since: the copy there stands
+        else:
+            os.rename(name, own / name, src_dir_fd=folder)
+        moved += 1
+    return moved
