@@ -36,5 +36,5 @@ def open_granted(
         raise PermissionError(refusal)
     require_grant(permissions, path, access)
     root = granting_folder(permissions, path, access)
-    assert root is not None  # check_path just found it granted
+    assert root is not None  # require_grant just found it granted
     return path, open_beneath(root, path, flags, make_folders=access == "write")
