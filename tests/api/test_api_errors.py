@@ -74,7 +74,7 @@ async def test_a_declared_length_over_the_limit_gets_413(api: httpx.AsyncClient)
         ("DELETE", "/v1/engine/status", "GET"),
         # Two routes share this path: both methods are listed, not just the first route's.
         ("PUT", "/v1/engine/providers", "GET, POST"),
-        ("PATCH", "/api/agents/some-agent", "GET, PUT, DELETE"),
+        ("PATCH", "/v1/engine/cron/tasks/some-task", "DELETE"),
         ("TRACE", "/v1/engine/cron/tasks", "GET, POST"),
     ],
 )

@@ -18,6 +18,8 @@ from claybot.providers.scripted import create as create_scripted
 
 Document = dict[str, Any]
 ERROR_REF = {"$ref": "#/components/schemas/ErrorBody"}
+# codeck's web client reads ``error`` as text on the paths it calls (codeck_errors.py).
+CODECK_ERROR_REF = {"$ref": "#/components/schemas/CodeckError"}
 
 
 @pytest.fixture
@@ -57,6 +59,8 @@ def test_the_error_body_is_a_component(document: Document) -> None:
         ("delete", "/v1/engine/cron/tasks/{taskId}", {"404"}),
         ("post", "/api/agents", {"409", "413", "422", "503"}),
         ("post", "/api/agents/{agentId}/execute", {"404", "409"}),
+        ("post", "/api/auth/login", {"401", "403", "422", "429"}),
+        ("get", "/api/files", {"404", "422"}),
     ],
 )
 def test_routes_list_the_errors_they_answer(
@@ -64,14 +68,15 @@ def test_routes_list_the_errors_they_answer(
 ) -> None:
     answers = responses(document, method, path)
     assert statuses <= set(answers), sorted(answers)
+    shape = CODECK_ERROR_REF if path.startswith("/api/") else ERROR_REF
     for status in statuses | {"500"}:
-        assert answers[status]["content"]["application/json"]["schema"] == ERROR_REF
+        assert answers[status]["content"]["application/json"]["schema"] == shape
 
 
 def test_a_text_route_answers_its_errors_in_json(document: Document) -> None:
     answers = responses(document, "get", "/api/agents/{agentId}/logs")
     assert set(answers["200"]["content"]) == {"text/plain"}
-    assert answers["404"]["content"] == {"application/json": {"schema": ERROR_REF}}
+    assert answers["404"]["content"] == {"application/json": {"schema": CODECK_ERROR_REF}}
 
 
 def test_the_metrics_are_text_in_prometheus_format(document: Document) -> None:

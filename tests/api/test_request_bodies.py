@@ -20,6 +20,14 @@ def invalid(response: httpx.Response) -> dict[str, Any]:
     return error
 
 
+def invalid_for_codeck(response: httpx.Response) -> dict[str, Any]:
+    """A 422 on a path codeck's web client calls: ``error`` is the text it shows."""
+    assert response.status_code == 422, response.text
+    body: dict[str, Any] = response.json()
+    assert body["code"] == "invalid_request" and isinstance(body["error"], str)
+    return body
+
+
 HEARTBEAT = {"title": "Inbox", "prompt": "check the inbox"}
 CRON = {"name": "daily", "schedule": "0 9 * * *", "prompt": "report"}
 
@@ -123,14 +131,14 @@ async def test_integers_may_be_written_as_json_numbers_with_no_fraction(
 async def test_a_proactive_agent_body_is_checked(
     api: httpx.AsyncClient, body: dict[str, Any], field: str
 ) -> None:
-    assert invalid(await api.post("/api/agents", json=body))["field"] == field
+    assert invalid_for_codeck(await api.post("/api/agents", json=body))["field"] == field
 
 
 async def test_a_proactive_edit_refuses_null(api: httpx.AsyncClient) -> None:
     created = await api.post("/api/agents", json=AGENT)
     assert created.status_code == 201, created.text
     agent_id = created.json()["agent"]["id"]
-    error = invalid(await api.put(f"/api/agents/{agent_id}", json={"name": None}))
+    error = invalid_for_codeck(await api.put(f"/api/agents/{agent_id}", json={"name": None}))
     assert error["field"] == "body.name"
     renamed = await api.put(f"/api/agents/{agent_id}", json={"name": "weekly", "model": None})
     assert renamed.status_code == 200, renamed.text

@@ -88,6 +88,16 @@ def assert_error(response: httpx.Response, status: int, code: str) -> str:
     return message
 
 
+def assert_codeck_error(response: httpx.Response, status: int, code: str) -> str:
+    """An error on a path codeck's web client calls, in the shape it reads (``error``: text)."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/json"
+    body = response.json()
+    assert body == {"ok": False, "error": body["error"], "code": code}
+    message: str = body["error"]
+    return message
+
+
 async def test_no_key_is_unauthorized(setup: Setup) -> None:
     async with setup.client() as client:
         response = await client.get("/v1/engine/status")
@@ -130,7 +140,7 @@ async def test_a_key_without_the_routes_scope_is_forbidden(setup: Setup) -> None
         engine = await client.get("/v1/engine/status", headers=bearer(reader))
         assert "'admin'" in assert_error(engine, 403, "forbidden")
         write = await client.post("/api/agents", headers=bearer(reader))
-        assert "'agents:write'" in assert_error(write, 403, "forbidden")
+        assert "'agents:write'" in assert_codeck_error(write, 403, "forbidden")
         delete = await client.delete("/api/v1/jobs/1", headers=bearer(reader))
         assert delete.status_code == 403  # in seed 002's shape, on its paths
         assert delete.json() == {"error": delete.json()["error"], "code": "FORBIDDEN"}
@@ -180,7 +190,7 @@ async def test_past_its_rate_a_key_gets_429_with_retry_after(setup: Setup) -> No
         setup.clock.now += 10
         assert (await client.get("/api/agents", headers=bearer(slow))).status_code == 200
         limited = await client.get("/api/agents", headers=bearer(slow))
-        assert "2 requests per minute" in assert_error(limited, 429, "rate_limited")
+        assert "2 requests per minute" in assert_codeck_error(limited, 429, "rate_limited")
         assert limited.headers["Retry-After"] == "50"
         assert limited.headers["X-RateLimit-Limit"] == "2"
         assert limited.headers["X-RateLimit-Remaining"] == "0"
@@ -465,6 +475,56 @@ async def test_websockets_need_a_key_too(setup: Setup) -> None:
     assert [m["type"] for m in accepted] == ["websocket.accept", "websocket.close"]
 
 
+def websocket_with_query(path: str, query: bytes, key: str | None = None) -> Scope:
+    scope = http_scope(path, key, "websocket")
+    scope["query_string"] = query
+    return scope
+
+
+async def test_a_websocket_may_bring_its_key_in_the_query_which_is_taken_out(
+    setup: Setup,
+) -> None:
+    """codeck's ws.ts: ``/?token=<encodeURIComponent(token)>``, since a browser cannot set a
+    header on a WebSocket. The token leaves the scope the server logs the handshake from."""
+    middleware = ApiKeyMiddleware(echo_socket, setup.store, SlidingWindowLimiter(setup.clock))
+    reader = await setup.key(["agents:read"])
+    quoted = reader.replace("_", "%5F").encode()  # percent-encoded, as a browser may
+    scope = websocket_with_query("/", b"a=1&token=" + quoted + b"&b=%20")
+    accepted = await run_websocket(middleware, scope)
+    assert [m["type"] for m in accepted] == ["websocket.accept", "websocket.close"]
+    assert scope["query_string"] == b"a=1&b=%20"
+    assert reader.encode() not in repr(scope).encode() and quoted not in repr(scope).encode()
+
+    agents = websocket_with_query("/api/agents/ws", b"token=" + reader.encode())
+    assert (await run_websocket(middleware, agents))[0]["type"] == "websocket.accept"
+    assert agents["query_string"] == b""
+
+
+async def test_a_query_token_is_only_a_websockets_and_only_without_a_header(
+    setup: Setup,
+) -> None:
+    middleware = ApiKeyMiddleware(echo_socket, setup.store, SlidingWindowLimiter(setup.clock))
+    reader = await setup.key(["agents:read"])
+    jobs = await setup.key(["jobs:read"])
+    # A header, even a wrong one, is what is checked: the query is only a fallback.
+    wrong_header = websocket_with_query("/", b"token=" + reader.encode(), "cb_not-a-key")
+    refused = await run_websocket(middleware, wrong_header)
+    assert refused == [{"type": "websocket.close", "code": 4401, "reason": "unauthorized"}]
+    assert wrong_header["query_string"] == b""  # taken out all the same
+    # The scope is the route's: codeck's WebSocket reads agents.
+    forbidden = await run_websocket(
+        middleware, websocket_with_query("/", b"token=" + jobs.encode())
+    )
+    assert forbidden[0]["code"] == 4403
+    for query in (b"token=", b"token=cb_a%20cb_b", b"tokens=" + reader.encode()):
+        refused = await run_websocket(middleware, websocket_with_query("/", query))
+        assert refused[0]["code"] == 4401, query
+    # Plain HTTP never takes a key from the query string.
+    async with setup.client() as client:
+        response = await client.get("/api/agents", params={"token": reader})
+    assert_codeck_error(response, 401, "unauthorized")
+
+
 async def test_lifespan_passes_straight_through(setup: Setup) -> None:
     seen: list[str] = []
 
@@ -523,6 +583,9 @@ async def test_the_scope_table_can_be_replaced(setup: Setup) -> None:
         ("POST", "/v1/chat/completions/x", "admin"),
         ("POST", "/v1/embeddings", "admin"),
         ("GET", "/", "admin"),
+        ("WEBSOCKET", "/", "agents:read"),  # codeck's WebSocket; HTTP / is the dashboard's
+        ("WEBSOCKET", "/api/agents/ws", "agents:read"),
+        ("WEBSOCKET", "/v1/engine/ws", "admin"),
         ("GET", "/anything-else", "admin"),
     ],
 )

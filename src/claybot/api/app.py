@@ -10,6 +10,7 @@ from starlette.types import ASGIApp
 from claybot import __version__
 from claybot.api import openapi
 from claybot.api.body_limit import BodyLimitMiddleware
+from claybot.api.codeck_routes import router as codeck_router
 from claybot.api.cron_routes import router as cron_router
 from claybot.api.dashboard.auth import DashboardAuth
 from claybot.api.dashboard.install import install_dashboard
@@ -61,6 +62,7 @@ def create_app(
     app.include_router(webchat_router)
     app.include_router(file_router)
     app.include_router(proactive_router)
+    app.include_router(codeck_router)
     app.include_router(job_router)
     app.include_router(job_admin_router)
     app.include_router(registry_router)

@@ -2,13 +2,15 @@
 
 The engine's own shape (``errors.py``) is the default. Clients written against
 another API read that API's shape: seed 002's on ``/api/v1`` (``seed_errors.py``),
-OpenAI's on the OpenAI-compatible door (``openai_errors.py``). The exception
+OpenAI's on the OpenAI-compatible door (``openai_errors.py``), codeck's on the paths
+its web client calls (``codeck_errors.py``). The exception
 handlers, the TCP listener's refusals and the body-size limit all ask here, so a
 client gets the same shape whichever layer refused it.
 """
 
 from __future__ import annotations
 
+from claybot.api.codeck_errors import codeck_error, is_codeck_path
 from claybot.api.openai_errors import is_openai_path, openai_error, openai_error_headers
 from claybot.api.seed_errors import is_seed_path, seed_error
 
@@ -23,4 +25,6 @@ def reshaped(
     if is_openai_path(path):
         status, body = openai_error(status, code, message, field)
         return status, body, openai_error_headers(status)
+    if is_codeck_path(path):
+        return status, codeck_error(code, message, field), {}
     return None

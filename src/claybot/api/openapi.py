@@ -8,7 +8,7 @@
   routes that can answer it), so those are removed.
 - Any route that writes (POST, PUT, DELETE) can meet a full disk (507) or a failed
   write (503): the error handlers answer those for every route, so they are added to
-  every such operation here rather than to each route by hand.
+  every such operation here rather than to each route by hand (in the path's shape).
 - The routes name their error bodies by ``$ref`` (see ``responses.py``), so the
   error models are added to the components here.
 """
@@ -21,6 +21,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from claybot.api.codeck_errors import is_codeck_path
 from claybot.api.responses import (
     DESCRIPTIONS,
     ERROR_MODELS,
@@ -66,9 +67,11 @@ def _error_models(schemas: dict[str, Any]) -> None:
 
 
 def _write_errors(document: Document) -> None:
-    body = {"application/json": {"schema": {"$ref": SCHEMAS_REF + "ErrorBody"}}}
-    for path in document.get("paths", {}).values():
-        for method, operation in path.items():
+    for path, operations in document.get("paths", {}).items():
+        # The engine's error body, or codeck's on the paths its client calls.
+        model = "CodeckError" if is_codeck_path(path) else "ErrorBody"
+        body = {"application/json": {"schema": {"$ref": SCHEMAS_REF + model}}}
+        for method, operation in operations.items():
             if method not in ("post", "put", "delete"):
                 continue
             responses = operation.setdefault("responses", {})

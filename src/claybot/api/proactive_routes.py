@@ -1,13 +1,21 @@
 """Proactive agents (seed 004) under ``/api/agents``, and their WebSocket.
 
 On the socket these are the owner's; on TCP they need ``agents:read`` (GET and
-the WebSocket) or ``agents:write`` (everything else).
+the WebSocket) or ``agents:write`` (everything else). Errors come in the shape
+codeck's web client reads (``codeck_errors.py``).
+
+The WebSocket speaks two dialects of the same ``{type, data}`` messages (see
+``stream_messages``): ClayBot's at ``/api/agents/ws`` (every message, ``agent:list``
+first) and codeck's at ``/`` (``codeck_routes.py``: only the types its client knows).
+Both send ``{"type": "heartbeat"}`` after ``proactive.wsHeartbeatS`` of silence.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, WebSocket, WebSocketDisconnect
@@ -22,23 +30,32 @@ from claybot.api.models.proactive import (
     ProactiveRunQueued,
 )
 from claybot.api.proactive_bodies import CreateAgentInput, UpdateAgentInput
-from claybot.api.responses import BODY_ERRORS, errors
+from claybot.api.responses import BODY_ERRORS, codeck_errors
 from claybot.engine.engine import Engine
+from claybot.proactive.broadcast import Message
 from claybot.proactive.service import ProactiveService
 
-router = APIRouter(prefix="/api/agents", tags=["proactive agents"], route_class=AnswerRoute)
+router = APIRouter(
+    prefix="/api/agents",
+    tags=["proactive agents"],
+    route_class=AnswerRoute,
+    responses=codeck_errors(500),  # a bug, answered in codeck's shape too
+)
 
 WS_OVERFLOW_CODE = 1013  # "try again later": the client fell too far behind
 WS_GOING_AWAY_CODE = 1001
+HEARTBEAT: Message = {"type": "heartbeat"}
+# The latest time ``?ts=`` may name (9999-12-31): past it no execution could have a stamp.
+MAX_TS_MS = 253_402_300_799_999
 
 
-def _service(engine: Any) -> ProactiveService:
+def service_in(engine: Any) -> ProactiveService:
     assert isinstance(engine, Engine)
     return engine.proactive
 
 
 def service_of(request: Request) -> ProactiveService:
-    return _service(request.app.state.engine)
+    return service_in(request.app.state.engine)
 
 
 def _one(agent: dict[str, Any]) -> OneProactiveAgent:
@@ -49,7 +66,7 @@ def _one(agent: dict[str, Any]) -> OneProactiveAgent:
     "",
     status_code=201,
     summary="Create a proactive agent",
-    responses=errors(*BODY_ERRORS, 409, 503),
+    responses=codeck_errors(*BODY_ERRORS, 409, 503),
 )
 async def create_agent(request: Request, body: CreateAgentInput) -> OneProactiveAgent:
     return _one(await service_of(request).create(body))
@@ -62,7 +79,7 @@ async def list_agents(request: Request) -> ProactiveAgentList:
     )
 
 
-@router.get("/{agentId}", summary="A proactive agent's detail", responses=errors(404))
+@router.get("/{agentId}", summary="A proactive agent's detail", responses=codeck_errors(404))
 async def get_agent(request: Request, agentId: str) -> OneProactiveAgent:
     return _one(service_of(request).detail(agentId))
 
@@ -70,7 +87,7 @@ async def get_agent(request: Request, agentId: str) -> OneProactiveAgent:
 @router.put(
     "/{agentId}",
     summary="Change an agent's configuration (only the fields given)",
-    responses=errors(*BODY_ERRORS, 404, 503),
+    responses=codeck_errors(*BODY_ERRORS, 404, 503),
 )
 async def update_agent(request: Request, agentId: str, body: UpdateAgentInput) -> OneProactiveAgent:
     return _one(await service_of(request).update(agentId, body))
@@ -79,7 +96,7 @@ async def update_agent(request: Request, agentId: str, body: UpdateAgentInput) -
 @router.post(
     "/{agentId}/pause",
     summary="Pause an agent (its schedule stops)",
-    responses=errors(404, 503),
+    responses=codeck_errors(404, 503),
 )
 async def pause_agent(request: Request, agentId: str) -> OneProactiveAgent:
     return _one(await service_of(request).pause(agentId))
@@ -88,7 +105,7 @@ async def pause_agent(request: Request, agentId: str) -> OneProactiveAgent:
 @router.post(
     "/{agentId}/resume",
     summary="Resume an agent (failures reset, schedule restarts)",
-    responses=errors(404, 503),
+    responses=codeck_errors(404, 503),
 )
 async def resume_agent(request: Request, agentId: str) -> OneProactiveAgent:
     return _one(await service_of(request).resume(agentId))
@@ -98,14 +115,16 @@ async def resume_agent(request: Request, agentId: str) -> OneProactiveAgent:
     "/{agentId}/execute",
     status_code=202,
     summary="Run an agent now (queued)",
-    responses=errors(404, 409, 503),
+    responses=codeck_errors(404, 409, 503),
 )
 async def execute_agent(request: Request, agentId: str) -> ProactiveRunQueued:
     queued = await service_of(request).trigger(agentId)
     return ProactiveRunQueued.model_validate({"ok": True, "agentId": agentId, **queued})
 
 
-@router.delete("/{agentId}", summary="Delete an agent and its files", responses=errors(404, 503))
+@router.delete(
+    "/{agentId}", summary="Delete an agent and its files", responses=codeck_errors(404, 503)
+)
 async def delete_agent(request: Request, agentId: str) -> ProactiveAgentDeleted:
     await service_of(request).delete(agentId)
     return ProactiveAgentDeleted(ok=True, id=agentId)
@@ -113,23 +132,36 @@ async def delete_agent(request: Request, agentId: str) -> ProactiveAgentDeleted:
 
 @router.get(
     "/{agentId}/logs",
-    summary="An execution's clean log (text/plain): the newest, or ?executionId=",
+    summary="An execution's clean log (text/plain): the newest, or ?executionId= or ?ts=",
     response_class=PlainTextResponse,
-    responses=errors(404, 422),
+    responses=codeck_errors(404, 422),
 )
 async def agent_logs(
     request: Request,
     agentId: str,
     executionId: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
+    ts: Annotated[
+        int | None,
+        Query(
+            ge=0,
+            le=MAX_TS_MS,
+            description="The execution that started then (its `startedAt`, Unix "
+            "milliseconds), as seed 004's client asks; `executionId` wins when both are given",
+        ),
+    ] = None,
 ) -> FileResponse:
-    path = await service_of(request).log_path(agentId, executionId)
+    service = service_of(request)
+    if executionId is None and ts is not None:
+        path = await service.log_path(agentId, started_at=ts)
+    else:
+        path = await service.log_path(agentId, executionId)
     return FileResponse(path, media_type="text/plain; charset=utf-8")
 
 
 @router.get(
     "/{agentId}/executions",
     summary="Execution history, newest first",
-    responses=errors(404, 422),
+    responses=codeck_errors(404, 422),
 )
 async def agent_executions(
     request: Request,
@@ -144,7 +176,7 @@ async def agent_executions(
     "/{agentId}/output",
     summary="The running (or last) execution's output so far (text/plain)",
     response_class=PlainTextResponse,
-    responses=errors(404),
+    responses=codeck_errors(404),
 )
 async def agent_output(request: Request, agentId: str) -> PlainTextResponse:
     return PlainTextResponse(service_of(request).live_output(agentId))
@@ -152,22 +184,54 @@ async def agent_output(request: Request, agentId: str) -> PlainTextResponse:
 
 @router.websocket("/ws")
 async def agents_ws(websocket: WebSocket) -> None:
-    """``{type, data}``: ``agent:list`` first, then updates, output, executions, misfires."""
-    service = _service(websocket.app.state.engine)
+    """``{type, data}``: ``agent:list`` first, then updates, output, executions, misfires,
+    and heartbeats."""
+    await stream_messages(
+        websocket,
+        lambda service: {"type": "agent:list", "data": {"agents": service.summaries()}},
+        lambda message: True,
+    )
+
+
+async def stream_messages(
+    websocket: WebSocket,
+    greeting: Callable[[ProactiveService], Message],
+    wanted: Callable[[Message], bool],
+) -> None:
+    """The service's messages to one client: ``greeting`` first, then those ``wanted``,
+    and a heartbeat whenever nothing was sent for ``proactive.wsHeartbeatS``.
+
+    The clock of the heartbeat is what this client was sent, not what the service
+    published: messages it does not want must not keep a client in silence.
+    """
+    engine = websocket.app.state.engine
+    service = service_in(engine)
+    interval_s = engine.settings.proactive.ws_heartbeat_s
     listener = service.broadcaster.listen()  # before the snapshot: nothing falls in between
     await websocket.accept()
 
     async def until_disconnected() -> None:
-        with contextlib.suppress(WebSocketDisconnect):
-            while True:
-                await websocket.receive_text()  # clients have nothing to say; drain pings
+        # Clients have nothing to say here (codeck's sends its terminals' messages,
+        # which no terminal here reads): whatever comes, text or bytes, is drained.
+        while (await websocket.receive())["type"] != "websocket.disconnect":
+            pass
 
     receiver = asyncio.create_task(until_disconnected())
     receiver.add_done_callback(lambda _: listener.close())
     try:
-        await websocket.send_json({"type": "agent:list", "data": {"agents": service.summaries()}})
-        async for message in listener:
-            await websocket.send_json(message)
+        await websocket.send_json(greeting(service))
+        sent_at = time.monotonic()
+        while True:
+            try:
+                async with asyncio.timeout(sent_at + interval_s - time.monotonic()):
+                    message = await listener.next()
+            except TimeoutError:
+                message = HEARTBEAT
+            if message is None:
+                break
+            if message is HEARTBEAT or wanted(message):
+                await websocket.send_json(message)
+                sent_at = time.monotonic()
         if not receiver.done():
             code = WS_OVERFLOW_CODE if listener.overflowed else WS_GOING_AWAY_CODE
             await websocket.close(code=code)
@@ -176,5 +240,5 @@ async def agents_ws(websocket: WebSocket) -> None:
     finally:
         listener.close()
         receiver.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
+        with contextlib.suppress(asyncio.CancelledError, WebSocketDisconnect, RuntimeError):
             await receiver

@@ -145,5 +145,32 @@ def openai_errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return _table(statuses, OPENAI_DESCRIPTIONS, OpenAIError)
 
 
+class CodeckError(BaseModel):
+    """codeck's error body, on the paths its web client calls (see ``codeck_errors.py``)."""
+
+    ok: Literal[False]
+    error: str = Field(description="What went wrong, for people (codeck's client shows it)")
+    code: str = Field(description="What went wrong, for programs: `agent_not_found`, …")
+    field: str | SkipJsonSchema[None] = Field(
+        default=None, description="The input to blame", json_schema_extra=drop_null_default
+    )
+
+
+CODECK_DESCRIPTIONS: dict[int, str] = {
+    **DESCRIPTIONS,
+    401: "Unauthorized: the API key is unknown or revoked (codeck's client logs out)",
+    403: "Forbidden: the API key lacks the scope the route needs",
+    429: "Too many wrong keys from this address; retry after `Retry-After` seconds",
+}
+
+
+def codeck_errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """``responses=`` for the routes codeck's web client calls: its error shape."""
+    table = _table(statuses, CODECK_DESCRIPTIONS, CodeckError)
+    if 429 in table:
+        table[429]["headers"] = RETRY_AFTER
+    return table
+
+
 # The models the tables above name: ``openapi.refine`` adds them to the components.
-ERROR_MODELS: tuple[type[BaseModel], ...] = (ErrorBody, SeedError, OpenAIError)
+ERROR_MODELS: tuple[type[BaseModel], ...] = (ErrorBody, SeedError, OpenAIError, CodeckError)

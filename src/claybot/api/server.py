@@ -3,13 +3,22 @@
 The sockets are bound here rather than by uvicorn: the Unix socket must be 0600
 from the moment it exists (uvicorn would chmod it 0666), and binding TCP port 0
 tells us the real port before serving starts.
+
+uvicorn logs a WebSocket handshake's path with its query string, and a browser's
+WebSocket can carry its key only there (``?token=``, codeck's client). The TCP
+listener takes the token out of the query before uvicorn logs the line
+(``tcp_auth.take_query_token``); ``QueryTokenFilter`` is the second lock, for any line
+that would still carry one (the socket's, or the websockets library's request line
+at the debug level).
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import os
+import re
 import socket
 from collections.abc import Generator
 from pathlib import Path
@@ -65,6 +74,35 @@ def bind_tcp_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+TOKEN_IN_QUERY = re.compile(r"(?i)([?&]token=)[^&\s\"']+")
+UVICORN_LOGGERS = ("uvicorn.error", "uvicorn.access")
+
+
+def _redacted(value: object) -> object:
+    return TOKEN_IN_QUERY.sub(r"\1[redacted]", value) if isinstance(value, str) else value
+
+
+class QueryTokenFilter(logging.Filter):
+    """Replaces the value of any ``token=`` of a URL's query in a log line. The message
+    and its arguments are redacted each in place: uvicorn's access formatter unpacks
+    the arguments, so they keep their number and order."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = _redacted(record.msg)
+        if isinstance(record.args, tuple):
+            record.args = tuple(_redacted(arg) for arg in record.args)
+        return True
+
+
+def redact_query_tokens() -> None:
+    """Put ``QueryTokenFilter`` on uvicorn's loggers (once: uvicorn's own logging setup,
+    which each server's config runs, keeps a logger's filters)."""
+    for name in UVICORN_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, QueryTokenFilter) for f in logger.filters):
+            logger.addFilter(QueryTokenFilter())
+
+
 class _Server(uvicorn.Server):
     """A uvicorn server that leaves signal handling to the engine."""
 
@@ -81,4 +119,5 @@ def make_server(app: ASGIApp) -> uvicorn.Server:
         access_log=False,
         timeout_graceful_shutdown=3,
     )
+    redact_query_tokens()
     return _Server(config)

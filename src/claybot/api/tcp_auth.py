@@ -5,6 +5,12 @@ wrapped in ``ApiKeyMiddleware``: ``Authorization: Bearer cb_...``, the route's
 scope (``admin`` passes every check), and the key's rate limit. A client address
 that keeps presenting unknown keys has its failures answered 429, mostly without a
 lookup, while its valid keys still get in (``claybot.api.key_check``).
+
+A browser cannot set a header on a WebSocket, so codeck's web client sends its key as
+``?token=`` of the WebSocket's URL. A WebSocket (and only a WebSocket) without a key
+in its headers may bring it there. Either way the token leaves the query string here,
+before anything reads the scope: uvicorn's log line of the handshake, the routes and
+their error logs never see it (``take_query_token``).
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import json
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
+from urllib.parse import unquote_plus
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -30,9 +37,15 @@ log = logging.getLogger(__name__)
 
 # Paths any valid key may read, whatever its scopes: the API's own description.
 OPEN_PATHS = frozenset({"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
-# Paths that need no key at all: seed 002's health check (it says nothing of the engine).
-PUBLIC_PATHS = frozenset({"/api/v1/health"})
-READ_METHODS = frozenset({"GET", "HEAD"})
+# Paths that need no key at all: seed 002's health check (it says nothing of the engine),
+# and codeck's login, whose body brings the key (it checks it, with the failure limit).
+PUBLIC_PATHS = frozenset({"/api/v1/health", "/api/auth/status", "/api/auth/login"})
+# codeck's WebSocket: at the root, where its client connects (HTTP / is the dashboard's).
+CODECK_WS_PATH = "/"
+QUERY_TOKEN = "token"
+# A WebSocket's scope has no method: it is checked as this one, which only reads here.
+WEBSOCKET = "WEBSOCKET"
+READ_METHODS = frozenset({"GET", "HEAD", WEBSOCKET})
 ScopeTable = Callable[[str, str], str | None]
 
 
@@ -55,6 +68,10 @@ def required_scope(method: str, path: str) -> str | None:
         return "chat"  # the OpenAI-compatible door
     if _under(path, "/api/agents"):
         return "agents:read" if method in READ_METHODS else "agents:write"
+    if path == CODECK_WS_PATH and method == WEBSOCKET:
+        return "agents:read"  # codeck's WebSocket (HTTP / is the dashboard's)
+    if path == "/api/files":
+        return "agents:read"  # codeck's folder picker, for an agent's cwd
     if _under(path, "/api/v1/jobs"):
         if method in READ_METHODS:
             return "jobs:read"
@@ -92,6 +109,9 @@ class ApiKeyMiddleware:
             await self.app(scope, receive, send)  # the dashboard's session cookie decides
             return
         presented = _bearer(scope)
+        if scope["type"] == "websocket":
+            from_query = take_query_token(scope)
+            presented = presented if presented is not None else from_query
         if presented is None:
             await _deny(
                 scope, send, 401, "unauthorized",
@@ -125,7 +145,8 @@ class ApiKeyMiddleware:
             else:
                 await _deny(scope, send, 401, "unauthorized", "the API key is unknown or revoked")
             return
-        needed = self.required_scope(str(scope.get("method", "GET")), str(scope["path"]))
+        method = WEBSOCKET if scope["type"] == "websocket" else str(scope.get("method", "GET"))
+        needed = self.required_scope(method, path)
         if not record.allows(needed):
             await _deny(scope, send, 403, "forbidden", f"this API key lacks the scope {needed!r}")
             return
@@ -174,6 +195,29 @@ def _bearer(scope: Scope) -> str | None:
                 return None
             return token
     return None
+
+
+def take_query_token(scope: Scope) -> str | None:
+    """The first ``token`` of the query string, removed (every one) from ``scope`` itself.
+
+    The scope is changed in place, not copied, on purpose: the server holds the same
+    dict and logs the handshake's path and query from it.
+    """
+    query = bytes(scope.get("query_string", b""))
+    if not query:
+        return None
+    parts = query.split(b"&")
+    kept: list[bytes] = []
+    token: str | None = None
+    for part in parts:
+        name, _, value = part.partition(b"=")
+        if unquote_plus(name.decode("latin-1")) != QUERY_TOKEN:
+            kept.append(part)
+        elif token is None:
+            token = unquote_plus(value.decode("latin-1")).strip()
+    if len(kept) != len(parts):
+        scope["query_string"] = b"&".join(kept)
+    return token if token and " " not in token else None
 
 
 async def _deny(

@@ -56,8 +56,12 @@ class EngineClient:
         if response.status_code >= 400:
             body = _json_of(response)
             error = body.get("error", {}) if isinstance(body, dict) else {}
-            if isinstance(error, str):  # seed 002's shape on /api/v1: {error, code}
-                error = {"code": body.get("code", "error"), "message": error}
+            if isinstance(error, str):  # {error, code, field?}: seed 002's, and codeck's
+                error = {
+                    "code": body.get("code", "error"),
+                    "message": error,
+                    "field": body.get("field"),
+                }
             raise EngineApiError(
                 response.status_code,
                 str(error.get("code", "error")),

@@ -100,6 +100,9 @@ class ProactiveSettings(CamelModel):
     workspace: str | None = None  # an agent's cwd must lie inside; default <home>/workspace
     # The zone of a schedule when the agent names none; default: engine.timezone.
     default_timezone: str | None = Field(default=None, min_length=1, max_length=64)
+    # A WebSocket client that hears nothing for a while takes the connection for dead
+    # (codeck's after 45 s): a `heartbeat` message goes out after this much silence.
+    ws_heartbeat_s: float = Field(default=25.0, ge=0.1, le=40.0)
 
     @field_validator("default_timezone")
     @classmethod

@@ -38,11 +38,15 @@ class Listener:
             self._queue.get_nowait()
         self._queue.put_nowait(None)
 
+    async def next(self) -> Message | None:
+        """The next message, or None once the listener is closed."""
+        message = await self._queue.get()
+        if message is None:
+            self._queue.put_nowait(None)  # closed for good: every later call says so too
+        return message
+
     async def __aiter__(self) -> AsyncIterator[Message]:
-        while True:
-            message = await self._queue.get()
-            if message is None:
-                return
+        while (message := await self.next()) is not None:
             yield message
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import secrets
 import uuid
 from collections.abc import Callable, Mapping
@@ -50,6 +51,8 @@ from claybot.proactive.store import ProactiveStore, execution_stamp
 from claybot.scheduling.schedule import CronSchedule, ScheduleError
 
 log = logging.getLogger(__name__)
+
+MAX_FOLDERS_LISTED = 1000  # a folder picker's page; a workspace with more is cut short
 
 
 @dataclass(frozen=True)
@@ -217,10 +220,19 @@ class ProactiveService:
         results = await asyncio.to_thread(self.store.results, agent_id, limit)
         return [result.to_wire() for result in results]
 
-    async def log_path(self, agent_id: str, execution_id: str | None = None) -> Path:
-        """The ``.log`` of the newest execution, or of the one with this id."""
+    async def log_path(
+        self, agent_id: str, execution_id: str | None = None, started_at: int | None = None
+    ) -> Path:
+        """The ``.log`` of the newest execution, of the one with this id, or of the one
+        that started at ``started_at`` (its ``startedAt``, as seed 004's client asks)."""
         self._get(agent_id)
         stamp: str | None = None
+        if started_at is not None:
+            stamp = execution_stamp(started_at)
+            path = await asyncio.to_thread(self.store.log_path, agent_id, stamp)
+            if path is None:
+                raise NothingToShow(f"no execution of this agent started at {started_at}", "ts")
+            return path
         if execution_id is not None:
             results = await asyncio.to_thread(self.store.results, agent_id, 10_000)
             match = next((r for r in results if r.executionId == execution_id), None)
@@ -231,6 +243,29 @@ class ProactiveService:
         if path is None:
             raise NothingToShow("this agent has no execution log yet", "id")
         return path
+
+    def folders(self, relative: str) -> tuple[str, list[str]]:
+        """The workspace folder at ``relative`` (resolved) and the names of the folders in
+        it that lie inside the workspace too: where an agent's ``cwd`` may be. Hidden
+        folders are left out, and no file is named."""
+        where = Path(self.resolve_cwd(relative or "."))
+        workspace = self.workspace.resolve()
+        names: list[str] = []
+        try:
+            with os.scandir(where) as entries:
+                for entry in entries:
+                    if entry.name.startswith(".") or not entry.is_dir():
+                        continue
+                    target = Path(entry.path).resolve()
+                    if target == workspace or workspace in target.parents:
+                        names.append(entry.name)
+                    if len(names) >= MAX_FOLDERS_LISTED:
+                        break
+        except OSError as exc:  # not readable, or gone meanwhile
+            raise InvalidAgentInput(
+                f"{relative!r} cannot be listed: {exc.strerror}", "cwd"
+            ) from exc
+        return str(where), sorted(names)
 
     def live_output(self, agent_id: str) -> str:
         text = self._get(agent_id).live.text()
@@ -382,9 +417,13 @@ class ProactiveService:
                 "folder that holds this one",
                 "cwd",
             )
-        if not where.exists():
+        try:
+            exists, is_dir = where.exists(), where.is_dir()
+        except OSError as exc:  # a name too long for the file system, a folder not readable
+            raise InvalidAgentInput(f"cwd {raw!r} cannot be used: {exc.strerror}", "cwd") from exc
+        if not exists:
             raise InvalidAgentInput(f"cwd {raw!r} does not exist", "cwd")
-        if not where.is_dir():
+        if not is_dir:
             raise InvalidAgentInput(f"cwd {raw!r} is not a directory", "cwd")
         return str(where)
 
