@@ -702,22 +702,9 @@ class CronScheduler:
                 await self.rescan()
 
     def listing(self) -> list[dict[str, Any]]:
-        """Each task, with its next and last run. ``id`` and ``lastRunAt`` are seed
-        000's names (the original ClayBot dashboard reads them): ``taskId``, and the
-        instant of the last run, in ISO 8601."""
         result = []
         for task in sorted(self.tasks.values(), key=lambda t: t.spec.name):
             runs = self.ledger.runs(task.id)
-            upcoming = self.next_run(task.id)
-            last = runs.last_finished
-            result.append(
-                {
-                    **task.to_dict(),
-                    "nextRunAt": upcoming.isoformat() if upcoming else None,
-                    "lastRun": last,
-                    "running": bool(self._running.get(task.id)),
-                    "id": task.id,
-                    "lastRunAt": from_ms(int(last["at"])).isoformat() if last else None,
-                }
-            )
+            running = bool(self._running.get(task.id))
+            result.append(task.listing(runs.last_finished, self.next_run(task.id), running))
         return result
