@@ -147,7 +147,8 @@ async def test_another_users_agent_reaches_a_received_file_by_no_file_tool(
     assert ask["isError"] and "no agent may be granted another's" in ask["text"]
     assert SECRET.decode() not in str(bob_outputs)
 
-    assert ann_outputs["ann-read"] == {"isError": False, "text": SECRET.decode()}
+    read_back = ann_outputs["ann-read"]
+    assert (read_back["isError"], read_back["text"]) == (False, SECRET.decode())
     for ask in ("ann-append", "ann-overwrite"):
         assert ann_outputs[ask]["isError"], ann_outputs[ask]
         assert "no agent may write there" in ann_outputs[ask]["text"]

@@ -73,7 +73,7 @@ async def test_send_file_sends_the_file_once_and_it_can_be_fetched(paths: HomePa
         {"match": "Sent map.png", "response": "There it is."},
     ]  # fmt: skip
     write_settings(paths, rules_settings(rules))
-    async with running_engine(paths) as (_, api, events):
+    async with running_engine(paths) as (engine, api, events):
         agent_id = await post(api, "send me the map")
         final = await final_reply(events, agent_id)
         assert final.payload["message"]["text"] == "There it is."
@@ -85,10 +85,14 @@ async def test_send_file_sends_the_file_once_and_it_can_be_fetched(paths: HomePa
         served = await api.get(f"/v1/engine/files/{file['id']}")
         assert served.status_code == 200 and served.content == PNG
         records = await history(api, agent_id)
+        where = engine.files.location(file["id"])
     # The history keeps the message with its file (what keeps the file from collection),
     # under the outgoing id the event carried, naming the call that sent it.
     (recorded,) = [r for r in records if r["type"] == "assistant_message" and r["files"]]
-    assert recorded["outgoingId"] == sent["id"] and recorded["files"] == [file]
+    # Beside the reference, where the store keeps its bytes (what seed 000's dashboard shows).
+    placed = [{k: v for k, v in f.items() if k != "path"} for f in recorded["files"]]
+    assert recorded["outgoingId"] == sent["id"] and placed == [file]
+    assert recorded["files"][0]["path"] == str(where)
     calls = [c for r in records if r["type"] == "assistant_message" for c in r["toolCalls"]]
     assert [c["name"] for c in calls] == ["send_file"]
     assert recorded["toolCallId"] == calls[0]["id"]
@@ -159,7 +163,8 @@ async def test_only_user_agents_have_send_file(paths: HomePaths) -> None:
                    ("user", "subagent", "cron", "heartbeat", "job")}  # fmt: skip
     assert child != agent_id
     (result,) = [r for r in child_records if r["type"] == "tool_result"]
-    assert result["output"] == {"text": "Unknown tool 'send_file'.", "isError": True}
+    output = result["output"]
+    assert (output["text"], output["isError"]) == ("Unknown tool 'send_file'.", True)
     assert with_files(events) == []
     assert "send_file" in visible["user"]
     assert all("send_file" not in names for kind, names in visible.items() if kind != "user")

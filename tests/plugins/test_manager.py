@@ -425,3 +425,32 @@ async def test_an_unload_that_fails_still_unloads(harness: Harness) -> None:
 
     assert harness.registries.tools.names() == []
     assert manager.configured()[0]["enabled"] is False
+
+
+async def test_follow_runs_what_an_edited_settings_file_says(harness: Harness) -> None:
+    """``follow`` (``POST /v1/engine/reload``): settings.json edited behind the engine's
+    back is what runs: a removed instance stops, one with new settings starts again with
+    them, a new enabled one loads, and the file itself is left as it was written."""
+    manager = harness.manager()
+    await manager.load("clock", settings={"timezone": "Europe/Paris"})
+    await manager.load("clock", "clock-b", settings={"toolName": "time_b"})
+    edited = {
+        "plugins": [
+            {"instanceId": "clock", "pluginId": "clock", "settings": {"timezone": "UTC"}},
+            {"instanceId": "clock-c", "pluginId": "clock", "settings": {"toolName": "time_c"}},
+        ]
+    }
+    harness.write_settings_json(edited)
+
+    await manager.follow(harness.config.read_settings())
+
+    assert [p["id"] for p in manager.plugin_summaries()] == ["clock", "clock-c"]
+    assert sorted(harness.registries.tools.names()) == ["current_time", "time_c"]
+    tool = harness.registries.tools.get("current_time")
+    assert tool is not None
+    assert await tool.run(tool.parameters(), CONTEXT) == "2024-01-15T12:00:00+00:00"
+    assert [e["id"] for e in harness.events_of("plugin.unloaded")] == ["clock", "clock-b"]
+    assert harness.settings_json() == edited
+
+    await manager.follow(harness.config.read_settings())  # nothing changed: nothing moves
+    assert [e["id"] for e in harness.events_of("plugin.unloaded")] == ["clock", "clock-b"]

@@ -535,8 +535,17 @@ class AgentSystem:
         return [self.agent_listing(agent_id) for _, agent_id in chosen], len(matching)
 
     def background_agents(self) -> list[dict[str, Any]]:
-        """Subagents as persisted on disk (no live inbox status, seed 000)."""
-        return self.directory.background_agents()
+        """Subagents as persisted on disk (no live inbox status, seed 000), each with
+        its ``lifecycle`` (in memory or not) and, as seed 000 has it, ``pending`` 0."""
+        loaded = self.residency.loaded
+        return [
+            {
+                **agent,
+                "lifecycle": "active" if agent["agentId"] in loaded else "sleeping",
+                "pending": 0,
+            }
+            for agent in self.directory.background_agents()
+        ]
 
     def conversations(self, connector: str) -> list[IndexEntry]:
         """The user agents of one connector, oldest first: from memory, no file read."""

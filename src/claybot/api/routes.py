@@ -13,6 +13,7 @@ from fastapi.responses import StreamingResponse
 from claybot.agents.system import AgentNotFound
 from claybot.api.bounds import INT64_MAX
 from claybot.api.history_stream import whole_history_response
+from claybot.api.history_view import FilePath, seed_chunks, seed_records
 from claybot.api.models.agents import (
     AgentList,
     AgentReset,
@@ -38,6 +39,7 @@ from claybot.api.sse import EventStream
 from claybot.api.uploads import attached
 from claybot.connectors.base import InboundMessage
 from claybot.engine.engine import Engine
+from claybot.engine.status import seed_status
 from claybot.kernel.errors import ClayError, NotFound
 
 router = APIRouter(prefix="/v1/engine", route_class=AnswerRoute)
@@ -52,12 +54,40 @@ def engine_of(request: Request) -> Engine:
     return engine
 
 
+def stored_file_path(engine: Engine) -> FilePath:
+    """Where the engine's file store keeps a file's bytes ("" for what is no file id)."""
+
+    def file_path(file_id: str) -> str:
+        location = engine.files.location(file_id)
+        return "" if location is None else str(location)
+
+    return file_path
+
+
 # -- status ---------------------------------------------------------------------
 
 
 @router.get("/status", summary="Engine status with named plugins, connectors and providers")
 async def status(request: Request) -> EngineStatus:
-    return EngineStatus.model_validate({"ok": True, **engine_of(request).status()})
+    status = engine_of(request).status()
+    return EngineStatus.model_validate({"ok": True, **status, "status": seed_status(status)})
+
+
+@router.post(
+    "/reload",
+    summary="Apply settings.json as it is on disk: providers and plugin instances",
+    description=(
+        "What seed 000's CLI asks for after it edits settings.json (`claybot add`, "
+        "`remove`, `providers`). Plugin instances the file no longer enables, or enables "
+        "with other settings, are stopped; enabled ones that are not running are loaded "
+        "(a failure is listed in `GET /v1/engine/plugins`' `failures`, as at boot); the "
+        "providers are built again. A settings.json that does not load changes nothing "
+        "(500, `config_invalid`)."
+    ),
+)
+async def reload(request: Request) -> Ok:
+    await engine_of(request).configuration.reload()
+    return Ok(ok=True)
 
 
 @router.post("/shutdown", summary="Stop the engine gracefully")
@@ -108,9 +138,10 @@ async def agent_history(
     ] = None,
 ) -> AgentHistory | StreamingResponse:
     engine = engine_of(request)
+    file_path = stored_file_path(engine)
     if limit is None and before is None and after is None:
         total, chunks = await engine.agents.whole_history(agentId)
-        return whole_history_response(agentId, total, chunks)
+        return whole_history_response(agentId, total, seed_chunks(chunks, file_path))
     limit = PAGE_LIMIT if limit is None else limit
     if after is not None and before is not None:
         # Paging forward from ``after``; the records from ``before`` on are left out.
@@ -120,7 +151,12 @@ async def agent_history(
         page = await engine.agents.history(agentId, after=after, before=before, limit=limit)
         records = page.records
     return AgentHistory.model_validate(
-        {"ok": True, "agentId": agentId, "total": page.total, "records": records}
+        {
+            "ok": True,
+            "agentId": agentId,
+            "total": page.total,
+            "records": seed_records(records, file_path),
+        }
     )
 
 

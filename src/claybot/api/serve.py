@@ -1,7 +1,9 @@
 """Running an engine in the foreground: ``claybot start``.
 
 Startup: take the home's lock, start the engine, bind the socket (0600) and TCP,
-write the pid file, print where it listens. SIGTERM/SIGINT (or POST
+write the pid file, print where it listens. When settings.json's ``engine.socketPath``
+names another socket, the engine answers there too (seed 000's clients connect to
+it), with the home's socket still the one ClayBot's own clients use. SIGTERM/SIGINT (or POST
 /v1/engine/shutdown): stop accepting, end event streams, let running turns finish
 (or leave them durably pending), flush, remove the socket and pid file.
 """
@@ -9,21 +11,34 @@ write the pid file, print where it listens. SIGTERM/SIGINT (or POST
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
+import logging
 import os
 import signal
+import socket
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from claybot.api.app import create_app
 from claybot.api.banner import ReadyEngine, home_flag, ready_banner
-from claybot.api.server import bind_tcp_socket, bind_unix_socket, make_server
+from claybot.api.relay_guard import RelayedWritesRefused
+from claybot.api.server import (
+    bind_configured_socket,
+    bind_tcp_socket,
+    bind_unix_socket,
+    make_server,
+)
 from claybot.api.tcp_auth import ApiKeyMiddleware
 from claybot.config.home import HomePaths
+from claybot.config.settings import Settings
 from claybot.engine.engine import Engine, EngineOptions
 from claybot.engine.instance import InstanceLock
 from claybot.kernel.event_loop import event_loop_runner
 from claybot.kernel.service_notify import READY, STOPPING, ServiceNotifier
+
+log = logging.getLogger(__name__)
 
 DRAIN_TIMEOUT_S = 10.0
 
@@ -42,17 +57,22 @@ async def serve(
     engine = Engine(paths, options)
     stop = asyncio.Event()
     stopped_cleanly = False
+    configured: ConfiguredSocket | None = None
     try:
         await engine.start()
         app = create_app(engine, request_shutdown=stop.set)
         freeze_boot_heap()
         unix_socket = bind_unix_socket(paths.socket)
+        configured = ConfiguredSocket.bind(paths, engine.settings)
         port = options.port if options.port is not None else engine.settings.engine.port
         tcp_socket = bind_tcp_socket(engine.settings.engine.host, port)
         engine.tcp_port = tcp_socket.getsockname()[1]
-        servers = [make_server(app), make_server(ApiKeyMiddleware(app, engine.keys))]
+        servers = [
+            make_server(RelayedWritesRefused(app)),
+            make_server(ApiKeyMiddleware(app, engine.keys)),
+        ]
         serving = [
-            asyncio.create_task(servers[0].serve(sockets=[unix_socket])),
+            asyncio.create_task(servers[0].serve(sockets=[unix_socket, *configured.sockets()])),
             asyncio.create_task(servers[1].serve(sockets=[tcp_socket])),
         ]
         loop = asyncio.get_running_loop()
@@ -93,7 +113,52 @@ async def serve(
     finally:
         if not stopped_cleanly:
             await engine.stop(0)
+        if configured is not None:
+            configured.remove()
         lock.release()
+
+
+class ConfiguredSocket:
+    """The socket settings.json's ``engine.socketPath`` names (relative: to the home),
+    when it is not the home's own. One that cannot be bound is logged, not fatal: the
+    engine still serves its home's socket."""
+
+    def __init__(self, path: Path | None, sock: socket.socket | None) -> None:
+        self.path = path
+        self._socket = sock
+        self._inode = path.stat().st_ino if path is not None and sock is not None else None
+
+    @classmethod
+    def bind(cls, paths: HomePaths, settings: Settings) -> ConfiguredSocket:
+        named = settings.engine.socket_path
+        if not named:
+            return cls(None, None)
+        path = Path(os.path.abspath(paths.home / Path(named).expanduser()))
+        if path == Path(os.path.abspath(paths.socket)):
+            return cls(None, None)
+        try:
+            return cls(path, bind_configured_socket(path))
+        except OSError as exc:
+            log.warning(
+                "settings.json's engine.socketPath %s cannot be served: %s; clients that "
+                "use it will not reach the engine (the home's socket %s still answers)",
+                path,
+                exc.strerror or exc,
+                paths.socket,
+                extra={"action": "engine.socket_path_unavailable", "path": str(path)},
+            )
+            return cls(path, None)
+
+    def sockets(self) -> list[socket.socket]:
+        return [] if self._socket is None else [self._socket]
+
+    def remove(self) -> None:
+        """Remove the socket file, if it is still the one this engine bound."""
+        if self.path is None or self._inode is None:
+            return
+        with contextlib.suppress(OSError):
+            if self.path.stat().st_ino == self._inode:
+                self.path.unlink()
 
 
 def freeze_boot_heap() -> None:

@@ -20,6 +20,7 @@ import logging
 import os
 import re
 import socket
+import stat
 from collections.abc import Generator
 from pathlib import Path
 
@@ -40,6 +41,32 @@ def bind_unix_socket(path: Path) -> socket.socket:
     sock.listen(1024)
     sock.setblocking(False)
     return sock
+
+
+class SocketPathTaken(OSError):
+    """The configured socket path holds something that is not a stale socket."""
+
+    def __init__(self, path: Path, what: str) -> None:
+        super().__init__(errno.EEXIST, f"{path} {what}")
+
+
+def bind_configured_socket(path: Path) -> socket.socket:
+    """The socket settings.json's ``engine.socketPath`` names, beside the home's: bound
+    0600 as that one is, in a folder made 0700 if there was none. What is there already
+    is replaced only if it is a socket nobody answers on (a crashed engine's); a file,
+    or a socket another process serves, is left alone (SocketPathTaken)."""
+    if path.is_symlink() or path.exists():
+        if not stat.S_ISSOCK(path.lstat().st_mode):
+            raise SocketPathTaken(path, "exists and is not a socket")
+        with contextlib.closing(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)) as probe:
+            try:
+                probe.connect(str(path))
+            except OSError:
+                pass  # stale: bind_unix_socket replaces it
+            else:
+                raise SocketPathTaken(path, "is served by another process")
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return bind_unix_socket(path)
 
 
 class PortInUse(OSError):

@@ -82,12 +82,7 @@ def list_tasks(home: HomeOption = None, as_json: JsonOption = False) -> None:
         ledger = RunLedger(config.paths.home / "cron" / LEDGER_FILE)
         ledger.read()
         listed = [
-            {
-                **task.to_dict(),
-                "nextRunAt": None,
-                "lastRun": ledger.runs(task.id).last_finished,
-                "running": False,
-            }
+            task.listing(ledger.runs(task.id).last_finished, None, False)
             for task in sorted(tasks.values(), key=lambda t: t.spec.name)
         ]
         return {"tasks": listed, "problems": [problem.to_dict() for problem in problems]}

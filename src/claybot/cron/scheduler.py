@@ -705,13 +705,6 @@ class CronScheduler:
         result = []
         for task in sorted(self.tasks.values(), key=lambda t: t.spec.name):
             runs = self.ledger.runs(task.id)
-            upcoming = self.next_run(task.id)
-            result.append(
-                {
-                    **task.to_dict(),
-                    "nextRunAt": upcoming.isoformat() if upcoming else None,
-                    "lastRun": runs.last_finished,
-                    "running": bool(self._running.get(task.id)),
-                }
-            )
+            running = bool(self._running.get(task.id))
+            result.append(task.listing(runs.last_finished, self.next_run(task.id), running))
         return result

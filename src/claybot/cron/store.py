@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from claybot.cron.task import (
     slugify,
 )
 from claybot.durable.atomic import atomic_write_bytes, atomic_write_json
+from claybot.kernel.clock import from_ms
 from claybot.scheduling.schedule import CronSchedule, ScheduleError
 
 TASK_FILE = "TASK.md"
@@ -61,6 +63,21 @@ class CronTask:
             "slug": self.slug,
             "path": str(self.directory / TASK_FILE),
             "prompt": self.prompt,
+        }
+
+    def listing(
+        self, last_run: dict[str, Any] | None, next_run: datetime | None, running: bool
+    ) -> dict[str, Any]:
+        """The task as ``GET /v1/engine/cron/tasks`` lists it, with its next and last
+        run. ``id`` and ``lastRunAt`` are seed 000's names (the original ClayBot
+        dashboard reads them): the task's id, and the instant of its last run."""
+        return {
+            **self.to_dict(),
+            "nextRunAt": next_run.isoformat() if next_run else None,
+            "lastRun": last_run,
+            "running": running,
+            "id": self.id,
+            "lastRunAt": from_ms(int(last_run["at"])).isoformat() if last_run else None,
         }
 
 

@@ -43,6 +43,15 @@ class LiveConfiguration:
         """Create the enabled providers in priority order; a broken one is reported, not fatal."""
         await self.providers.rebuild(self.settings, self.config.read_auth())
 
+    async def reload(self) -> None:
+        """Apply settings.json as it is on disk now: the providers are built again and
+        the plugin instances follow it (what seed 000's ``POST /v1/engine/reload`` did
+        after its CLI edited the file). ConfigError, and nothing changes, if it does not
+        load."""
+        self.reread()
+        await self.plugins.follow(self.settings)
+        await self.rebuild_providers()  # a plugin may have brought or taken a provider type
+
     # -- settings and auth --------------------------------------------------------------
 
     async def update_settings(self, settings: Settings) -> None:

@@ -91,6 +91,24 @@ def engine_status(engine: StatusSources) -> dict[str, Any]:
     }
 
 
+def seed_status(status: dict[str, Any]) -> dict[str, Any]:
+    """Seed 000's status object, as the original ClayBot's clients read it from the
+    answer's ``status`` (its dashboard shows these lists; its CLI's ``providers``
+    command reads ``providers`` as the ids of the providers the engine runs and looks
+    each up there). The lists are those of ``status`` itself, but ``providers``: the ids
+    of the providers that were built, where ``status["providers"]`` describes every
+    configured one."""
+    built = [p["id"] for p in (*status["inferenceProviders"], *status["imageProviders"])]
+    return {
+        "plugins": status["plugins"],
+        "providers": list(dict.fromkeys(built)),
+        "connectors": status["connectors"],
+        "inferenceProviders": status["inferenceProviders"],
+        "imageProviders": status["imageProviders"],
+        "tools": status["tools"],
+    }
+
+
 def _unbuilt_label(engine: StatusSources, provider_type: str, model: str | None) -> str:
     """A disabled provider's label, or one that failed to build: its kind and model."""
     kinds = {kind.type: kind.label for kind in engine.registries.providers.types()}

@@ -139,6 +139,11 @@ class FileStore:
             raise FileNotFound(f"no file {file_id!r}", field="fileId")
         return path
 
+    def location(self, file_id: str) -> Path | None:
+        """Where the bytes of a file with this id are kept, whether or not they are there
+        (no disk access); None for what is no file id."""
+        return self._blob(file_id) if SHA256.match(file_id) else None
+
     def reference(self, file_id: str, name: str) -> FileReference:
         """A stored file's reference under ``name``: its type sniffed again and its size
         read from the store, not taken from whoever names it."""

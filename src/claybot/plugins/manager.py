@@ -274,25 +274,52 @@ class PluginManager:
         what is not running.
         """
         async with self._lock:
-            current = settings if settings is not None else self._settings.read()
-            already_running = set(self._loaded)
-            for entry in current.plugins:
-                if not entry.enabled or entry.instance_id in already_running:
+            await self._restore_enabled(settings if settings is not None else self._settings.read())
+
+    async def follow(self, settings: Settings) -> None:
+        """Run what ``settings`` (settings.json as edited by hand or by another tool)
+        says: an instance it no longer has, or has disabled, or has with other settings,
+        is stopped (the file is left as it is); then every enabled instance that is not
+        running is loaded, as at boot (failures recorded, not raised)."""
+        async with self._lock:
+            wanted = {entry.instance_id: entry for entry in settings.plugins}
+            for instance_id, loaded in list(self._loaded.items()):
+                entry = wanted.get(instance_id)
+                if (
+                    entry is not None
+                    and entry.enabled
+                    and entry.plugin_id == loaded.plugin_id
+                    and entry.settings == loaded.stored.settings
+                ):
                     continue
-                try:
-                    loaded = await self._restore_one(entry)
-                except PluginError as exc:
-                    self._record_failure(entry, exc)
-                    continue
-                except Exception as exc:
-                    log.exception("restoring plugin instance %r failed", entry.instance_id)
-                    self._record_failure(
-                        entry, PluginLoadFailed(entry.instance_id, f"{type(exc).__name__}: {exc}")
-                    )
-                    continue
-                self._loaded[entry.instance_id] = loaded
-                self.failures.pop(entry.instance_id, None)
-                self._emit_loaded(loaded)
+                del self._loaded[instance_id]
+                await self._stop(loaded)
+                self._emit_unloaded(loaded)
+            for instance_id in list(self.failures):
+                entry = wanted.get(instance_id)
+                if entry is None or not entry.enabled:
+                    del self.failures[instance_id]  # no longer asked for
+            await self._restore_enabled(settings)
+
+    async def _restore_enabled(self, current: Settings) -> None:
+        already_running = set(self._loaded)
+        for entry in current.plugins:
+            if not entry.enabled or entry.instance_id in already_running:
+                continue
+            try:
+                loaded = await self._restore_one(entry)
+            except PluginError as exc:
+                self._record_failure(entry, exc)
+                continue
+            except Exception as exc:
+                log.exception("restoring plugin instance %r failed", entry.instance_id)
+                self._record_failure(
+                    entry, PluginLoadFailed(entry.instance_id, f"{type(exc).__name__}: {exc}")
+                )
+                continue
+            self._loaded[entry.instance_id] = loaded
+            self.failures.pop(entry.instance_id, None)
+            self._emit_loaded(loaded)
 
     async def shutdown(self) -> None:
         """Unload every instance, newest first, leaving settings.json as it is."""

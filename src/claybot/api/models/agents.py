@@ -58,6 +58,10 @@ class BackgroundAgent(Answer):
     createdAt: int = Field(description="Unix milliseconds")
     updatedAt: int = Field(description="Unix milliseconds")
     status: Literal["idle"]
+    lifecycle: Literal["active", "sleeping"] = Field(
+        description="`active`: in memory; `sleeping`: on disk only"
+    )
+    pending: Literal[0] = Field(description="Always 0: no live inbox status (seed 000)")
 
 
 class BackgroundAgentList(Ok):

@@ -40,6 +40,11 @@ class CronTaskListing(CronTask):
     nextRunAt: str | None = Field(description="ISO 8601; null when disabled")
     lastRun: CronRun | None
     running: bool
+    id: str = Field(description="`taskId` (seed 000's name for it)")
+    lastRunAt: str | None = Field(
+        description="ISO 8601: the scheduled instant of the last run (`lastRun.at`, seed "
+        "000's name for it); null: never ran"
+    )
 
 
 class CronTaskList(Ok):

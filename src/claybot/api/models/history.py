@@ -4,12 +4,14 @@ Each record model here is the agents layer's own (``agents/records.py``) with it
 number, ``seq``, added; the route checks them strictly so the answer is the file's
 bytes. A page can hold a record of a type this engine does not know (a newer
 engine wrote it, or a hand edit changed one): it is answered as it is, as
-``OtherRecord``, never refused.
+``OtherRecord``, never refused. What the original ClayBot dashboard reads is added
+beside the file's fields (``claybot.api.history_view``): a tool result's ``toolMessage``
+and ``files``, and each file reference's ``path``.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field
 
@@ -41,8 +43,33 @@ class AssistantMessageRecord(records.AssistantMessageRecord, Numbered):
     model_config = ConfigDict(strict=True, extra="allow", frozen=False)
 
 
+class TextContent(Answer):
+    type: Literal["text"]
+    text: str
+
+
+class ToolMessage(Answer):
+    """The tool result as a message to the model, as the original ClayBot kept it."""
+
+    role: Literal["toolResult"]
+    toolCallId: str
+    toolName: str
+    content: list[TextContent] = Field(description="The tool's text (as `output.text`)")
+    isError: bool
+    timestamp: int = Field(description="Unix milliseconds (the record's `at`)")
+
+
+class ToolResultOutput(records.ToolOutput, Answer):
+    """The tool's text, with what the original ClayBot dashboard reads beside it."""
+
+    model_config = ConfigDict(strict=True, extra="allow", frozen=False)
+    toolMessage: ToolMessage
+    files: list[Any] = Field(description="Files the tool returned (none do: `[]`)")
+
+
 class ToolResultRecord(records.ToolResultRecord, Numbered):
     model_config = ConfigDict(strict=True, extra="allow", frozen=False)
+    output: ToolResultOutput  # the record's output, with more
 
 
 class NoteRecord(records.NoteRecord, Numbered):

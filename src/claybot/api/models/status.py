@@ -81,6 +81,22 @@ class SideTaskStatus(Answer):
     lastFailureAt: str | None = Field(description="ISO 8601, UTC")
 
 
+class SeedStatus(Answer):
+    """Seed 000's status object, under ``status``: what the original ClayBot's dashboard
+    and CLI read. The lists are those beside it, but ``providers``."""
+
+    plugins: list[PluginSummary]
+    providers: list[str] = Field(
+        description="The ids of the providers the engine built (inference, then image): "
+        "as the original CLI reads them. The top-level `providers` describes every "
+        "configured one"
+    )
+    connectors: list[ConnectorSummary]
+    inferenceProviders: list[InferenceProviderSummary]
+    imageProviders: list[ImageProviderSummary]
+    tools: list[str]
+
+
 class EngineStatus(Ok):
     version: str
     pid: int
@@ -100,3 +116,6 @@ class EngineStatus(Ok):
     tools: list[str]
     agents: AgentCounts
     sideTasks: list[SideTaskStatus]
+    status: SeedStatus = Field(
+        description="Seed 000's answer was `{ok, status}`: its clients read the status here"
+    )
