@@ -300,9 +300,10 @@ class FanOut:
 _fan_outs: weakref.WeakKeyDictionary[EventBus, FanOut] = weakref.WeakKeyDictionary()
 
 
-def fan_out_of(bus: EventBus) -> FanOut:
-    """The fan-out that serves the streams of ``bus``."""
+def fan_out_of(bus: EventBus, clock: Callable[[], float] = time.monotonic) -> FanOut:
+    """The fan-out that serves the streams of ``bus``; ``clock`` is the one it measures
+    its cycles with, if this call makes it (the bus's first stream)."""
     fan_out = _fan_outs.get(bus)
     if fan_out is None:
-        fan_out = _fan_outs[bus] = FanOut(bus)
+        fan_out = _fan_outs[bus] = FanOut(bus, clock=clock)
     return fan_out
