@@ -106,7 +106,7 @@ async def queue_job(db: JobDatabase, body: CreateJob, creator: str | None) -> Jo
             hitl_mode=HitlMode(body.hitl_mode),
             allow_network=body.allow_network,
             api_key_id=creator,
-            attachment_ids=tuple(body.attachments),
+            attachment_ids=body.attachment_ids,
         )
     )
 
