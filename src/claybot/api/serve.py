@@ -16,6 +16,7 @@ import sys
 from collections.abc import Callable
 
 from claybot.api.app import create_app
+from claybot.api.artifact_links import ArtifactLinks
 from claybot.api.banner import ReadyEngine, home_flag, ready_banner
 from claybot.api.server import bind_tcp_socket, bind_unix_socket, make_server
 from claybot.api.tcp_auth import ApiKeyMiddleware
@@ -44,13 +45,14 @@ async def serve(
     stopped_cleanly = False
     try:
         await engine.start()
-        app = create_app(engine, request_shutdown=stop.set)
+        links = ArtifactLinks()  # the app signs the artifacts' links, the TCP listener checks
+        app = create_app(engine, request_shutdown=stop.set, artifact_links=links)
         freeze_boot_heap()
         unix_socket = bind_unix_socket(paths.socket)
         port = options.port if options.port is not None else engine.settings.engine.port
         tcp_socket = bind_tcp_socket(engine.settings.engine.host, port)
         engine.tcp_port = tcp_socket.getsockname()[1]
-        servers = [make_server(app), make_server(ApiKeyMiddleware(app, engine.keys))]
+        servers = [make_server(app), make_server(ApiKeyMiddleware(app, engine.keys, links=links))]
         serving = [
             asyncio.create_task(servers[0].serve(sockets=[unix_socket])),
             asyncio.create_task(servers[1].serve(sockets=[tcp_socket])),

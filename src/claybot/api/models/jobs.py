@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, model_validator
+from pydantic_core import core_schema
 
 from claybot.api.models.base import Answer
 from claybot.api.schemas import JSON_INTEGER, NO_NUL
@@ -88,6 +89,33 @@ class AttachmentRef(_Body):
         return found.group(1)
 
 
+class _OneError:
+    """A union refused as one error at its own place (``attachments.0``), not one per
+    member under pydantic's names for them (``attachments.0.constrained-str``)."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        schema = handler(source)
+        assert schema["type"] == "union"
+        union = cast(core_schema.UnionSchema, schema)
+        union["custom_error_type"] = "attachment_invalid"
+        union["custom_error_message"] = self.message
+        return union
+
+
+Attachment = Annotated[
+    AttachmentId | AttachmentRef,
+    _OneError(
+        "an upload's id (36 characters at most, no NUL), or its answer from POST "
+        "/api/v1/jobs/upload (naming its id or storage_path)"
+    ),
+]
+
+
 class CreateJob(_Body):
     task: str = Field(min_length=1, max_length=10_000, pattern=NO_NUL)
     priority: Annotated[int, Field(ge=0, le=100), JSON_INTEGER] = 0
@@ -95,7 +123,7 @@ class CreateJob(_Body):
     model: str | None = Field(default=None, max_length=200, pattern=NO_NUL)
     hitl_mode: HitlModeName = "plan_approval"
     allow_network: bool = Field(default=False, description="run_python may reach the network")
-    attachments: list[AttachmentId | AttachmentRef] = Field(
+    attachments: list[Attachment] = Field(
         default_factory=list,
         max_length=50,
         description="Uploads (POST /jobs/upload): their ids, or their answers as they came",
@@ -103,9 +131,7 @@ class CreateJob(_Body):
 
     @property
     def attachment_ids(self) -> tuple[str, ...]:
-        return tuple(
-            item if isinstance(item, str) else item.upload_id for item in self.attachments
-        )
+        return tuple(item if isinstance(item, str) else item.upload_id for item in self.attachments)
 
 
 class RespondToJob(_Body):
@@ -164,17 +190,20 @@ class ArtifactInfo(Answer):
     id: str
     filename: str
     mime_type: str | None
-    url: str = Field(description="Where to download it (with the same key)")
+    url: str = Field(
+        description="Where to download it: with the same key, or with none for 10 to 15 "
+        "minutes (it is signed, so a browser's plain link opens it)"
+    )
     size_bytes: int
     created_at: str
 
     @classmethod
-    def of(cls, job_id: str, stored: StoredFile) -> ArtifactInfo:
+    def of(cls, stored: StoredFile, url: str) -> ArtifactInfo:
         return cls(
             id=stored.id,
             filename=stored.filename,
             mime_type=stored.mime_type,
-            url=f"/api/v1/jobs/{job_id}/artifacts/{stored.id}",
+            url=url,
             size_bytes=stored.size_bytes,
             created_at=stored.created_at.isoformat(),
         )
@@ -206,7 +235,7 @@ class JobDetail(Answer):
     artifacts: list[ArtifactInfo]
 
     @classmethod
-    def of(cls, job: Job, artifacts: list[StoredFile]) -> JobDetail:
+    def of(cls, job: Job, artifacts: list[ArtifactInfo]) -> JobDetail:
         return cls(
             id=job.id,
             task=job.task,
@@ -230,7 +259,7 @@ class JobDetail(Answer):
             started_at=_iso(job.started_at),
             paused_at=_iso(job.paused_at),
             completed_at=_iso(job.completed_at),
-            artifacts=[ArtifactInfo.of(job.id, stored) for stored in artifacts],
+            artifacts=artifacts,
         )
 
 
@@ -347,6 +376,7 @@ class Metrics(Answer):
 
 
 # -- API keys (seed 002's names; ``/v1/engine/keys`` has the engine's own) ------------------
+DEFAULT_SCOPES: tuple[ScopeName, ...] = ("jobs:write", "jobs:read")  # seed 002's
 EMAIL = r"^[^@\s\x00]+@[^@\s\x00]+$"
 
 
@@ -355,9 +385,7 @@ class NewKey(_Body):
     owner_email: str | None = Field(
         default=None, max_length=MAX_OWNER_EMAIL_CHARS, pattern=EMAIL, description="Whose key"
     )
-    scopes: list[ScopeName] = Field(
-        default_factory=lambda: ["jobs:write", "jobs:read"], min_length=1
-    )
+    scopes: list[ScopeName] = Field(default_factory=lambda: list(DEFAULT_SCOPES), min_length=1)
     rate_limit_rpm: Annotated[int, Field(ge=1, le=10_000), JSON_INTEGER] = 60
 
 
