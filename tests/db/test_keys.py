@@ -47,6 +47,18 @@ async def store(
         yield SqlApiKeyStore(engine, clock)
 
 
+async def test_a_key_keeps_whom_it_is_for(store: ApiKeyStore) -> None:
+    made, plaintext = await store.create("ops", ["admin"], owner_email="ops@example.com")
+    unnamed, _ = await store.create("ci", ["jobs:read"])
+    assert (made.owner_email, unnamed.owner_email) == ("ops@example.com", None)
+    listed = {record.id: record.owner_email for record in await store.list()}
+    assert listed == {made.id: "ops@example.com", unnamed.id: None}
+    verified = await store.verify(plaintext)
+    assert verified is not None and verified.owner_email == "ops@example.com"
+    revoked = await store.revoke(made.id)
+    assert revoked is not None and revoked.owner_email == "ops@example.com"
+
+
 async def test_a_created_key_verifies_and_is_shown_only_as_a_prefix(
     store: ApiKeyStore, clock: Clock
 ) -> None:

@@ -117,7 +117,10 @@ async def test_sigterm_is_stopped_and_sigkill_is_dead(
         stopped = (await api.get("/api/v1/admin/workers", params={"status": "stopped"})).json()
         assert [worker["id"] for worker in stopped["workers"]] == ["drained"]
         metrics = (await api.get("/api/v1/admin/metrics")).json()
-        assert metrics["workers"] == {"active": 1, "stopped": 1, "dead": 1}
+        assert metrics["workers"] == {
+            "by_status": {"active": 1, "draining": 0, "stopped": 1, "dead": 1},
+            "total": 3,
+        }
 
 
 async def test_the_engines_own_worker_is_stopped_when_the_engine_stops(

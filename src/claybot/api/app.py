@@ -9,6 +9,7 @@ from starlette.types import ASGIApp
 
 from claybot import __version__
 from claybot.api import openapi
+from claybot.api.artifact_links import ArtifactLinks
 from claybot.api.body_limit import BodyLimitMiddleware
 from claybot.api.codeck_routes import router as codeck_router
 from claybot.api.cron_routes import router as cron_router
@@ -41,7 +42,10 @@ def create_app(
     engine: Engine,
     request_shutdown: Callable[[], None] = lambda: None,
     dashboard_auth: DashboardAuth | None = None,
+    artifact_links: ArtifactLinks | None = None,
 ) -> ASGIApp:
+    """``artifact_links``: the signer the TCP listener checks the artifacts' links with
+    (its own when not given, for an app no listener shares it with)."""
     app = FastAPI(
         title="ClayBot engine API",
         version=__version__,
@@ -53,6 +57,7 @@ def create_app(
     )
     app.state.engine = engine
     app.state.request_shutdown = request_shutdown
+    app.state.artifact_links = artifact_links or ArtifactLinks()
     install_error_handlers(app)
     app.include_router(router)
     app.include_router(provider_router)

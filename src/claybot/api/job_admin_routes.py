@@ -7,16 +7,27 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated, get_args
 
 from fastapi import APIRouter, Path, Request
-from pydantic import BaseModel, ConfigDict, Field
 
 from claybot.api.job_routes import jobs_db
-from claybot.api.models.base import Answer
-from claybot.api.models.jobs import Metrics, WorkerHealth, WorkerHealthName, WorkerList
-from claybot.api.models.keys import ApiKey
+from claybot.api.models.jobs import (
+    JobActivity,
+    JobCounts,
+    JobsApiKey,
+    JobStatusName,
+    KeyCounts,
+    KeyCreated,
+    KeyList,
+    Metrics,
+    NewKey,
+    ServerCounts,
+    WorkerCounts,
+    WorkerHealth,
+    WorkerHealthName,
+    WorkerList,
+)
 from claybot.api.responses import seed_errors
 from claybot.api.routes import engine_of
-from claybot.api.schemas import JSON_INTEGER, NO_NUL
-from claybot.db.keys import ScopeName
+from claybot.api.schemas import NO_NUL
 from claybot.jobs.model import WorkerStatus
 from claybot.kernel.errors import NotFound
 
@@ -29,26 +40,6 @@ HEALTHY_S = 60  # a worker heard from this recently is healthy; twice as long, a
 WARNING_S = 120
 
 
-DEFAULT_SCOPES: list[ScopeName] = ["jobs:write", "jobs:read"]  # seed 002's default
-
-
-class NewKey(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-    name: str = Field(min_length=1, max_length=128, pattern=NO_NUL)
-    scopes: list[ScopeName] = Field(default_factory=lambda: list(DEFAULT_SCOPES), min_length=1)
-    rate_limit_rpm: Annotated[int, Field(ge=1, le=10_000), JSON_INTEGER] = 60
-
-
-class KeyCreated(Answer):
-    id: str
-    key: str = Field(description="Shown this once; only its hash is kept")
-    message: str
-
-
-class KeyList(Answer):
-    keys: list[ApiKey]
-
-
 def _health(status: WorkerStatus, age_s: float) -> WorkerHealthName:
     """Seed 002's health by the time since the worker was last heard from; a worker that
     is gone is its status (seed 002 had no ``stopped``: it listed those as dead)."""
@@ -59,15 +50,18 @@ def _health(status: WorkerStatus, age_s: float) -> WorkerHealthName:
     return "warning" if age_s < WARNING_S else "dead"
 
 
-@router.get("/keys", summary="API keys (never the keys themselves)")
-async def list_keys(request: Request) -> KeyList:
-    return KeyList(keys=[ApiKey.of(record) for record in await engine_of(request).keys.list()])
+@router.get("/keys", summary="API keys (never the keys themselves), oldest first")
+async def list_keys(request: Request, active_only: bool = True) -> KeyList:
+    """``active_only=false`` lists revoked keys too (seed 002's keys page asks so)."""
+    records = await engine_of(request).keys.list()
+    keys = [JobsApiKey.of(record) for record in records if not (active_only and record.revoked)]
+    return KeyList(keys=keys, count=len(keys))
 
 
 @router.post("/keys", status_code=201, summary="Create an API key (shown once)")
 async def create_key(request: Request, body: NewKey) -> KeyCreated:
     record, plaintext = await engine_of(request).keys.create(
-        body.name, body.scopes, body.rate_limit_rpm
+        body.name, body.scopes, body.rate_limit_rpm, body.owner_email
     )
     return KeyCreated(id=record.id, key=plaintext, message="Store this key now: it is shown once.")
 
@@ -75,11 +69,11 @@ async def create_key(request: Request, body: NewKey) -> KeyCreated:
 @router.delete("/keys/{key_id}", summary="Revoke an API key")
 async def revoke_key(
     request: Request, key_id: Annotated[str, Path(max_length=64, pattern=NO_NUL)]
-) -> ApiKey:
+) -> JobsApiKey:
     record = await engine_of(request).keys.revoke(key_id)
     if record is None:
         raise NotFound(f"no API key {key_id!r}")
-    return ApiKey.of(record)
+    return JobsApiKey.of(record)
 
 
 @router.get(
@@ -105,7 +99,7 @@ async def list_workers(request: Request, status: WorkerStatus | None = None) -> 
                 active_jobs=row.active_jobs,
                 version=row.version,
                 last_heartbeat=row.last_heartbeat.isoformat(),
-                seconds_since_heartbeat=round(age, 1),
+                seconds_since_heartbeat=round(age),
             )
         )
     summary = dict.fromkeys(get_args(WorkerHealthName), 0)
@@ -114,20 +108,25 @@ async def list_workers(request: Request, status: WorkerStatus | None = None) -> 
     return WorkerList(workers=workers, summary=summary)
 
 
-@router.get("/metrics", summary="Jobs, workers and keys in numbers")
+@router.get("/metrics", summary="Jobs, workers, MCP servers and keys in numbers")
 async def metrics(request: Request) -> Metrics:
     db = await jobs_db(request)
-    jobs = await db.jobs.counts()
-    jobs["total"] = sum(jobs.values())
-    workers: dict[str, int] = {}
+    jobs: dict[JobStatusName, int] = dict.fromkeys(get_args(JobStatusName), 0)
+    jobs.update(await db.jobs.counts())  # type: ignore[arg-type]  # the statuses above
+    workers: dict[WorkerStatus, int] = dict.fromkeys(get_args(WorkerStatus), 0)
     for row in await db.workers.listing():
-        workers[row.status] = workers.get(row.status, 0) + 1
-    keys = await engine_of(request).keys.list()
+        workers[row.status] += 1
+    records = await engine_of(request).keys.list()
+    keys = KeyCounts(total=len(records), active=sum(1 for key in records if not key.revoked))
     servers, verified = await db.registry.counts()
+    now = datetime.now(UTC)
+    last_hour = JobActivity(**await db.jobs.activity_since(now - timedelta(hours=1)))
     return Metrics(
-        jobs=jobs,
-        jobs_last_hour=await db.jobs.activity_since(datetime.now(UTC) - timedelta(hours=1)),
-        workers=workers,
-        keys={"total": len(keys), "active": sum(1 for key in keys if not key.revoked)},
-        agents={"total": servers, "verified": verified},
+        jobs=JobCounts(by_status=jobs, total=sum(jobs.values()), last_hour=last_hour),
+        workers=WorkerCounts(by_status=workers, total=sum(workers.values())),
+        agents=ServerCounts(total=servers, verified=verified),
+        api_keys=keys,
+        timestamp=now.isoformat(),
+        jobs_last_hour=last_hour,
+        keys=keys,
     )

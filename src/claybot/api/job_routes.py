@@ -23,6 +23,7 @@ from fastapi.responses import Response, StreamingResponse
 from starlette import datastructures
 
 from claybot import __version__
+from claybot.api.artifact_links import ArtifactLinks
 from claybot.api.bounds import INT64_MAX, Offset
 from claybot.api.models.jobs import (
     ArtifactInfo,
@@ -87,6 +88,18 @@ async def jobs_db(request: Request) -> JobDatabase:
     return await engine_of(request).jobs.database()
 
 
+def artifact_links(request: Request) -> ArtifactLinks:
+    links = request.app.state.artifact_links
+    assert isinstance(links, ArtifactLinks)
+    return links
+
+
+def artifact_infos(request: Request, job_id: str, stored: list[StoredFile]) -> list[ArtifactInfo]:
+    """A job's artifacts as the API lists them, each with its signed link."""
+    links = artifact_links(request)
+    return [ArtifactInfo.of(file, links.url(job_id, file.id)) for file in stored]
+
+
 @router.get("/health", summary="Is the API up (no key needed)")
 async def health() -> Health:
     return Health(status="healthy", timestamp=datetime.now(UTC).isoformat(), version=__version__)
@@ -106,7 +119,7 @@ async def queue_job(db: JobDatabase, body: CreateJob, creator: str | None) -> Jo
             hitl_mode=HitlMode(body.hitl_mode),
             allow_network=body.allow_network,
             api_key_id=creator,
-            attachment_ids=tuple(body.attachments),
+            attachment_ids=body.attachment_ids,
         )
     )
 
@@ -230,7 +243,7 @@ async def list_jobs(
 async def get_job(request: Request, job_id: UUID) -> JobDetail:
     db = await jobs_db(request)
     job = await db.jobs.get(str(job_id), viewer(request))
-    return JobDetail.of(job, await db.files.artifacts(job.id))
+    return JobDetail.of(job, artifact_infos(request, job.id, await db.files.artifacts(job.id)))
 
 
 @router.post("/jobs/{job_id:uuid}/respond", summary="Answer a job that waits for you")
@@ -242,7 +255,7 @@ async def respond(request: Request, job_id: UUID, body: RespondToJob) -> Respond
 async def _cancel(request: Request, job_id: UUID) -> JobDetail:
     db = await jobs_db(request)
     job = await db.jobs.cancel(str(job_id), viewer(request))
-    return JobDetail.of(job, await db.files.artifacts(job.id))
+    return JobDetail.of(job, artifact_infos(request, job.id, await db.files.artifacts(job.id)))
 
 
 @router.post("/jobs/{job_id:uuid}/cancel", summary="Cancel a job (a running one within seconds)")
@@ -283,10 +296,8 @@ async def job_logs(
 async def list_artifacts(request: Request, job_id: UUID) -> ArtifactList:
     db = await jobs_db(request)
     job = await db.jobs.get(str(job_id), viewer(request))
-    artifacts = await db.files.artifacts(job.id)
-    return ArtifactList(
-        artifacts=[ArtifactInfo.of(job.id, a) for a in artifacts], count=len(artifacts)
-    )
+    artifacts = artifact_infos(request, job.id, await db.files.artifacts(job.id))
+    return ArtifactList(artifacts=artifacts, count=len(artifacts))
 
 
 @router.get(

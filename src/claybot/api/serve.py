@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from claybot.api.app import create_app
+from claybot.api.artifact_links import ArtifactLinks
 from claybot.api.banner import ReadyEngine, home_flag, ready_banner
 from claybot.api.relay_guard import RelayedWritesRefused
 from claybot.api.server import (
@@ -60,7 +61,8 @@ async def serve(
     configured: ConfiguredSocket | None = None
     try:
         await engine.start()
-        app = create_app(engine, request_shutdown=stop.set)
+        links = ArtifactLinks()  # the app signs the artifacts' links, the TCP listener checks
+        app = create_app(engine, request_shutdown=stop.set, artifact_links=links)
         freeze_boot_heap()
         unix_socket = bind_unix_socket(paths.socket)
         configured = ConfiguredSocket.bind(paths, engine.settings)
@@ -69,7 +71,7 @@ async def serve(
         engine.tcp_port = tcp_socket.getsockname()[1]
         servers = [
             make_server(RelayedWritesRefused(app)),
-            make_server(ApiKeyMiddleware(app, engine.keys)),
+            make_server(ApiKeyMiddleware(app, engine.keys, links=links)),
         ]
         serving = [
             asyncio.create_task(servers[0].serve(sockets=[unix_socket, *configured.sockets()])),

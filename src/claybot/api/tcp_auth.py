@@ -4,7 +4,8 @@ The Unix socket serves the bare app (the owner's, trusted); TCP serves the app
 wrapped in ``ApiKeyMiddleware``: ``Authorization: Bearer cb_...``, the route's
 scope (``admin`` passes every check), and the key's rate limit. A client address
 that keeps presenting unknown keys has its failures answered 429, mostly without a
-lookup, while its valid keys still get in (``claybot.api.key_check``).
+lookup, while its valid keys still get in (``claybot.api.key_check``). A job artifact's
+signed link opens that one file without a key (``claybot.api.artifact_links``).
 
 A browser cannot set a header on a WebSocket, so codeck's web client sends its key as
 ``?token=`` of the WebSocket's URL. A WebSocket (and only a WebSocket) without a key
@@ -24,6 +25,7 @@ from urllib.parse import unquote_plus
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from claybot.api.artifact_links import ArtifactLinks
 from claybot.api.dashboard.paths import is_dashboard_path
 from claybot.api.error_shapes import reshaped
 from claybot.api.key_check import check_key, client_address
@@ -91,8 +93,11 @@ class ApiKeyMiddleware:
         limiter: RateLimiter | None = None,
         required_scope: ScopeTable = required_scope,
         failures: FailureLimiter | None = None,
+        links: ArtifactLinks | None = None,
     ) -> None:
+        """``links``: the signer of the app's artifact links, which open without a key."""
         self.app = app
+        self.links = links
         self.store = store
         self.limiter = limiter or SlidingWindowLimiter()
         self.failures = failures or FailureLimiter()
@@ -107,6 +112,9 @@ class ApiKeyMiddleware:
             return
         if scope["type"] == "http" and is_dashboard_path(path):
             await self.app(scope, receive, send)  # the dashboard's session cookie decides
+            return
+        if self._signed_link(scope, path):
+            await self.app(scope, receive, send)  # a link that opens one artifact, unexpired
             return
         presented = _bearer(scope)
         if scope["type"] == "websocket":
@@ -168,6 +176,16 @@ class ApiKeyMiddleware:
         task.add_done_callback(self._pending.discard)
         scope.setdefault("state", {})["api_key"] = record
         await self.app(scope, receive, send)
+
+    def _signed_link(self, scope: Scope, path: str) -> bool:
+        """A read of an artifact, with no key, by a live signed link (``artifact_links``)."""
+        return (
+            self.links is not None
+            and scope["type"] == "http"
+            and scope.get("method") in READ_METHODS
+            and _bearer(scope) is None
+            and self.links.opens(path, bytes(scope.get("query_string", b"")))
+        )
 
     async def _record_use(self, key_id: str) -> None:
         try:

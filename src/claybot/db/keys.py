@@ -31,6 +31,7 @@ ScopeName = Literal[
 SCOPES: frozenset[str] = frozenset(get_args(ScopeName))
 KEY_PREFIX = "cb_"
 DISPLAY_PREFIX_CHARS = 12
+MAX_OWNER_EMAIL_CHARS = 320  # the longest an email address may be (RFC 3696 errata)
 Clock = Callable[[], datetime]
 
 
@@ -50,6 +51,7 @@ class ApiKeyRecord:
     usage_count: int
     revoked: bool
     revoked_at: datetime | None
+    owner_email: str | None = None  # whom the key is for (seed 002's keys page shows it)
 
     def allows(self, scope: str | None) -> bool:
         return scope is None or "admin" in self.scopes or scope in self.scopes
@@ -80,7 +82,11 @@ def validate_scopes(scopes: Iterable[str]) -> tuple[str, ...]:
 
 class ApiKeyStore(Protocol):
     async def create(
-        self, name: str, scopes: Iterable[str], rate_limit_rpm: int = 60
+        self,
+        name: str,
+        scopes: Iterable[str],
+        rate_limit_rpm: int = 60,
+        owner_email: str | None = None,
     ) -> tuple[ApiKeyRecord, str]: ...
 
     async def list(self) -> list[ApiKeyRecord]: ...
@@ -109,13 +115,17 @@ class MemoryApiKeyStore:
         self._hashes: dict[str, str] = {}  # hash -> id
 
     async def create(
-        self, name: str, scopes: Iterable[str], rate_limit_rpm: int = 60
+        self,
+        name: str,
+        scopes: Iterable[str],
+        rate_limit_rpm: int = 60,
+        owner_email: str | None = None,
     ) -> tuple[ApiKeyRecord, str]:
         chosen = validate_scopes(scopes)
         plaintext = new_plaintext_key()
         record = ApiKeyRecord(
             new_id(), plaintext[:DISPLAY_PREFIX_CHARS], name, chosen, rate_limit_rpm,
-            self._clock(), None, 0, False, None,
+            self._clock(), None, 0, False, None, owner_email,
         )  # fmt: skip
         self._records[record.id] = record
         self._hashes[hash_key(plaintext)] = record.id

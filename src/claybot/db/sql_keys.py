@@ -58,6 +58,7 @@ def _record(row: Any) -> ApiKeyRecord:
         usage_count=row.usage_count,
         revoked=bool(row.revoked),
         revoked_at=_aware(row.revoked_at),
+        owner_email=row.owner_email,
     )
 
 
@@ -72,7 +73,11 @@ class SqlApiKeyStore:
         self._reading_digests = asyncio.Lock()  # one read at a time, however many misses
 
     async def create(
-        self, name: str, scopes: Iterable[str], rate_limit_rpm: int = 60
+        self,
+        name: str,
+        scopes: Iterable[str],
+        rate_limit_rpm: int = 60,
+        owner_email: str | None = None,
     ) -> tuple[ApiKeyRecord, str]:
         chosen = validate_scopes(scopes)
         plaintext = new_plaintext_key()
@@ -87,6 +92,7 @@ class SqlApiKeyStore:
             usage_count=0,
             revoked=False,
             revoked_at=None,
+            owner_email=owner_email,
         )
         async with wrap_database_errors("creating an API key"), self._engine.begin() as connection:
             await connection.execute(
@@ -100,6 +106,7 @@ class SqlApiKeyStore:
                     created_at=record.created_at,
                     usage_count=0,
                     revoked=False,
+                    owner_email=owner_email,
                 )
             )
         self._digests.add(hash_key(plaintext))

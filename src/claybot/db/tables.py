@@ -30,6 +30,8 @@ from sqlalchemy import (
     text,
 )
 
+from claybot.db.keys import MAX_OWNER_EMAIL_CHARS
+
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
     "uq": "uq_%(table_name)s_%(column_0_name)s",
@@ -54,6 +56,7 @@ api_keys = Table(
     Column("usage_count", Integer, nullable=False, default=0, server_default=text("0")),
     Column("revoked", Boolean, nullable=False, default=False, server_default=false()),
     Column("revoked_at", DateTime(timezone=True), nullable=True),
+    Column("owner_email", String(MAX_OWNER_EMAIL_CHARS), nullable=True),  # migration 0007
 )
 
 

@@ -49,9 +49,13 @@ class DeferredApiKeyStore:
         return await asyncio.shield(self._ready)
 
     async def create(
-        self, name: str, scopes: Iterable[str], rate_limit_rpm: int = 60
+        self,
+        name: str,
+        scopes: Iterable[str],
+        rate_limit_rpm: int = 60,
+        owner_email: str | None = None,
     ) -> tuple[ApiKeyRecord, str]:
-        return await (await self._store()).create(name, scopes, rate_limit_rpm)
+        return await (await self._store()).create(name, scopes, rate_limit_rpm, owner_email)
 
     async def list(self) -> list[ApiKeyRecord]:
         return await (await self._store()).list()

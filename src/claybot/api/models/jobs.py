@@ -5,13 +5,16 @@ Answers carry no ``ok`` field (the seed's never did); times are ISO 8601 in UTC.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, model_validator
+from pydantic_core import core_schema
 
 from claybot.api.models.base import Answer
 from claybot.api.schemas import JSON_INTEGER, NO_NUL
+from claybot.db.keys import MAX_OWNER_EMAIL_CHARS, ApiKeyRecord, ScopeName
 from claybot.jobs.model import Job, JobStatus, LogLine, StoredFile, WorkerStatus
 
 JobStatusName = Literal["queued", "running", "completed", "failed", "waiting_for_user", "cancelled"]
@@ -43,6 +46,76 @@ RESPOND_RULE: list[Any] = [
 ]
 
 
+AttachmentId = Annotated[str, Field(max_length=36, pattern=NO_NUL)]
+JS_SAFE_INTEGER = 2**53 - 1  # the largest integer a JavaScript client holds exactly
+# Where ClayBot keeps an upload, as ``POST /jobs/upload`` names it; the id is inside.
+STORAGE_PATH = r"^attachments/unattached/([0-9a-f-]{36})/[^\x00/]+$"
+
+
+class AttachmentRef(_Body):
+    """An upload as seed 002's clients name it in a new job: the upload's answer, sent
+    back whole (its ``id``, or its ``storage_path``, says which)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={
+            "anyOf": [
+                {"properties": {"id": {"type": "string"}}, "required": ["id"]},
+                {"properties": {"storage_path": {"type": "string"}}, "required": ["storage_path"]},
+            ]
+        },
+    )
+
+    id: AttachmentId | None = None
+    filename: str | None = Field(default=None, max_length=255, pattern=NO_NUL)
+    storage_path: str | None = Field(default=None, max_length=400, pattern=STORAGE_PATH)
+    public_url: str | None = Field(default=None, max_length=2000, pattern=NO_NUL)
+    mime_type: str | None = Field(default=None, max_length=200, pattern=NO_NUL)
+    size_bytes: Annotated[int, Field(ge=0, le=JS_SAFE_INTEGER), JSON_INTEGER] | None = None
+
+    @model_validator(mode="after")
+    def _named(self) -> AttachmentRef:
+        if self.id is None and self.storage_path is None:
+            raise ValueError("an attachment needs the 'id' or 'storage_path' of an upload")
+        return self
+
+    @property
+    def upload_id(self) -> str:
+        if self.id is not None:
+            return self.id
+        found = re.match(STORAGE_PATH, self.storage_path or "")
+        assert found is not None  # the field's pattern
+        return found.group(1)
+
+
+class _OneError:
+    """A union refused as one error at its own place (``attachments.0``), not one per
+    member under pydantic's names for them (``attachments.0.constrained-str``)."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        schema = handler(source)
+        assert schema["type"] == "union"
+        union = cast(core_schema.UnionSchema, schema)
+        union["custom_error_type"] = "attachment_invalid"
+        union["custom_error_message"] = self.message
+        return union
+
+
+Attachment = Annotated[
+    AttachmentId | AttachmentRef,
+    _OneError(
+        "an upload's id (36 characters at most, no NUL), or its answer from POST "
+        "/api/v1/jobs/upload (naming its id or storage_path)"
+    ),
+]
+
+
 class CreateJob(_Body):
     task: str = Field(min_length=1, max_length=10_000, pattern=NO_NUL)
     priority: Annotated[int, Field(ge=0, le=100), JSON_INTEGER] = 0
@@ -50,9 +123,15 @@ class CreateJob(_Body):
     model: str | None = Field(default=None, max_length=200, pattern=NO_NUL)
     hitl_mode: HitlModeName = "plan_approval"
     allow_network: bool = Field(default=False, description="run_python may reach the network")
-    attachments: list[Annotated[str, Field(max_length=36, pattern=NO_NUL)]] = Field(
-        default_factory=list, max_length=50, description="Ids of uploads (POST /jobs/upload)"
+    attachments: list[Attachment] = Field(
+        default_factory=list,
+        max_length=50,
+        description="Uploads (POST /jobs/upload): their ids, or their answers as they came",
     )
+
+    @property
+    def attachment_ids(self) -> tuple[str, ...]:
+        return tuple(item if isinstance(item, str) else item.upload_id for item in self.attachments)
 
 
 class RespondToJob(_Body):
@@ -111,17 +190,20 @@ class ArtifactInfo(Answer):
     id: str
     filename: str
     mime_type: str | None
-    url: str = Field(description="Where to download it (with the same key)")
+    url: str = Field(
+        description="Where to download it: with the same key, or with none for 10 to 15 "
+        "minutes (it is signed, so a browser's plain link opens it)"
+    )
     size_bytes: int
     created_at: str
 
     @classmethod
-    def of(cls, job_id: str, stored: StoredFile) -> ArtifactInfo:
+    def of(cls, stored: StoredFile, url: str) -> ArtifactInfo:
         return cls(
             id=stored.id,
             filename=stored.filename,
             mime_type=stored.mime_type,
-            url=f"/api/v1/jobs/{job_id}/artifacts/{stored.id}",
+            url=url,
             size_bytes=stored.size_bytes,
             created_at=stored.created_at.isoformat(),
         )
@@ -153,7 +235,7 @@ class JobDetail(Answer):
     artifacts: list[ArtifactInfo]
 
     @classmethod
-    def of(cls, job: Job, artifacts: list[StoredFile]) -> JobDetail:
+    def of(cls, job: Job, artifacts: list[ArtifactInfo]) -> JobDetail:
         return cls(
             id=job.id,
             task=job.task,
@@ -177,7 +259,7 @@ class JobDetail(Answer):
             started_at=_iso(job.started_at),
             paused_at=_iso(job.paused_at),
             completed_at=_iso(job.completed_at),
-            artifacts=[ArtifactInfo.of(job.id, stored) for stored in artifacts],
+            artifacts=artifacts,
         )
 
 
@@ -244,7 +326,7 @@ class WorkerHealth(Answer):
     active_jobs: int
     version: str
     last_heartbeat: str
-    seconds_since_heartbeat: float
+    seconds_since_heartbeat: int
 
 
 class WorkerList(Answer):
@@ -254,12 +336,98 @@ class WorkerList(Answer):
     )
 
 
+class JobActivity(Answer):
+    created: int
+    completed: int
+
+
+class JobCounts(Answer):
+    by_status: dict[JobStatusName, int] = Field(description="Every status, 0 included")
+    total: int
+    last_hour: JobActivity
+
+
+class WorkerCounts(Answer):
+    by_status: dict[WorkerStatus, int] = Field(description="Every status, 0 included")
+    total: int
+
+
+class KeyCounts(Answer):
+    total: int
+    active: int
+
+
+class ServerCounts(Answer):
+    total: int
+    verified: int
+
+
 class Metrics(Answer):
-    jobs: dict[str, int] = Field(description="Jobs by status, and `total`")
-    jobs_last_hour: dict[str, int] = Field(description="`created` and `completed`")
-    workers: dict[str, int] = Field(description="Workers by status")
-    keys: dict[str, int] = Field(description="`total` and `active`")
-    agents: dict[str, int] = Field(description="MCP servers: `total` and `verified`")
+    """Seed 002's numbers, in its shape; ``jobs_last_hour`` and ``keys`` are ClayBot's
+    earlier names for ``jobs.last_hour`` and ``api_keys``, kept for its clients."""
+
+    jobs: JobCounts
+    workers: WorkerCounts
+    agents: ServerCounts = Field(description="MCP servers")
+    api_keys: KeyCounts
+    timestamp: str
+    jobs_last_hour: JobActivity
+    keys: KeyCounts
+
+
+# -- API keys (seed 002's names; ``/v1/engine/keys`` has the engine's own) ------------------
+DEFAULT_SCOPES: tuple[ScopeName, ...] = ("jobs:write", "jobs:read")  # seed 002's
+EMAIL = r"^[^@\s\x00]+@[^@\s\x00]+$"
+
+
+class NewKey(_Body):
+    name: str = Field(min_length=1, max_length=128, pattern=NO_NUL)
+    owner_email: str | None = Field(
+        default=None, max_length=MAX_OWNER_EMAIL_CHARS, pattern=EMAIL, description="Whose key"
+    )
+    scopes: list[ScopeName] = Field(default_factory=lambda: list(DEFAULT_SCOPES), min_length=1)
+    rate_limit_rpm: Annotated[int, Field(ge=1, le=10_000), JSON_INTEGER] = 60
+
+
+class JobsApiKey(Answer):
+    id: str
+    key_prefix: str = Field(description="The key's first characters, to tell keys apart")
+    name: str
+    owner_email: str | None
+    scopes: list[str]
+    rate_limit_rpm: int
+    is_active: bool = Field(description="False once revoked")
+    created_at: str
+    last_used_at: str | None
+    total_requests: int
+    revoked_at: str | None
+
+    @classmethod
+    def of(cls, record: ApiKeyRecord) -> JobsApiKey:
+        return cls(
+            id=record.id,
+            key_prefix=record.prefix,
+            name=record.name,
+            owner_email=record.owner_email,
+            scopes=list(record.scopes),
+            rate_limit_rpm=record.rate_limit_rpm,
+            is_active=not record.revoked,
+            created_at=record.created_at.isoformat(),
+            last_used_at=_iso(record.last_used_at),
+            total_requests=record.usage_count,
+            revoked_at=_iso(record.revoked_at),
+        )
+
+
+class KeyCreated(Answer):
+    id: str
+    key: str = Field(description="Shown this once; only its hash is kept")
+    message: str
+
+
+class KeyList(Answer):
+    keys: list[JobsApiKey]
+    count: int
 
 
 def status_name(status: JobStatus) -> JobStatusName:
