@@ -50,6 +50,13 @@ def test_a_file_without_a_place_gets_the_stores() -> None:
     assert "path" not in bare
 
 
+def test_a_file_that_could_not_be_placed_names_no_place() -> None:
+    unplaced = {"id": FILE_ID, "name": "c.txt", "mimeType": "text/plain", "size": 1,
+                "problem": "it could not be saved for you"}  # fmt: skip
+    record = {"type": "user_message", "at": 1, "text": "", "files": [unplaced]}
+    assert seed_record(record, file_path)["files"] == [{**unplaced, "path": ""}]
+
+
 def test_records_that_need_nothing_are_answered_as_read() -> None:
     records: list[dict[str, Any]] = [
         {"type": "user_message", "at": 1, "text": "hi", "files": []},

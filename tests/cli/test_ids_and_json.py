@@ -309,14 +309,23 @@ def test_json_errors_are_the_apis_error_object(engine_process: EngineProcess) ->
     }
 
     engine_process.start()
-    # The engine's refusal: what the API answers to the same request.
+    # The engine's refusal: what the API answers to the same request (there in codeck's
+    # shape, the message as `error` beside `code` and `field`; the CLI's is the engine's).
     body = {"name": "x", "objective": "o", "schedule": "* * * * *", "cwd": "/etc"}
     with engine_process.client() as client:
         refused = client.post("/api/agents", json=body)
     assert refused.status_code >= 400
     result = cli(paths, "proactive", "create", "--name", "x", "--objective", "o",
                  "--schedule", "* * * * *", "--cwd", "/etc", "--json")  # fmt: skip
-    assert result.returncode == 1 and answer(result) == refused.json()
+    api_error = refused.json()
+    assert result.returncode == 1 and answer(result) == {
+        "ok": False,
+        "error": {
+            "code": api_error["code"],
+            "message": api_error["error"],
+            "field": api_error["field"],
+        },
+    }
     # A prefix that names nothing.
     result = cli(paths, "agents", "history", "no-such", "--json")
     assert result.returncode == 1

@@ -6,7 +6,8 @@ That dashboard (its agent page) reads two things the records here do not hold:
 - a tool result's ``output.toolMessage`` (the tool result message it shows as JSON, and
   whose ``role``, ``name``, ``status`` and ``type`` it lists) and ``output.files`` (whose
   ``length`` it counts: without it the page throws);
-- each file reference's ``path``, where its bytes are (shown, and the key of its row).
+- each file reference's ``path``, where its bytes are (shown, and the key of its row;
+  empty for a file that could not be placed for the agent: it has no place).
 
 They are derived here, as the records are answered, rather than written to the file:
 ``toolMessage`` would hold the tool's text twice in every record, and a file's place
@@ -73,4 +74,6 @@ def _lacks_path(file: Any) -> bool:
 def _with_path(file: Any, file_path: FilePath) -> Any:
     if not _lacks_path(file):
         return file
+    if "problem" in file:  # it could not be placed for the agent: it has no place to show
+        return {**file, "path": ""}
     return {**file, "path": file_path(file["id"])}
