@@ -37,6 +37,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import InvalidStatus
 from websockets.typing import Origin
 
+from claybot.api.ratelimit import MAX_AUTH_FAILURES_PER_MIN
 from claybot.config.home import HomePaths
 from tests.conftest import ECHO_SETTINGS, EngineProcess, write_settings
 from tests.proactive.conftest import install_fake_claude
@@ -323,6 +324,17 @@ async def test_a_wrong_password_is_refused_in_words(codeck: Door) -> None:
         data = (await plain_fetch(codeck, "/api/auth/login", {"password": password})).json()
         assert not data.get("success")
         assert isinstance(data["error"], str) and data["error"]
+
+
+async def test_too_many_wrong_keys_are_told_when_to_try_again(codeck: Door) -> None:
+    """AuthView.tsx:62-68 shows ``data.error``: past the limit of wrong keys from one
+    address it says so, with ``Retry-After``; the right key still logs in."""
+    for _ in range(MAX_AUTH_FAILURES_PER_MIN + 1):
+        refused = await plain_fetch(codeck, "/api/auth/login", {"password": "cb_wrong"})
+    assert refused.status_code == 429 and int(refused.headers["Retry-After"]) >= 1
+    assert "too many wrong keys" in refused.json()["error"]
+    data = (await plain_fetch(codeck, "/api/auth/login", {"password": codeck.token})).json()
+    assert data["success"] is True
 
 
 async def test_an_unknown_token_is_a_401_which_logs_the_client_out(codeck: Door) -> None:

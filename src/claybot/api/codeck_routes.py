@@ -98,11 +98,10 @@ async def auth_login(request: Request, body: LoginBody) -> LoggedIn:
         raise Unavailable("API keys cannot be checked right now; retry shortly") from exc
     if checked.record is None:
         if checked.retry_after_s:
-            refusal = TooManyWrongKeys(
-                f"too many wrong keys from this address; retry in {checked.retry_after_s} s"
+            raise TooManyWrongKeys(
+                f"too many wrong keys from this address; retry in {checked.retry_after_s} s",
+                retry_after_s=checked.retry_after_s,
             )
-            refusal.retry_after_s = checked.retry_after_s
-            raise refusal
         raise LoginRefused("that API key is unknown or revoked")
     if not checked.record.allows(LOGIN_SCOPE):
         raise ClayError(

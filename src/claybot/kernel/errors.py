@@ -35,6 +35,7 @@ class ClayError(Exception):
         field: str | None = None,
         code: str | None = None,
         status: int | None = None,
+        retry_after_s: int | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -43,6 +44,8 @@ class ClayError(Exception):
             self.code = code
         if status is not None:
             self.status = status
+        if retry_after_s is not None:
+            self.retry_after_s = retry_after_s
 
     def to_dict(self) -> dict[str, Any]:
         """The error as the API's ``error`` object: ``field`` only when one input is to blame."""
