@@ -31,7 +31,7 @@ import asyncio
 import json
 import os
 
-from claybot.plugin import CamelModel, InboundMessage, PluginDefinition
+from claybot.plugin_api import CamelModel, InboundMessage, PluginDefinition
 
 
 class HeldSettings(CamelModel):

@@ -16,8 +16,8 @@ from claybot.api.errors import install_error_handlers
 from claybot.config.store import ConfigError
 from claybot.db.errors import StoreError
 from claybot.kernel.errors import ClayError, Conflict, InvalidInput, NotFound
-from claybot.plugin import PluginError
-from claybot.plugin.errors import UnknownPlugin
+from claybot.plugin_api import PluginError
+from claybot.plugin_api.errors import UnknownPlugin
 from claybot.proactive.errors import AgentLimitReached
 from claybot.scheduling.schedule import ScheduleError
 

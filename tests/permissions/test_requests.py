@@ -13,7 +13,7 @@ from claybot.config.home import HomePaths
 from claybot.connectors.base import InboundMessage, OutgoingMessage
 from claybot.engine.engine import Engine, EngineOptions
 from claybot.permissions.prompts import PermissionOutcome, PermissionPrompt
-from claybot.plugin import PluginApi, PluginDefinition
+from claybot.plugin_api import PluginApi, PluginDefinition
 from claybot.plugins import PluginCatalog
 from tests.agents.test_agents import next_event, record_events
 from tests.agents.test_subagents import call, history, rules_settings, system_messages

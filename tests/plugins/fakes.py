@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from claybot.plugin import (
+from claybot.plugin_api import (
     ImageProvider,
     InboundMessage,
     OutgoingMessage,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from claybot.plugin import ToolContext
+from claybot.plugin_api import ToolContext
 from claybot.plugins import PluginCatalog
 from claybot.plugins.builtin.clock import clock_definition
 from tests.installed_metadata import declared_entry_points
@@ -24,7 +24,7 @@ BUILTINS = ["clock", "mcp", "shell", "telegram", "web"]
 WEATHER_MODULE = """
 from pydantic import BaseModel
 
-from claybot.plugin import PluginDefinition, ToolDefinition
+from claybot.plugin_api import PluginDefinition, ToolDefinition
 
 
 class WeatherSettings(BaseModel):
@@ -237,7 +237,7 @@ def test_import_registers_nothing() -> None:
 
 
 def test_a_definition_with_a_bad_id_is_refused() -> None:
-    from claybot.plugin import PluginDefinition
+    from claybot.plugin_api import PluginDefinition
     from tests.plugins.fakes import NoSettings, QuietPlugin
 
     with pytest.raises(ValueError, match="plugin id"):

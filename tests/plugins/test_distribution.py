@@ -1,7 +1,7 @@
 """A third-party plugin as its author ships it: its own project, built and installed by pip.
 
 The project has its own ``pyproject.toml`` declaring a ``claybot.plugins`` entry point,
-and its module imports nothing of ClayBot but ``claybot.plugin``. pip builds it with
+and its module imports nothing of ClayBot but ``claybot.plugin_api``. pip builds it with
 hatchling (a development dependency, so no network is needed) into a folder that a real
 engine subprocess gets on its path; the plugin is then loaded through the socket API and
 an agent calls the tool it registers.
@@ -46,7 +46,7 @@ MODULE = '''
 
 from pydantic import BaseModel, ConfigDict
 
-from claybot.plugin import (
+from claybot.plugin_api import (
     CamelModel,
     PluginApi,
     PluginDefinition,

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from claybot.config.settings import ProviderSettings
-from claybot.plugin import PluginApi
+from claybot.plugin_api import PluginApi
 from claybot.plugins import (
     ExclusivePluginConflict,
     InstanceAlreadyLoaded,
@@ -191,7 +191,7 @@ async def test_a_load_that_hangs_times_out_and_leaves_nothing_behind(harness: Ha
 
 
 async def test_a_failing_create_is_a_load_failure(harness: Harness) -> None:
-    from claybot.plugin import PluginDefinition
+    from claybot.plugin_api import PluginDefinition
     from claybot.plugins import PluginCatalog
     from tests.plugins.fakes import NoSettings
 
@@ -285,7 +285,7 @@ async def test_an_exclusive_plugin_runs_alone(harness: Harness) -> None:
 
 async def test_registrations_never_take_over_existing_ones(harness: Harness) -> None:
     harness.registries.providers.register(SCRIPTED)
-    from claybot.plugin import PluginDefinition
+    from claybot.plugin_api import PluginDefinition
     from claybot.plugins import PluginCatalog
     from tests.plugins.fakes import NoSettings, QuietPlugin
 
@@ -356,7 +356,7 @@ async def test_plugin_events_and_auth(harness: Harness) -> None:
     entry = api.auth()
     assert entry is not None and entry.secret("token") == "t1"
     assert api.data_dir == harness.home.plugins / "echo"
-    assert api.logger.name == "claybot.plugin.echo"
+    assert api.logger.name == "claybot.plugin_api.echo"
 
 
 async def test_shutdown_unloads_everything_and_keeps_settings(harness: Harness) -> None:
@@ -393,7 +393,7 @@ async def test_a_cancelled_load_cleans_up_and_releases_the_manager(harness: Harn
 
 
 async def test_an_unload_that_fails_still_unloads(harness: Harness) -> None:
-    from claybot.plugin import PluginDefinition
+    from claybot.plugin_api import PluginDefinition
     from claybot.plugins import PluginCatalog
     from tests.plugins.fakes import NoSettings, tool
 

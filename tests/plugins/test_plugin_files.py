@@ -9,7 +9,7 @@ import pytest
 from claybot.config.settings import FileSettings
 from claybot.files.store import FileStore
 from claybot.kernel.events import EventBus
-from claybot.plugin import (
+from claybot.plugin_api import (
     CamelModel,
     FileMissing,
     FileRefused,

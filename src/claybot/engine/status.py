@@ -13,7 +13,7 @@ from claybot.config.home import HomePaths
 from claybot.config.settings import Settings
 from claybot.connectors.webchat import WEBCHAT_CONNECTOR
 from claybot.engine.keystore import DeferredApiKeyStore
-from claybot.plugin.registries import BUILTIN_PLUGIN_ID
+from claybot.plugin_api.registries import BUILTIN_PLUGIN_ID
 from claybot.plugins import PluginManager, Registries
 from claybot.providers.configured import ConfiguredProviders
 from claybot.sandbox import Sandbox

@@ -1,12 +1,12 @@
 """The plugin host: the catalog of installed plugins, the manager that runs instances, and
 the built-in plugins (``builtin/``, ``telegram/``).
 
-What a plugin itself sees is ``claybot.plugin``; this package is the engine's side.
+What a plugin itself sees is ``claybot.plugin_api``; this package is the engine's side.
 The engine builds ``Registries`` once, a ``PluginCatalog.discover()`` and a
 ``PluginManager``; ``restore()`` at boot, ``shutdown()`` on exit.
 """
 
-from claybot.plugin.errors import (
+from claybot.plugin_api.errors import (
     ExclusivePluginConflict,
     InstanceAlreadyLoaded,
     InstanceIdTaken,
@@ -21,8 +21,8 @@ from claybot.plugin.errors import (
     SettingsFileError,
     UnknownPlugin,
 )
-from claybot.plugin.registrar import PluginRegistrar
-from claybot.plugin.registries import (
+from claybot.plugin_api.registrar import PluginRegistrar
+from claybot.plugin_api.registries import (
     ConnectorEntry,
     ConnectorRegistry,
     ImageProviderRegistry,

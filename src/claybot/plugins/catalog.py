@@ -26,7 +26,7 @@ from typing import Any
 
 from claybot.config.redaction import redact_value
 from claybot.config.settings import PluginInstanceSettings
-from claybot.plugin.definition import PluginDefinition
+from claybot.plugin_api.definition import PluginDefinition
 
 log = logging.getLogger(__name__)
 

@@ -31,9 +31,9 @@ from claybot.connectors.base import ConversationControl, PostInbound
 from claybot.files.store import FileStore
 from claybot.kernel.event_types import EventType
 from claybot.kernel.events import EventBus
-from claybot.plugin.api import AuthLookup, PluginApi
-from claybot.plugin.definition import PluginDefinition, PluginInstance
-from claybot.plugin.errors import (
+from claybot.plugin_api.api import AuthLookup, PluginApi
+from claybot.plugin_api.definition import PluginDefinition, PluginInstance
+from claybot.plugin_api.errors import (
     InstanceAlreadyLoaded,
     InstanceIdTaken,
     InstanceNotFound,
@@ -46,8 +46,8 @@ from claybot.plugin.errors import (
     SettingsFileError,
     UnknownPlugin,
 )
-from claybot.plugin.registrar import PluginRegistrar
-from claybot.plugin.registries import Registries
+from claybot.plugin_api.registrar import PluginRegistrar
+from claybot.plugin_api.registries import Registries
 from claybot.plugins.catalog import PluginCatalog
 from claybot.plugins.rules import (
     RunningInstance,

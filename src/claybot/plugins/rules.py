@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from claybot.plugin.errors import ExclusivePluginConflict, InvalidInstanceId
+from claybot.plugin_api.errors import ExclusivePluginConflict, InvalidInstanceId
 
 # Kept equal to PluginInstanceSettings.instance_id, so an id accepted here can be saved.
 INSTANCE_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")

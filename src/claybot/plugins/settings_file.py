@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from claybot.config.settings import PluginInstanceSettings, Settings
 from claybot.config.store import ConfigError, ConfigStore
-from claybot.plugin.errors import SettingsFileError
+from claybot.plugin_api.errors import SettingsFileError
 
 
 class PluginSettingsFile:

@@ -16,7 +16,7 @@ from claybot.api.dashboard.schema_form import (
     values_of,
 )
 from claybot.config.redaction import SECRET
-from claybot.plugin import CamelModel
+from claybot.plugin_api import CamelModel
 
 
 class Color(StrEnum):

@@ -30,7 +30,7 @@ from claybot.permissions.prompts import (
     PermissionOutcome,
     PermissionPrompt,
 )
-from claybot.plugin import PluginApi, PluginRegistrar
+from claybot.plugin_api import PluginApi, PluginRegistrar
 from claybot.plugins import Registries
 from claybot.plugins.telegram.connector import (
     NOTHING_RUNNING_TEXT,

@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import Field
 
 from claybot.api.models.base import Answer, Ok, Omitted
-from claybot.plugin.errors import LoadFailureKind
+from claybot.plugin_api.errors import LoadFailureKind
 
 
 class PluginSummary(Answer):

@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from claybot.plugin import CamelModel, PluginApi, PluginDefinition, ToolContext, ToolDefinition
+from claybot.plugin_api import CamelModel, PluginApi, PluginDefinition, ToolContext, ToolDefinition
 
 PLUGIN_ID = "clock"
 DEFAULT_TOOL_NAME = "current_time"

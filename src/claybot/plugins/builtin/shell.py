@@ -24,7 +24,7 @@ import signal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from claybot.plugin import (
+from claybot.plugin_api import (
     MIB,
     CamelModel,
     CapturedOutput,

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from claybot.plugin import (
+from claybot.plugin_api import (
     CamelModel,
     FetchFailed,
     FetchRefused,

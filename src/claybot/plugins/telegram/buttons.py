@@ -6,7 +6,7 @@ Telegram allows at most 64 bytes of callback data.
 
 from __future__ import annotations
 
-from claybot.plugin import PermissionOutcome
+from claybot.plugin_api import PermissionOutcome
 
 CALLBACK_PREFIX = "perm"
 CALLBACK_DATA_MAX_BYTES = 64

@@ -43,7 +43,7 @@ from telegram.error import (
 )
 from telegram.warnings import PTBDeprecationWarning
 
-from claybot.plugin import (
+from claybot.plugin_api import (
     FileMissing,
     FileReference,
     FileRefused,

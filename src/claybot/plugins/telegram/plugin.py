@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import Field
 
-from claybot.plugin import (
+from claybot.plugin_api import (
     CamelModel,
     PluginApi,
     PluginAuthFailed,

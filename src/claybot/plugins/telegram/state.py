@@ -15,7 +15,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from claybot.plugin import atomic_write_json
+from claybot.plugin_api import atomic_write_json
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The ``mcp`` plugin: tools from Model Context Protocol servers, as ``mcp__<server>__<tool>``."""
 
-from claybot.plugin import McpServerSettings
+from claybot.plugin_api import McpServerSettings
 from claybot.plugins.builtin.mcp.definition import mcp_definition
 from claybot.plugins.builtin.mcp.settings import McpSettings
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from claybot.plugin import PluginApi, PluginDefinition, PluginInstance
+from claybot.plugin_api import PluginApi, PluginDefinition, PluginInstance
 from claybot.plugins.builtin.mcp.settings import McpSettings
 
 PLUGIN_ID = "mcp"

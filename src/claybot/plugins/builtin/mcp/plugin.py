@@ -13,7 +13,7 @@ import asyncio
 
 import mcp_types
 
-from claybot.plugin import (
+from claybot.plugin_api import (
     PluginApi,
     PluginNotReady,
     RegistrationError,
@@ -21,7 +21,7 @@ from claybot.plugin import (
     ToolDefinition,
     ToolResult,
 )
-from claybot.plugin.mcp import (
+from claybot.plugin_api.mcp import (
     McpArguments,
     McpConnection,
     as_tool_result,

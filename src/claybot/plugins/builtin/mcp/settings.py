@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from claybot.plugin import CamelModel, McpServerSettings
+from claybot.plugin_api import CamelModel, McpServerSettings
 
 
 class McpSettings(CamelModel):

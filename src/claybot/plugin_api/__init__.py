@@ -38,9 +38,9 @@ from claybot.permissions.prompts import (
 from claybot.permissions.protected import ProtectedPaths
 from claybot.permissions.safe_open import open_beneath
 from claybot.permissions.tags import PermissionTagError, check_path, granting_folder, is_within
-from claybot.plugin.api import PluginApi
-from claybot.plugin.definition import PluginDefinition, PluginInstance
-from claybot.plugin.errors import (
+from claybot.plugin_api.api import PluginApi
+from claybot.plugin_api.definition import PluginDefinition, PluginInstance
+from claybot.plugin_api.errors import (
     FileMissing,
     FileRefused,
     InstanceNotFound,
@@ -50,7 +50,7 @@ from claybot.plugin.errors import (
     PluginSettingsInvalid,
     RegistrationError,
 )
-from claybot.plugin.registrar import PluginRegistrar
+from claybot.plugin_api.registrar import PluginRegistrar
 from claybot.providers.base import (
     ChatMessage,
     ImageProvider,

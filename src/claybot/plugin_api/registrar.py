@@ -14,8 +14,8 @@ from datetime import UTC, datetime
 from typing import Any, Literal, assert_never
 
 from claybot.connectors.base import Connector
-from claybot.plugin.errors import RegistrationError
-from claybot.plugin.registries import (
+from claybot.plugin_api.errors import RegistrationError
+from claybot.plugin_api.registries import (
     ConnectorRegistry,
     ImageProviderRegistry,
     Registries,

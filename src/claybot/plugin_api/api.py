@@ -25,8 +25,8 @@ from claybot.kernel.errors import ClayError
 from claybot.kernel.event_types import EventType
 from claybot.kernel.events import EventBus
 from claybot.permissions.prompts import PermissionOutcome
-from claybot.plugin.errors import FileMissing, FileRefused, InstanceNotFound
-from claybot.plugin.registrar import PluginRegistrar
+from claybot.plugin_api.errors import FileMissing, FileRefused, InstanceNotFound
+from claybot.plugin_api.registrar import PluginRegistrar
 from claybot.sandbox import Sandbox
 
 S = TypeVar("S", bound=BaseModel)
@@ -79,7 +79,7 @@ class PluginApi(Generic[S]):
         self.data_dir = data_dir
         self.registrar = registrar
         self.post_message: PostInbound = _InstancePoster(instance_id, registrar, post_message)
-        self.logger = logging.getLogger(f"claybot.plugin.{instance_id}")
+        self.logger = logging.getLogger(f"claybot.plugin_api.{instance_id}")
         self._events = events
         self._auth_lookup = auth_lookup
         self._control = control

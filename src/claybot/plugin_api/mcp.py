@@ -1,6 +1,6 @@
 """The public MCP client for plugins: connect to a server, list and call its tools.
 
-Its settings (``McpServerSettings``) are in ``claybot.plugin``; this module is apart
+Its settings (``McpServerSettings``) are in ``claybot.plugin_api``; this module is apart
 from it because it imports the MCP SDK, which takes most of a second: only a
 plugin that uses MCP pays for that.
 """

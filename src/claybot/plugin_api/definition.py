@@ -15,7 +15,7 @@ from typing import Any, Generic, Protocol, runtime_checkable
 from pydantic import BaseModel
 
 from claybot.config.redaction import public_settings
-from claybot.plugin.api import PluginApi, S
+from claybot.plugin_api.api import PluginApi, S
 
 PLUGIN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 PLUGIN_ID_MAX_LENGTH = 64
