@@ -17,7 +17,7 @@ ifeq ($(shell uname -m),x86_64)
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 endif
 
-.PHONY: run compile test lint typecheck pytest bench clean
+.PHONY: run compile test lint typecheck pytest bench docs clean
 
 $(BIN)/python:
 	@echo ">> creating virtual environment in $(VENV)"
@@ -69,5 +69,10 @@ bench: $(BENCH_STAMP) compile
 	$(BIN)/python bench/schedules.py
 	$(BIN)/python bench/jobs.py
 
+# The documentation (docs/, mkdocs.yml) as a site, in site/. --strict: a link or an anchor
+# that resolves to nothing is an error (make test checks the same, in tests/test_docs.py).
+docs: $(DEV_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache src/claybot/kernel/*.so
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache site src/claybot/kernel/*.so
