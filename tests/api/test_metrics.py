@@ -246,7 +246,12 @@ async def test_each_engine_counts_only_itself(paths: HomePaths, tmp_path: Path) 
     for home in (paths, other):
         write_settings(home, ECHO_SETTINGS)
     async with running_engine(paths) as (_, api, _e), running_engine(other) as (_, quiet, _q):
-        quiet_before = await _scrape(quiet)
+        # The job store opens in the background: its gauges change once, on their own.
+        quiet_before = await poll(
+            lambda: _scrape(quiet),
+            lambda s: value(s, "claybot_jobs_store_up") == 1,
+            "the other engine's job store to open",
+        )
         before = await _scrape(api)
         await post(api, "only here")
         after = await poll(
