@@ -106,6 +106,25 @@ async def test_a_lost_lease_is_requeued_and_the_old_workers_writes_are_refused(
     assert [line.message for line in await store.logs.page(job.id)] == ["Job created"]
 
 
+async def test_a_claim_of_an_earlier_attempt_is_refused_to_the_same_worker(
+    store: Store, clock: Clock
+) -> None:
+    """The fence names the attempt, not only the worker: a worker that stalled past
+    its lease and claimed the job again must not write under its old claim."""
+    job = await store.jobs.create(NewJob("t"))
+    old = await store.claimed("w1")
+    clock.advance(31)
+    await store.jobs.sweep()
+    new = await store.claimed("w1")
+    assert (new.job.id, new.attempt) == (job.id, 2)
+    with pytest.raises(LeaseLost):
+        await store.jobs.append_records(old, 0, [{"type": "note", "text": "stale"}])
+    with pytest.raises(LeaseLost):
+        await store.jobs.finish(old, JobStatus.COMPLETED)
+    await store.jobs.append_records(new, 0, [{"type": "note", "text": "fresh"}])
+    assert await store.jobs.records(job.id) == [{"type": "note", "text": "fresh"}]
+
+
 async def test_a_lease_runs_its_length_and_no_longer(store: Store, clock: Clock) -> None:
     job = await store.jobs.create(NewJob("t"))
     await store.claimed()
