@@ -11,7 +11,9 @@ JSON columns copy them.
 
 It knows no uploads (those are ``JobFiles``'s): a job created with attachments is
 refused as one naming an unknown upload is. Artifacts written with a checkpoint are
-kept, and ``artifacts`` lists them as ``JobFiles.artifacts`` does.
+kept, and ``artifacts`` lists them as ``JobFiles.artifacts`` does. A log line for a
+job that does not exist is ``JobNotFound`` here; the database refuses it by its
+foreign key (a ``StoreError``), which no caller relies on.
 """
 
 from __future__ import annotations
