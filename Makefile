@@ -53,8 +53,11 @@ lint: $(DEV_STAMP)
 typecheck: $(DEV_STAMP)
 	$(BIN)/mypy
 
+# One pytest worker per core (pytest-xdist); PYTEST_WORKERS=0 runs the suite in one process.
+PYTEST_WORKERS ?= auto
+
 pytest: $(DEV_STAMP)
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(PYTEST_WORKERS)
 
 test: lint typecheck pytest
 

@@ -17,7 +17,8 @@ import pytest
 from claybot.config.home import HomePaths
 from tests.conftest import ECHO_SETTINGS, EngineProcess, write_settings
 
-pytestmark = pytest.mark.slow
+# One worker runs the module (make pytest: --dist loadgroup), so its engine starts once.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("socket-api")]
 
 
 @pytest.fixture(scope="module")

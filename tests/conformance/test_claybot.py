@@ -46,7 +46,8 @@ import pytest
 from claybot.config.home import HomePaths
 from tests.conftest import EngineProcess, write_settings
 
-pytestmark = pytest.mark.slow
+# One worker runs the module (make pytest: --dist loadgroup), so its engine starts once.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("conformance-claybot")]
 
 TOOL_TEXT = "please use a tool"
 SPAWN_TEXT = "please spawn a helper"

@@ -25,7 +25,8 @@ from claybot.config.home import HomePaths
 from tests.agents.test_subagents import call, rules_settings
 from tests.conftest import EngineProcess, write_settings
 
-pytestmark = pytest.mark.slow
+# One worker runs the module (make pytest: --dist loadgroup), so the plugin is built once.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("greeter-distribution")]
 
 PYPROJECT = """
 [build-system]
