@@ -17,8 +17,7 @@ import pytest
 from claybot.config.home import HomePaths
 from tests.conftest import ECHO_SETTINGS, EngineProcess, write_settings
 
-# One worker runs the module (make pytest: --dist loadgroup), so its engine starts once.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("socket-api")]
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")

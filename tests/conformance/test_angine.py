@@ -39,8 +39,7 @@ from tests.conftest import EngineProcess, write_settings
 from tests.providers.fake_openai import FakeOpenAI
 from tests.providers.loopback import LoopbackServer
 
-# One worker runs the module (make pytest: --dist loadgroup), so its engine starts once.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("angine")]
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).parent.parent.parent
 SCRIPTS = ROOT / "scripts" / "angine"

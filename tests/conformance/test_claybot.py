@@ -46,8 +46,7 @@ import pytest
 from claybot.config.home import HomePaths
 from tests.conftest import EngineProcess, write_settings
 
-# One worker runs the module (make pytest: --dist loadgroup), so its engine starts once.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("conformance-claybot")]
+pytestmark = pytest.mark.slow
 
 TOOL_TEXT = "please use a tool"
 SPAWN_TEXT = "please spawn a helper"

@@ -43,8 +43,7 @@ from claybot.config.settings import ProactiveSettings
 from tests.conftest import ECHO_SETTINGS, EngineProcess, write_settings
 from tests.proactive.conftest import install_fake_claude
 
-# One worker runs the module (make pytest: --dist loadgroup), so its engine starts once.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("codeck")]
+pytestmark = pytest.mark.slow
 
 NEVER = "0 0 29 2 *"  # a custom cron (the form takes one): midnight of a leap day
 STALE_AFTER_S = 45.0  # ws.ts:110: no message for this long and the client reconnects

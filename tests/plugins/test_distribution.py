@@ -25,8 +25,7 @@ from claybot.config.home import HomePaths
 from tests.agents.test_subagents import call, rules_settings
 from tests.conftest import EngineProcess, write_settings
 
-# One worker runs the module (make pytest: --dist loadgroup), so the plugin is built once.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("greeter-distribution")]
+pytestmark = pytest.mark.slow
 
 PYPROJECT = """
 [build-system]
