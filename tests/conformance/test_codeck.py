@@ -135,8 +135,8 @@ def open_door(settings: dict[str, Any], home: Path) -> Iterator[Door]:
     write_settings(paths, settings)
     fake = install_fake_claude(home / "fake")
     engine = EngineProcess(paths, {"PATH": fake.path})
-    engine.start()
     try:
+        engine.start()  # in here: an engine that answers too late is stopped too
         with engine.client() as client:
             port = client.get("/v1/engine/status").json()["tcp"]["port"]
         key = create_key(engine, ["agents:read", "agents:write"])
