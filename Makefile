@@ -53,8 +53,16 @@ lint: $(DEV_STAMP)
 typecheck: $(DEV_STAMP)
 	$(BIN)/mypy
 
+# One pytest worker per core (pytest-xdist); PYTEST_WORKERS=0 runs the suite in one process.
+# worksteal gives each worker one contiguous share of the (shuffled) tests and lets an idle
+# worker take the tail of another's, so a module whose tests share one engine keeps it;
+# --dist load hands out small batches and split codeck's tests into 11 stretches, each
+# starting its engine again. (loadgroup's grouping does nothing with pytest 9.2:
+# pytest-xdist issue 1386.)
+PYTEST_WORKERS ?= auto
+
 pytest: $(DEV_STAMP)
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist worksteal
 
 test: lint typecheck pytest
 

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from claybot.api.serve import event_loop_runner, freeze_boot_heap
 from claybot.config.home import HomePaths
-from claybot.cron.scheduler import RunKey
+from claybot.cron.run import RunKey
 from claybot.engine.engine import Engine, EngineOptions
 
 SETTINGS = {

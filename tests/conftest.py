@@ -111,6 +111,12 @@ async def api(engine: Engine) -> AsyncIterator[httpx.AsyncClient]:
         yield client
 
 
+# How long a started engine may take to answer: seconds on a quiet machine, but with the
+# suite on both cores and other work beside it (load average 15) angine's module engine
+# took over 30 s, and every test of the module on that worker errored.
+START_TIMEOUT_S = 120.0
+
+
 class EngineProcess:
     """``claybot start`` as a real subprocess on a temporary home."""
 
@@ -120,7 +126,7 @@ class EngineProcess:
         self.process: subprocess.Popen[bytes] | None = None
         self.log = paths.home.parent / f"{paths.home.name}-engine.log"
 
-    def start(self, timeout_s: float = 30.0, port: int = 0) -> None:
+    def start(self, timeout_s: float = START_TIMEOUT_S, port: int = 0) -> None:
         """``port``: the TCP port (0: a free one the engine picks)."""
         self.paths.socket.unlink(missing_ok=True)
         with self.log.open("ab") as log:

@@ -60,7 +60,9 @@ from claybot.api.job_routes import UPLOAD_PATH
 from claybot.api.seed_errors import SEED_PREFIX
 from claybot.config.home import HomePaths
 from claybot.engine.engine import Engine, EngineOptions
+from claybot.scheduling.schedule import CRON_FORMAT
 from tests.conftest import ECHO_SETTINGS, write_settings
+from tests.cron.expressions import CRON_EXPRESSIONS
 from tests.databases import create_postgres_database, drop_postgres_database
 
 pytestmark = pytest.mark.timeout(180)
@@ -119,6 +121,10 @@ class EngineUnderTest:
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
+
+# Schedules: the document names their format and states the language in words, as no
+# pattern says it whole; a valid one is generated here (and cronsim judges it).
+schemathesis.openapi.format(CRON_FORMAT, CRON_EXPRESSIONS)
 
 TEMP = Path(tempfile.gettempdir())
 APP = EngineUnderTest(HomePaths(TEMP / f"cb-openapi-{os.getpid()}"))

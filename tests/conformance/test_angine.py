@@ -126,8 +126,8 @@ def angine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Angine]:
         write_settings(paths, settings)
         env = {"OPENAI_API_KEY": "sk-fake", "OPENAI_BASE_URL": model.api_base}
         process = EngineProcess(paths, env)
-        process.start()
         try:
+            process.start()  # in here: an engine that answers too late is stopped too
             with process.client() as owner:
                 port = owner.get("/v1/engine/status").json()["tcp"]["port"]
                 # The tests poll faster than a page, and far more often than 60 a minute.

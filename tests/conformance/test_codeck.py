@@ -25,7 +25,7 @@ import json
 import shutil
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,7 @@ from websockets.typing import Origin
 
 from claybot.api.ratelimit import MAX_AUTH_FAILURES_PER_MIN
 from claybot.config.home import HomePaths
+from claybot.config.settings import ProactiveSettings
 from tests.conftest import ECHO_SETTINGS, EngineProcess, write_settings
 from tests.proactive.conftest import install_fake_claude
 
@@ -47,6 +48,10 @@ pytestmark = pytest.mark.slow
 NEVER = "0 0 29 2 *"  # a custom cron (the form takes one): midnight of a leap day
 STALE_AFTER_S = 45.0  # ws.ts:110: no message for this long and the client reconnects
 IDLE_S = 61.0  # "an idle minute", past the stale limit with room for one more check
+# The idle minute runs with every period a fifth of the real one (a heartbeat every 5 s, the
+# page's limit 9 s, idle for 12.2 s): the same beats in a fifth of the time. A beat may come
+# up to 4 s late (a busy machine) before the page would give the connection up.
+TIME_SCALE = 0.2
 MAX_AGENT_OUTPUT = 512 * 1024  # store.ts:247
 # ws.ts:5-9: every other type is dropped with a warning.
 KNOWN_MSG_TYPES = frozenset(
@@ -118,14 +123,20 @@ class Door:
 
 @pytest.fixture(scope="module")
 def codeck(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Door]:
-    home = tmp_path_factory.mktemp("codeck")
+    with open_door(ECHO_SETTINGS, tmp_path_factory.mktemp("codeck")) as door:
+        yield door
+
+
+@contextmanager
+def open_door(settings: dict[str, Any], home: Path) -> Iterator[Door]:
+    """An engine with ``settings`` and the fake ``claude`` (kept in ``home``), its key."""
     # Unix socket paths are limited to ~107 bytes; pytest's tmp paths can be long.
     paths = HomePaths(Path(f"/tmp/cb-codeck-{time.monotonic_ns() % 10**9}"))
-    write_settings(paths, ECHO_SETTINGS)
+    write_settings(paths, settings)
     fake = install_fake_claude(home / "fake")
     engine = EngineProcess(paths, {"PATH": fake.path})
-    engine.start()
     try:
+        engine.start()  # in here: an engine that answers too late is stopped too
         with engine.client() as client:
             port = client.get("/v1/engine/status").json()["tcp"]["port"]
         key = create_key(engine, ["agents:read", "agents:write"])
@@ -571,19 +582,30 @@ async def test_the_websocket_takes_the_token_in_the_query_at_the_root(codeck: Do
     assert all(codeck.token not in text for text in logs)
 
 
-async def test_the_websocket_stays_connected_through_an_idle_minute(codeck: Door) -> None:
+@pytest.fixture
+def quick_beats(tmp_path: Path) -> Iterator[Door]:
+    """An engine of its own whose heartbeat is the default's, scaled by ``TIME_SCALE``."""
+    beat_s = ProactiveSettings().ws_heartbeat_s * TIME_SCALE
+    with open_door({**ECHO_SETTINGS, "proactive": {"wsHeartbeatS": beat_s}}, tmp_path) as door:
+        yield door
+
+
+async def test_the_websocket_stays_connected_through_an_idle_minute(quick_beats: Door) -> None:
     """ws.ts:106-114: every 10 s the page closes a connection that has received nothing for
     45 s (and ws.ts:126-127 drops the ``heartbeat`` that prevents it).
 
-    This runs for real, with the engine's default settings (``proactive.wsHeartbeatS``,
-    25 s): connected and idle for 61 s, longer than the 45 s the page tolerates, it
-    receives only heartbeats, never 45 s apart, and is still open at the end (a change
-    made then reaches it)."""
-    async with tab(codeck) as page:
+    The engine's default ``proactive.wsHeartbeatS`` (25 s) against the page's 45 s, every
+    period scaled by ``TIME_SCALE`` (the heartbeat is configured as the scaled default):
+    connected and idle for a scaled 61 s, longer than the scaled 45 s the page tolerates,
+    it receives only heartbeats, never a scaled 45 s apart, and is still open at the end
+    (a change made then reaches it). tests/proactive/test_websocket.py checks that no
+    setting can make the heartbeat 45 s or longer."""
+    stale_after_s, idle_s = STALE_AFTER_S * TIME_SCALE, IDLE_S * TIME_SCALE
+    async with tab(quick_beats) as page:
         began = last = time.monotonic()
         gaps: list[float] = []
         kinds: list[str] = []
-        while (left := began + IDLE_S - time.monotonic()) > 0:
+        while (left := began + idle_s - time.monotonic()) > 0:
             try:
                 async with asyncio.timeout(left):
                     message = page.browser.on_message(str(await page.ws.recv()))
@@ -595,7 +617,6 @@ async def test_the_websocket_stays_connected_through_an_idle_minute(codeck: Door
             kinds.append(message.get("type", "?"))
         gaps.append(time.monotonic() - last)
         assert kinds and set(kinds) == {"heartbeat"}, kinds
-        assert len(kinds) >= 2 and max(gaps) < STALE_AFTER_S, gaps
-        agent_id = await create_agent(codeck, "After a minute", "report")
+        assert len(kinds) >= 2 and max(gaps) < stale_after_s, gaps
+        agent_id = await create_agent(quick_beats, "After a minute", "report")
         await page.until(of(agent_id, "agent:update"))
-    await api_fetch(codeck, f"/api/agents/{agent_id}", "DELETE")

@@ -13,6 +13,7 @@ import pytest
 from claybot.config.home import HomePaths
 from claybot.engine.engine import Engine, EngineOptions
 from claybot.kernel.events import Event
+from claybot.providers.scripted import ScriptedProvider
 from tests.agents.test_agents import next_event, record_events
 from tests.agents.test_subagents import history, rules_settings
 from tests.conftest import write_settings
@@ -115,7 +116,9 @@ async def test_a_restart_in_the_middle_of_a_run_does_not_run_it_twice(paths: Hom
     engine, events = await start(paths, clock, slow)
     clock.set(utc(2026, 5, 4, 10, 0, 0, 200_000))
     await next_event(events, "cron.task.started")
-    await asyncio.sleep(0.2)  # the model is working on it
+    model = engine.router.providers[0]
+    assert isinstance(model, ScriptedProvider)
+    await wait_until(lambda: model.requests)  # the model is working on it
     await engine.stop(drain_timeout_s=0.1)  # the turn is cut off, like a crash
     fast = rules_settings([{"match": "Write the report", "response": "Report written."}])
     engine, events = await start(paths, clock, fast)

@@ -56,6 +56,13 @@ def requests_of(engine: Engine) -> int:
     return sum("# Heartbeat run" in r.messages[-1].text for r in provider.requests)
 
 
+async def in_the_model(engine: Engine, beats: int, timeout_s: float = 10) -> None:
+    """Until ``beats`` heartbeat runs have reached the model (which may still be answering)."""
+    async with asyncio.timeout(timeout_s):
+        while requests_of(engine) < beats:
+            await asyncio.sleep(0.005)
+
+
 async def test_several_tasks_make_one_call_one_last_run_and_one_event_each(
     paths: HomePaths,
 ) -> None:
@@ -117,7 +124,7 @@ async def test_a_beat_due_while_one_runs_is_deferred_not_doubled(paths: HomePath
     clock = FakeClock(START)
     engine, events = await start(paths, clock, delay_s=0.4)
     try:
-        await asyncio.sleep(0.1)  # the first beat is in the model
+        await in_the_model(engine, beats=1)
         engine.heartbeat.run_now()
         await next_event(events, "heartbeat.deferred")
         ran = await next_event(events, "heartbeat.task.ran", count=2, timeout_s=10)
@@ -148,7 +155,7 @@ async def test_a_restart_during_a_beat_finishes_it_once(paths: HomePaths) -> Non
     write_task(paths, "one", "One", "Check one thing.")
     clock = FakeClock(START)
     engine, events = await start(paths, clock, delay_s=30)
-    await asyncio.sleep(0.3)  # the beat is in the model
+    await in_the_model(engine, beats=1)
     await engine.stop(drain_timeout_s=0.1)
     engine, events = await start(paths, clock)
     try:

@@ -17,7 +17,7 @@ from sqlalchemy import select, update
 from claybot.db.tables import job_queue
 from claybot.jobs.database import JobDatabase
 from claybot.jobs.model import Claim, NewJob
-from claybot.jobs.store import Renewal
+from claybot.jobs.port import Renewal
 from tests.databases import open_database
 from tests.jobs.conftest import Clock
 

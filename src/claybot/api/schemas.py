@@ -24,11 +24,16 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 from typing_extensions import TypeAliasType
 
-from claybot.api.cron_pattern import CRON_DESCRIPTION, cron_pattern, impossible_day_pattern
 from claybot.config.auth import AUTH_TYPES
 from claybot.config.settings import ProviderSettings
 from claybot.cron import task
 from claybot.db.keys import SCOPES
+from claybot.scheduling.schedule import (
+    CRON_DESCRIPTION,
+    CRON_EXAMPLES,
+    CRON_FORMAT,
+    MAX_EXPRESSION_CHARS,
+)
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 NAME_PATTERN = r"^[^\x00-\x1f/]+$"
@@ -40,10 +45,6 @@ MAX_PROVIDER_POSITION = 1000  # a place in the list of providers
 NO_NUL = r"^[^\x00]*$"
 
 
-# The two schemas below are built when the document is generated, not at import (the
-# pattern is 10 kB of text; the zone list reads ~600 files), off the engine's start path.
-
-
 class _CronExpressionSchema:
     def __get_pydantic_json_schema__(
         self, core_schema: CoreSchema, handler: GetJsonSchemaHandler
@@ -51,14 +52,15 @@ class _CronExpressionSchema:
         return {
             "type": "string",
             "minLength": 1,
-            "maxLength": 256,
-            "pattern": cron_pattern(),
-            "not": {"pattern": impossible_day_pattern()},
+            "maxLength": MAX_EXPRESSION_CHARS,
+            "format": CRON_FORMAT,
             "description": CRON_DESCRIPTION,
-            "examples": ["0 9 * * MON-FRI", "*/15 * * * *", "0 0 L * *"],
+            "examples": list(CRON_EXAMPLES),
         }
 
 
+# Built when the document is generated, not at import (the zone list reads ~600 files),
+# off the engine's start path.
 @cache
 def zone_names() -> list[str]:
     return sorted(available_timezones())
@@ -81,7 +83,7 @@ class _TimeZoneSchema:
 # schemas describe; the length limits are checked here too.
 CronExpression = TypeAliasType(
     "CronExpression",
-    Annotated[str, Field(min_length=1, max_length=256), _CronExpressionSchema()],
+    Annotated[str, Field(min_length=1, max_length=MAX_EXPRESSION_CHARS), _CronExpressionSchema()],
 )
 TimeZone = TypeAliasType(
     "TimeZone", Annotated[str, Field(min_length=1, max_length=64), _TimeZoneSchema()]

@@ -9,12 +9,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from claybot.jobs.files import JobFiles
 from claybot.jobs.logs import JobLogs
+from claybot.jobs.port import DEFAULT_LEASE, JobLogStore, JobStore
 from claybot.jobs.registry import McpRegistry
 from claybot.jobs.sql import Clock, JobTables, utcnow
-from claybot.jobs.store import JobStore
+from claybot.jobs.store import SqlJobStore
 from claybot.jobs.worker_rows import WorkerRows
 
-DEFAULT_LEASE = timedelta(seconds=30)
 DEFAULT_MAX_FILE_BYTES = 10 * 1024 * 1024  # seed 002's upload cap
 
 
@@ -28,8 +28,8 @@ class JobDatabase:
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     ) -> None:
         self.tables = JobTables(engine, clock=clock, lease=lease, max_file_bytes=max_file_bytes)
-        self.jobs = JobStore(self.tables)
-        self.logs = JobLogs(self.tables)
+        self.jobs: JobStore = SqlJobStore(self.tables)
+        self.logs: JobLogStore = JobLogs(self.tables)
         self.files = JobFiles(self.tables)
         self.workers = WorkerRows(self.tables)
         self.registry = McpRegistry(self.tables)

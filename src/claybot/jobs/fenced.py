@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from functools import partial
 from typing import Any
 
@@ -54,31 +52,10 @@ from claybot.db.errors import StoreError
 from claybot.db.tables import job_artifacts, job_logs, job_queue, job_records
 from claybot.jobs.logs import add_log
 from claybot.jobs.model import Claim, LeaseLost
+from claybot.jobs.port import Checkpoint, NewArtifact
 from claybot.jobs.sql import JobTables, fence_update, lease_lost
 from claybot.jobs.writer import Events, TwoStep
 from claybot.kernel.event_types import EventType
-
-
-@dataclass(frozen=True)
-class NewArtifact:
-    filename: str
-    mime_type: str | None
-    content: bytes
-    created_at: datetime
-
-
-@dataclass(frozen=True)
-class Checkpoint:
-    """Records to append from ``first_seq``, (step key, line) log lines written with
-    them, and the artifact a tool of the step wrote (``write_file``'s), if any."""
-
-    first_seq: int
-    records: Sequence[dict[str, Any]]
-    logs: Sequence[tuple[str, str]]
-    artifact: NewArtifact | None = None
-
-
-NO_CHECKPOINT = Checkpoint(0, (), ())
 
 
 @dataclass(frozen=True)

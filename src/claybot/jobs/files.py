@@ -11,8 +11,9 @@ from sqlalchemy import Connection, and_, insert, select
 
 from claybot.db.errors import wrap_database_errors
 from claybot.db.tables import job_artifacts, job_attachments
-from claybot.jobs.fenced import NO_CHECKPOINT, NewArtifact, write_fenced
+from claybot.jobs.fenced import write_fenced
 from claybot.jobs.model import Claim, InvalidJobState, Owner, StoredFile
+from claybot.jobs.port import NO_CHECKPOINT, NewArtifact
 from claybot.jobs.sql import JobTables, at
 from claybot.jobs.writer import Events
 from claybot.kernel.errors import InvalidInput, NotFound

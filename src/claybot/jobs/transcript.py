@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from claybot.agents.history import Record, of_turn
 from claybot.jobs.database import JobDatabase
-from claybot.jobs.fenced import Checkpoint, NewArtifact
 from claybot.jobs.model import Claim
+from claybot.jobs.port import Checkpoint, NewArtifact
 
 
 class JobTranscript:

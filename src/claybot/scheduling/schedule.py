@@ -24,6 +24,21 @@ from claybot.kernel.errors import InvalidInput
 MAX_EXPRESSION_CHARS = 256
 FIELD_COUNT = 5
 
+# The language as API documents state it: in words, under a format name, with cronsim
+# (``CronSchedule.parse``) the only judge. A regular expression exact about it took 200
+# lines and still could not say one rule across fields (a day no month has).
+CRON_FORMAT = "cron"
+CRON_DESCRIPTION = (
+    "A 5-field cron expression: minute hour day-of-month month day-of-week, e.g. "
+    "`0 9 * * MON-FRI` or `*/15 * * * *`. Each field is `*`, a value, a range `a-b` "
+    "(a <= b), or a comma list of them, each with an optional step `/n`; months and "
+    "weekdays may be names (JAN-DEC, SUN-SAT; 0 and 7 are Sunday); day-of-month also "
+    "takes `L` (last day) and `LW` (last weekday), day-of-week `5L` (last Friday) and "
+    "`MON#2` (second Monday). A day of month that none of the months has is refused. "
+    "A refused expression is answered 422, naming the field and what is wrong with it."
+)
+CRON_EXAMPLES = ("0 9 * * MON-FRI", "*/15 * * * *", "0 0 L * *")
+
 
 ScheduleField = Literal["schedule", "timezone"]
 

@@ -18,6 +18,7 @@ from claybot.kernel.events import Event
 from claybot.plugins.telegram.connector import RESET_TEXT
 from claybot.plugins.telegram.format import markdown_to_html
 from claybot.plugins.telegram.split import split_markdown, telegram_length
+from claybot.providers.scripted import ScriptedProvider
 from tests.agents.test_agents import record_events
 from tests.agents.test_subagents import call, history, rules_settings
 from tests.plugins.telegram.fake_bot_api import FakeBotApi, Upload
@@ -192,7 +193,9 @@ async def test_stop_interrupts_a_slow_answer(paths: HomePaths, bot_api: FakeBotA
         bot_api.message(ANN, "/stop")
         await wait_until(lambda: texts(bot_api) == ["Nothing is running."])
         bot_api.message(ANN, "take your time")
-        await asyncio.sleep(0.5)
+        model = engine.router.providers[0]
+        assert isinstance(model, ScriptedProvider)
+        await wait_until(lambda: bool(model.requests))  # the slow answer has begun
         bot_api.message(ANN, "/stop")
         await wait_until(lambda: len(texts(bot_api)) == 2)
     finally:
