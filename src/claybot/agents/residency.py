@@ -25,6 +25,7 @@ from claybot.agents.history import HistoryTail, turn_progress
 from claybot.agents.inbox import InboxItem
 from claybot.agents.state import AgentState
 from claybot.agents.store import AgentProblem, AgentStoreError
+from claybot.kernel.backoff import Backoff, backoff_s
 from claybot.kernel.event_types import EventType
 from claybot.kernel.memory import release_freed_memory
 
@@ -47,7 +48,7 @@ class StuckAgent:
 
     @property
     def retry_delay_s(self) -> float:
-        return min(RESUME_MAX_S, RESUME_FIRST_S * 2.0 ** min(self.failures - 1, 20))
+        return backoff_s(self.failures - 1, first_s=RESUME_FIRST_S, max_s=RESUME_MAX_S)
 
     def to_dict(self) -> dict[str, str | int]:
         return {"agentId": self.agent_id, "since": self.since_ms, "error": self.error,
@@ -255,10 +256,11 @@ class Residency:
 
     async def _resume_later(self, agent_id: str) -> None:
         stuck = self.stuck.get(agent_id)
-        delay = stuck.retry_delay_s if stuck is not None else RESUME_FIRST_S
+        # The pause the failure's log line announced, then longer ones.
+        failed_before = stuck.failures - 1 if stuck is not None else 0
+        backoff = Backoff(RESUME_FIRST_S, RESUME_MAX_S, attempt=failed_before)
         while not self._stopping():
-            await asyncio.sleep(delay)
-            delay = min(RESUME_MAX_S, delay * 2)
+            await asyncio.sleep(backoff.next_s())
             try:
                 agent = await self.wake(agent_id)
             except StorageFull:

@@ -18,6 +18,7 @@ from claybot.api.dashboard.rendering import SECURITY_HEADERS, page, see_other
 from claybot.api.dashboard.routes import guard, guard_form
 from claybot.api.routes import engine_of
 from claybot.kernel.errors import ClayError
+from claybot.kernel.sse import LF, sse_frame
 from claybot.proactive.broadcast import Listener
 from claybot.proactive.inputs import CreateAgentInput, UpdateAgentInput
 
@@ -223,7 +224,7 @@ async def live(request: Request, agent_id: str) -> Response:
 
 async def _live_frames(listener: Listener, agent_id: str, output: str) -> AsyncIterator[bytes]:
     def frame(kind: str, data: dict[str, Any]) -> bytes:
-        return f"data: {json.dumps({'type': kind, 'payload': data})}\n\n".encode()
+        return sse_frame(json.dumps({"type": kind, "payload": data}).encode(), eol=LF)
 
     try:
         yield frame("snapshot", {"text": output})
