@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import pytest
+from sqlalchemy import delete
 
 from claybot.agents.descriptors import UserDescriptor, descriptor_to_dict
 from claybot.agents.durable_port import AgentStore, InboxStore, IndexEntry
@@ -20,17 +21,20 @@ from claybot.agents.history import start_record
 from claybot.agents.inbox import InboxItem
 from claybot.agents.inbox_log import InboxLog
 from claybot.agents.memory_store import MemoryAgentStore, MemoryDisk, MemoryInbox
+from claybot.agents.postgres_store import PostgresAgentStore, PostgresInbox, SqlWriter
 from claybot.agents.state import AgentState
 from claybot.agents.store import FileAgentStore
+from claybot.db.database import create_database_engine, migrate
+from claybot.db.tables import agent_history, agent_inbox, agent_index
 from claybot.durable.group_commit import GroupCommitWriter
 
-BACKENDS = ["files", "memory"]
+BACKENDS = ["files", "memory", pytest.param("postgres", marks=pytest.mark.postgres)]
 
 
 @dataclass
 class Durable:
-    """One backend's two stores, and the next start's (``restart``): on files, the
-    writer is closed (what it holds is written) and a new one opened;
+    """One backend's two stores, and the next start's (``restart``): on files and in
+    PostgreSQL, the writer is closed (what it holds is written) and a new one opened;
     in memory, the disk crashes (what was not made durable is gone), so a test
     asserts only what every backend promises."""
 
@@ -46,7 +50,30 @@ class Durable:
 
 @asynccontextmanager
 async def opened(backend: str, request: pytest.FixtureRequest) -> AsyncIterator[Durable]:
-    """The backend's stores, booted on an empty home."""
+    """The backend's stores, booted on an empty home (or database)."""
+    if backend == "postgres":
+        engine = create_database_engine(request.getfixturevalue("postgres_url"))
+        await migrate(engine)
+        async with engine.begin() as connection:  # the database lives all session
+            for table in (agent_inbox, agent_history, agent_index):
+                await connection.execute(delete(table))
+        writers: list[SqlWriter] = []
+
+        async def restart_postgres() -> Durable:
+            if writers:
+                await writers[-1].flush()
+            writer = SqlWriter(engine)
+            writers.append(writer)
+            return Durable(PostgresAgentStore(writer), PostgresInbox(writer), restart_postgres)
+
+        try:
+            first = await restart_postgres()
+            await first.boot()
+            yield first
+            await writers[-1].flush()
+        finally:
+            await engine.dispose()
+        return
     if backend == "memory":
         disks = [MemoryDisk()]
 
