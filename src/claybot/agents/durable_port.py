@@ -10,7 +10,8 @@ reaches its state only through these, so what is under them can change:
 - ``FileAgentStore`` and ``InboxLog``: seed 001's files in the home (the default);
 - ``MemoryAgentStore`` and ``MemoryInbox`` (``memory_store.py``): the twin, whose
   ``crash`` keeps only what was made durable;
-- PostgreSQL tables, for cluster mode (next).
+- ``PostgresAgentStore`` and ``PostgresInbox`` (``postgres_store.py``): tables in
+  the database, for cluster mode.
 
 ``tests/agents/contract`` holds every implementation to the same behaviour.
 
