@@ -394,7 +394,7 @@ class ChatTurn:
         }
 
     async def _facts(self) -> TurnFacts:
-        page = await self.agents.history(
+        page = await self.agents.histories.page(
             self.turn.agent_id, after=None, before=None, limit=HISTORY_LIMIT
         )
         return turn_facts(page.records, self.turn.id)
