@@ -196,7 +196,9 @@ async def test_restart_restores_context_and_finishes_pending_messages(paths: Any
         assert events[0].type == "agent.restored"
         replies = [e.payload["message"]["text"] for e in events if e.type == "agent.outgoing"]
         assert replies == ["echo: pending one", "echo: pending two"]
-        page = await engine.agents.history(posted.agent_id, after=None, before=None, limit=100)
+        page = await engine.agents.histories.page(
+            posted.agent_id, after=None, before=None, limit=100
+        )
         kinds = [r["type"] for r in page.records]
         assert kinds.count("user_message") == 2 and kinds.count("assistant_message") == 2
     finally:
@@ -204,13 +206,13 @@ async def test_restart_restores_context_and_finishes_pending_messages(paths: Any
 
 
 async def test_fetch_strategies(engine: Engine, api: httpx.AsyncClient) -> None:
-    assert engine.agents.agent_for("most-recent-foreground") is None
+    assert engine.agents.listings.most_recent("most-recent-foreground") is None
     first = await post(api, "a", user="first")
     second = await post(api, "b", user="second")
-    assert engine.agents.agent_for("most-recent-foreground") == second["agentId"]
+    assert engine.agents.listings.most_recent("most-recent-foreground") == second["agentId"]
     await post(api, "c", user="first")
-    assert engine.agents.agent_for("most-recent-foreground") == first["agentId"]
-    assert engine.agents.agent_for("heartbeat") is None
+    assert engine.agents.listings.most_recent("most-recent-foreground") == first["agentId"]
+    assert engine.agents.listings.most_recent("heartbeat") is None
 
 
 async def test_history_pages(engine: Engine, api: httpx.AsyncClient) -> None:
@@ -265,12 +267,12 @@ async def test_a_page_of_agents_is_the_slice_of_the_whole_list(engine: Engine) -
         # A hyphen: the search looks in ids too, and no id holds one (it could hold "u3").
         turn = await agents.submit_inbound(InboundMessage("local", f"user-{n}", "c", "hi", f"m{n}"))
         await turn.outcome(10)
-    whole = agents.list_agents()
-    first, total = agents.agents_page(kind=None, text=None, offset=0, limit=3)
-    rest, _ = agents.agents_page(kind=None, text=None, offset=3, limit=10)
+    whole = agents.listings.agents()
+    first, total = agents.listings.page(kind=None, text=None, offset=0, limit=3)
+    rest, _ = agents.listings.page(kind=None, text=None, offset=3, limit=10)
     assert total == 7
     assert [a["agentId"] for a in first + rest] == [a["agentId"] for a in whole]
     assert first[0] == whole[0]  # the same listing
-    found, count = agents.agents_page(kind="user", text="USER-3", offset=0, limit=10)
+    found, count = agents.listings.page(kind="user", text="USER-3", offset=0, limit=10)
     assert count == 1 and "user-3" in found[0]["label"]  # the search ignores case
-    assert agents.agents_page(kind="cron", text=None, offset=0, limit=10) == ([], 0)
+    assert agents.listings.page(kind="cron", text=None, offset=0, limit=10) == ([], 0)

@@ -24,7 +24,7 @@ async def test_a_finished_turn_is_answered_from_history_not_kept_in_memory(
     live = await turn.outcome(10)
     assert "hello" in live.text and not live.failed
     # Done: nothing of it stays in the engine to wait on...
-    assert agents.inbox_log.pending_item(turn.agent_id, turn.id) is None
+    assert agents.runtime.inbox_log.pending_item(turn.agent_id, turn.id) is None
     assert await agents.unload_idle(older_than_s=0) == 1
     # ...and asked again later (a scheduler after a restart), history answers.
     again = agents.turn(turn.agent_id, turn.id)
@@ -58,18 +58,18 @@ async def test_an_agent_that_leaves_memory_lets_its_history_file_close(engine: E
     agents = engine.agents
     turn = await agents.submit_inbound(InboundMessage("local", "u1", "c1", "hello", "m1"))
     await turn.outcome(10)
-    history = str(agents.store.history_path(turn.agent_id))
-    await agents.store.writer.flush()
-    assert history in open_files(agents.store.root)
+    history = str(agents.runtime.store.history_path(turn.agent_id))
+    await agents.runtime.store.writer.flush()
+    assert history in open_files(agents.runtime.store.root)
     assert await agents.unload_idle(older_than_s=0) == 1
-    await agents.store.writer.flush()  # the close happens between the writer's batches
-    assert history not in open_files(agents.store.root)
+    await agents.runtime.store.writer.flush()  # the close happens between the writer's batches
+    assert history not in open_files(agents.runtime.store.root)
     # Woken again, it appends to the same file.
     again = await agents.submit_inbound(InboundMessage("local", "u1", "c1", "again", "m2"))
     assert "again" in (await again.outcome(10)).text
-    await agents.store.writer.flush()
+    await agents.runtime.store.writer.flush()
     assert b'"again"' in await asyncio.to_thread(Path(history).read_bytes)
-    assert history in open_files(agents.store.root)
+    assert history in open_files(agents.runtime.store.root)
 
 
 async def test_when_every_agent_went_idle_the_journal_is_checkpointed(paths: HomePaths) -> None:
@@ -84,10 +84,10 @@ async def test_when_every_agent_went_idle_the_journal_is_checkpointed(paths: Hom
         for user in ("u1", "u2"):
             turn = await agents.submit_inbound(InboundMessage("local", user, "c", "hi", user))
             await turn.outcome(10)
-        assert b'"op":"redo"' in agents.inbox_log.path.read_bytes()
+        assert b'"op":"redo"' in agents.runtime.inbox_log.path.read_bytes()
         async with asyncio.timeout(10):
-            while agents.loaded_count or agents.inbox_log.appended_since_checkpoint:
+            while agents.loaded_count or agents.runtime.inbox_log.appended_since_checkpoint:
                 await asyncio.sleep(0.05)
-        assert agents.inbox_log.path.read_bytes() == b""  # nothing pending, nothing to redo
+        assert agents.runtime.inbox_log.path.read_bytes() == b""  # nothing pending, nothing to redo
     finally:
         await engine.stop()

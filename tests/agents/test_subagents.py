@@ -41,7 +41,7 @@ DELEGATION = [
 
 
 async def history(engine: Engine, agent_id: str) -> list[dict[str, Any]]:
-    page = await engine.agents.history(agent_id, after=None, before=None, limit=1000)
+    page = await engine.agents.histories.page(agent_id, after=None, before=None, limit=1000)
     return page.records
 
 
@@ -73,7 +73,7 @@ async def test_a_finished_subagent_reports_to_its_parent_exactly_once(paths: Hom
         await next_event(events, "agent.outgoing", count=3)  # started, helper's answer, result
         parent_records = await history(engine, posted.agent_id)
         child_records = await history(engine, child)
-        listing = {a["agentId"]: a for a in engine.agents.list_agents()}
+        listing = {a["agentId"]: a for a in engine.agents.listings.agents()}
     finally:
         await engine.stop()
     assert child != posted.agent_id and listing[child]["type"] == "subagent"
@@ -260,7 +260,7 @@ async def test_nesting_and_children_limits_are_clear_errors(paths: HomePaths) ->
         posted = await engine.post_inbound(InboundMessage("local", "ann", "cli", "spawn two"))
         await next_event(events, "agent.subagent.finished", count=2, timeout_s=10)
         records = await history(engine, posted.agent_id)
-        agents = engine.agents.list_agents()
+        agents = engine.agents.listings.agents()
     finally:
         await engine.stop()
     outputs = [r["output"] for r in records if r["type"] == "tool_result"]

@@ -76,7 +76,7 @@ async def test_deltas_arrive_while_the_turn_runs_and_history_keeps_only_the_fina
         index for index, event in enumerate(events) if event.type == "agent.delta"
     )
     # History: the user message and one final assistant message, no deltas.
-    page = await engine.agents.history(turn.agent_id, after=None, before=None, limit=100)
+    page = await engine.agents.histories.page(turn.agent_id, after=None, before=None, limit=100)
     messages = [r for r in page.records if r["type"] in ("user_message", "assistant_message")]
     assert [(r["type"], r["text"]) for r in messages] == [
         ("user_message", "go"),

@@ -155,6 +155,17 @@ async def test_a_blank_heartbeat_prompt_is_invalid_input_not_a_conflict(
     assert listing["tasks"] == []  # nothing was written
 
 
+async def test_a_cron_task_whose_prompt_is_only_blanks_is_refused_and_nothing_written(
+    api: httpx.AsyncClient,
+) -> None:
+    # Found by the conformance suite: the prompt passed min_length, the TASK.md was
+    # written, and reading it back (its prompt stripped) failed with a 500.
+    body = {"name": "T", "schedule": "* * * * *", "prompt": " \n "}
+    response = await api.post("/v1/engine/cron/tasks", json=body)
+    assert error_of(response, 422, "invalid_request")["field"] == "body.prompt"
+    assert (await api.get("/v1/engine/cron/tasks")).json()["tasks"] == []
+
+
 async def test_a_schedule_error_names_the_body_field_it_came_from(api: httpx.AsyncClient) -> None:
     body = {"name": "T", "schedule": "0 9 * * *", "prompt": "p"}
     zone = await api.post("/v1/engine/cron/tasks", json={**body, "timezone": "Mars/Base"})

@@ -29,7 +29,7 @@ async def upload(api: httpx.AsyncClient, name: str, data: bytes) -> httpx.Respon
 
 
 async def history_of(engine: Engine, agent_id: str) -> list[dict[str, Any]]:
-    page = await engine.agents.history(agent_id, after=None, before=None, limit=100)
+    page = await engine.agents.histories.page(agent_id, after=None, before=None, limit=100)
     return page.records
 
 

@@ -126,7 +126,7 @@ async def chat(client: httpx.AsyncClient, messages: list[dict[str, Any]], **extr
 
 
 async def user_texts(engine: Engine, agent_id: str) -> list[str]:
-    page = await engine.agents.history(agent_id, after=None, before=None, limit=1000)
+    page = await engine.agents.histories.page(agent_id, after=None, before=None, limit=1000)
     return [r["text"] for r in page.records if r["type"] == "user_message"]
 
 
@@ -445,7 +445,7 @@ async def test_bad_requests_get_openai_shaped_4xx(
     error = openai_error(response, status, code)
     assert error["type"] == "invalid_request_error"
     assert error["param"] == param
-    assert door.engine.agents.conversations("openai") == []  # nothing was said
+    assert door.engine.agents.listings.conversations("openai") == []  # nothing was said
 
 
 async def test_text_parts_and_client_tools_are_taken_as_openai_clients_send_them(
@@ -497,7 +497,7 @@ async def test_the_turn_runs_on_after_a_streaming_client_leaves(slow_door: Door)
     task = asyncio.ensure_future(request)
     agents = door.engine.agents
     async with asyncio.timeout(10):
-        while not agents.conversations("openai"):
+        while not agents.listings.conversations("openai"):
             await asyncio.sleep(0.01)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -505,10 +505,10 @@ async def test_the_turn_runs_on_after_a_streaming_client_leaves(slow_door: Door)
     # The stream's listener went with the request (the engine's own metrics listener
     # stays); the agent finishes the turn anyway.
     assert door.engine.events._listeners == [door.engine.metrics._on_event]
-    [entry] = agents.conversations("openai")
+    [entry] = agents.listings.conversations("openai")
     async with asyncio.timeout(10):
         while True:
-            page = await agents.history(entry.agent_id, after=None, before=None, limit=100)
+            page = await agents.histories.page(entry.agent_id, after=None, before=None, limit=100)
             if any(r["type"] == "assistant_message" for r in page.records):
                 break
             await asyncio.sleep(0.02)

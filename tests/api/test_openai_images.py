@@ -58,7 +58,7 @@ def said(text: str | None, *urls: str) -> list[Any]:
 
 
 async def user_records(engine: Engine, agent_id: str) -> list[dict[str, Any]]:
-    page = await engine.agents.history(agent_id, after=None, before=None, limit=100)
+    page = await engine.agents.histories.page(agent_id, after=None, before=None, limit=100)
     return [record for record in page.records if record["type"] == "user_message"]
 
 
@@ -120,7 +120,7 @@ async def test_what_is_not_an_inline_image_is_refused(
         assert isinstance(error, dict)
         assert error["code"] == "unsupported_content" and error["param"] == "messages.0.content.1"
         assert told in error["message"]
-        assert engine.agents.conversations("openai") == []  # nothing was said
+        assert engine.agents.listings.conversations("openai") == []  # nothing was said
 
 
 async def test_images_past_the_stores_caps_are_413_in_openai_shape(paths: HomePaths) -> None:

@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, Secret, SecretStr
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from claybot.config.redaction import (
     REDACTED,
     SECRET,
     is_secret_name,
-    public_settings,
-    redact_by_schema,
+    redact_by_model,
     redact_named,
+    redact_value,
 )
-from claybot.config.settings import ProviderSettings
+from claybot.config.settings import CamelModel, ProviderSettings
 
 
 @pytest.mark.parametrize(
@@ -88,18 +89,18 @@ def test_what_the_model_marks_secret_is_redacted_wherever_the_model_is_used() ->
         "plain": "kept",
     }
     hidden = {"password": REDACTED, "env": {"A": REDACTED}, "label": "kept"}
-    assert redact_by_schema(Outer.model_json_schema(), settings) == {
+    assert redact_by_model(Outer, settings) == {
         "inner": hidden,
         "many": [hidden, {"label": "only"}],
         "by_name": {"x": hidden},
         "secret_list": [REDACTED, REDACTED],
         "plain": "kept",
     }
-    assert redact_by_schema(Outer.model_json_schema(), {"inner": None}) == {"inner": None}
+    assert redact_by_model(Outer, {"inner": None}) == {"inner": None}
 
 
-def test_without_a_schema_every_value_is_hidden() -> None:
-    assert public_settings(None, {"a": "1", "b": [2, {"c": None}]}) == {
+def test_a_hidden_value_keeps_its_shape() -> None:
+    assert redact_value({"a": "1", "b": [2, {"c": None}]}) == {
         "a": REDACTED,
         "b": [REDACTED, {"c": None}],
     }
@@ -110,3 +111,40 @@ def test_a_provider_shows_its_options_redacted_and_keeps_the_real_ones() -> None
     assert provider.to_public_dict()["options"] == {"apiKey": REDACTED, "baseUrl": "http://h"}
     assert provider.options["apiKey"] == "sk-1"
     assert provider.to_json_dict()["options"]["apiKey"] == "sk-1"
+
+
+@pydantic_dataclass
+class Login:
+    user: str
+    password: SecretStr
+
+
+class Aliased(CamelModel):
+    bot_token: str = Field(json_schema_extra=SECRET)
+    keys: list[Annotated[str, Field(json_schema_extra=SECRET)]] = []
+    login: Login | None = None
+    pin: Secret[int] | None = None
+    pair: tuple[str, SecretStr] | None = None
+
+
+def test_the_model_is_read_by_its_aliases_into_annotations_and_dataclasses() -> None:
+    settings = {
+        "botToken": "t",
+        "keys": ["a", "b"],
+        "login": {"user": "u", "password": "p"},
+        "pin": 1234,
+        "pair": ["x", "y"],
+        "unknown": "kept",  # no field says it is secret (and its name does not)
+    }
+    assert redact_by_model(Aliased, settings) == {
+        "botToken": REDACTED,
+        "keys": [REDACTED, REDACTED],
+        "login": {"user": "u", "password": REDACTED},
+        "pin": REDACTED,
+        "pair": ["x", REDACTED],
+        "unknown": "kept",
+    }
+    # Stored settings are not validated first: a value of another shape than its field's
+    # is left to the names' net (``public_settings``), never an error.
+    odd = {"login": "odd", "keys": "odd", "botToken": ["t"]}
+    assert redact_by_model(Aliased, odd) == {**odd, "botToken": [REDACTED]}

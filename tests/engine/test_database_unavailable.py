@@ -28,7 +28,9 @@ async def test_keys_fail_clearly_while_agents_keep_working(paths: HomePaths) -> 
         assert status["ready"] is False and "hunter2" not in status["error"]
         posted = await engine.post_inbound(InboundMessage("local", "u", "c", "still here"))
         await next_event(events, "agent.outgoing")  # the agent answered
-        page = await engine.agents.history(posted.agent_id, after=None, before=None, limit=10)
+        page = await engine.agents.histories.page(
+            posted.agent_id, after=None, before=None, limit=10
+        )
         assert page.records[1]["text"] == "still here"
     finally:
         await engine.stop()

@@ -75,7 +75,7 @@ async def test_several_tasks_make_one_call_one_last_run_and_one_event_each(
         ran = await next_event(events, "heartbeat.task.ran", count=3)
         await asyncio.sleep(0.1)
         calls = requests_of(engine)
-        agents = engine.agents.list_agents()
+        agents = engine.agents.listings.agents()
         heartbeat_agent = next(a["agentId"] for a in agents if a["type"] == "heartbeat")
         records = await history(engine, heartbeat_agent)
         state = json.loads((paths.home / "heartbeat" / ".heartbeat-state.json").read_text())
@@ -161,7 +161,7 @@ async def test_a_restart_during_a_beat_finishes_it_once(paths: HomePaths) -> Non
     try:
         await next_event(events, "heartbeat.task.ran")
         await asyncio.sleep(0.2)
-        agents = engine.agents.list_agents()
+        agents = engine.agents.listings.agents()
         heartbeat_agent = next(a["agentId"] for a in agents if a["type"] == "heartbeat")
         records = await history(engine, heartbeat_agent)
     finally:

@@ -172,7 +172,9 @@ async def test_agent_turn_calls_mcp_tools_and_unload_stops_the_server(paths: Hom
 
         posted = await engine.post_inbound(InboundMessage("local", "u", "c", "go"))
         await next_event(events, "agent.outgoing", timeout_s=30)
-        page = await engine.agents.history(posted.agent_id, after=None, before=None, limit=100)
+        page = await engine.agents.histories.page(
+            posted.agent_id, after=None, before=None, limit=100
+        )
         results = [r["output"] for r in page.records if r["type"] == "tool_result"]
         assert [r["isError"] for r in results] == [False, False, True, True, False]
         assert results[0]["text"] == "5"

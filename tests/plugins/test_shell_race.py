@@ -122,7 +122,9 @@ async def test_a_folder_swapped_for_a_link_is_never_followed(paths: HomePaths) -
         with Swapper(real, link) as swapper:
             posted = await engine.post_inbound(InboundMessage("local", "u", "c", "go"))
             await next_event(events, "agent.outgoing", timeout_s=60)
-        page = await engine.agents.history(posted.agent_id, after=None, before=None, limit=1000)
+        page = await engine.agents.histories.page(
+            posted.agent_id, after=None, before=None, limit=1000
+        )
         results = [r["output"] for r in page.records if r["type"] == "tool_result"]
     finally:
         await engine.stop()

@@ -49,7 +49,9 @@ async def run_script(
         posted = await engine.post_inbound(InboundMessage("local", "u", "c", "go"))
         after_post(engine, posted.agent_id)
         await next_event(events, "agent.outgoing")
-        page = await engine.agents.history(posted.agent_id, after=None, before=None, limit=100)
+        page = await engine.agents.histories.page(
+            posted.agent_id, after=None, before=None, limit=100
+        )
         return [r["output"] for r in page.records if r["type"] == "tool_result"]
     finally:
         await engine.stop()

@@ -419,7 +419,9 @@ async def _fetch_after_grant(
         [request] = engine.permissions.list("pending")
         await engine.permissions.decide(request.id, True, "test")
         await next_event(events, "agent.outgoing", count=2)
-        page = await engine.agents.history(posted.agent_id, after=None, before=None, limit=100)
+        page = await engine.agents.histories.page(
+            posted.agent_id, after=None, before=None, limit=100
+        )
         return [r["output"] for r in page.records if r["type"] == "tool_result"]
     finally:
         await engine.stop()

@@ -172,7 +172,7 @@ async def test_the_engine_runner_runs_the_objective_as_an_engine_agent(served: S
         await ws.recv()
         await served.api.post(f"/api/agents/{agent['id']}/execute")
         await receive_until(ws, completes(agent["id"]))
-    engine_agents = served.engine.agents.list_agents()
+    engine_agents = served.engine.agents.listings.agents()
     assert (
         sum(
             1

@@ -111,7 +111,9 @@ async def run_turn(
             [request] = engine.permissions.list("pending")
             await engine.permissions.decide(request.id, True, "test")
             await next_event(events, "agent.outgoing", count=2, timeout_s=60)
-        page = await engine.agents.history(posted.agent_id, after=None, before=None, limit=200)
+        page = await engine.agents.histories.page(
+            posted.agent_id, after=None, before=None, limit=200
+        )
         return [r["output"] for r in page.records if r["type"] == "tool_result"]
     finally:
         await engine.stop()

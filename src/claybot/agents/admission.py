@@ -23,11 +23,11 @@ from claybot.agents.descriptors import (
     descriptor_to_dict,
 )
 from claybot.agents.directory import AgentDirectory, AgentNotFound
+from claybot.agents.durable_port import IndexEntry
 from claybot.agents.history import HistoryTail, start_record, turn_progress
 from claybot.agents.inbox import InboxItem, ItemKind
 from claybot.agents.residency import Residency
 from claybot.agents.state import AgentState
-from claybot.agents.store import IndexEntry
 from claybot.agents.turn import Turn, TurnOutcome
 from claybot.agents.turn_loop import outcome_of
 from claybot.connectors.base import OutgoingMessage
@@ -135,7 +135,7 @@ class Admissions:
                 text=text,
                 context={"origin": origin},
             )
-            await self._inbox.accept(first)
+            await self._make_durable(first)
         entry = IndexEntry(agent_id, descriptor, now)
         try:
             await self._store.create(
@@ -261,9 +261,15 @@ class Admissions:
         )
         # Queue in memory now so the inbox order is the log order; the runner
         # waits for durability before it processes the item.
-        self._inbox.accept(item)
+        self._make_durable(item)
         agent.inbox.push(item)
         if isinstance(agent.descriptor, UserDescriptor):
             self.directory.touch(agent.id)
         self._schedule(agent)
         return item
+
+    def _make_durable(self, item: InboxItem) -> asyncio.Future[None]:
+        """Write the item to the inbox store; its handle and its runner wait for that."""
+        durable = item.durable = self._inbox.accept(item)
+        item.turn.bind(durable)
+        return durable

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from claybot.agents.descriptors import AgentDescriptor, UserDescriptor, agent_kind
+from claybot.agents.durable_port import AgentStore, InboxStore
 from claybot.agents.history import (
     HistoryTail,
     TurnProgress,
@@ -24,12 +25,11 @@ from claybot.agents.history import (
     reset_record,
     since_last_marker,
 )
-from claybot.agents.inbox import AgentInbox, InboxItem, InboxLog
+from claybot.agents.inbox import AgentInbox, InboxItem
 from claybot.agents.ports import UNMETERED, Outbox, TurnMeter
 from claybot.agents.recent_ids import RecentIds
 from claybot.agents.state import AgentState, ProviderSelection
-from claybot.agents.store import FileAgentStore
-from claybot.agents.transcript import FileTranscript
+from claybot.agents.transcript import AgentTranscript
 from claybot.agents.turn import TurnOutcome
 from claybot.agents.turn_loop import TurnLoop, TurnWork
 from claybot.connectors.base import OutgoingMessage
@@ -67,8 +67,8 @@ class DeliveryHeld(Exception):
 class AgentRuntime:
     """What every agent shares; built once by the engine."""
 
-    store: FileAgentStore
-    inbox_log: InboxLog
+    store: AgentStore
+    inbox_log: InboxStore
     events: EventBus
     outbox: Outbox
     loop: TurnLoop
@@ -119,7 +119,7 @@ class Agent:
         self._seen = RecentIds(SEEN_IDS_LIMIT)
         # Resets too: a connector's /reset delivered again must not reset twice.
         self._seen.fill(history.message_ids)
-        self.transcript = FileTranscript(runtime.store, runtime.inbox_log, agent_id)
+        self.transcript = AgentTranscript(runtime.store, runtime.inbox_log, agent_id)
         self._resume: dict[str, TurnProgress] = {}
         self._item: InboxItem | None = None  # the item whose turn runs (or ran last)
         self._current: asyncio.Task[TurnOutcome] | None = None

@@ -96,7 +96,7 @@ class AgentTools:
             if isinstance(descriptor, SubagentDescriptor):
                 target = descriptor.parentAgentId
             else:
-                target = system.agent_for("most-recent-foreground")
+                target = system.listings.most_recent("most-recent-foreground")
         if target is None:
             return ToolResult("There is no foreground agent to send to yet.", is_error=True)
         if target == context.agent_id:
@@ -125,7 +125,7 @@ class AgentTools:
         for tag in tags:
             permissions = apply_grant(permissions, tag)
         try:
-            agent_id = await system.start_subagent(
+            agent_id = await system.subagents.start(
                 context.agent_id, arguments.name, arguments.prompt, permissions=permissions
             )
         except SubagentLimit as exc:
@@ -135,7 +135,7 @@ class AgentTools:
         )
 
     async def list_agents(self, arguments: BaseModel, context: ToolContext) -> ToolResult:
-        agents = self._system.list_agents()[:LIST_MAX]
+        agents = self._system.listings.agents()[:LIST_MAX]
         lines = [
             f"{agent['agentId']}\t{agent['type']}\t{agent['label']}\t{agent['lifecycle']}"
             + ("\t(you)" if agent["agentId"] == context.agent_id else "")
@@ -156,7 +156,7 @@ class AgentTools:
                 "and (from a user agent) the cron and heartbeat agents'; not this one.",
                 is_error=True,
             )
-        records = await system.history_between(
+        records = await system.histories.between(
             target, from_at=arguments.fromAt, to_at=arguments.toAt, limit=arguments.limit
         )
         return ToolResult("\n".join(orjson.dumps(record).decode() for record in records))

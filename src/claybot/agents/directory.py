@@ -22,7 +22,7 @@ from claybot.agents.descriptors import (
     descriptor_label,
     descriptor_to_dict,
 )
-from claybot.agents.store import AgentStoreError, FileAgentStore, IndexEntry
+from claybot.agents.durable_port import AgentStore, IndexEntry
 from claybot.kernel.errors import NotFound
 
 
@@ -38,7 +38,7 @@ UNKNOWN = -(2**63)  # an updatedAt not looked up yet
 
 
 class AgentDirectory:
-    def __init__(self, store: FileAgentStore) -> None:
+    def __init__(self, store: AgentStore) -> None:
         self._store = store
         self._entries: dict[str, IndexEntry] = {}
         self._by_key: dict[str, str] = {}
@@ -106,7 +106,7 @@ class AgentDirectory:
         known = self._updated[slot]
         if known == UNKNOWN:
             # Not touched since boot: the last history append is its last activity.
-            known = self._updated[slot] = self._store.history_mtime_ms(agent_id)
+            known = self._updated[slot] = self._store.history_updated_ms(agent_id)
         return known
 
     def most_recent(self, strategy: FetchStrategy, live: Callable[[str], int | None]) -> str | None:
@@ -190,26 +190,3 @@ class AgentDirectory:
             "createdAt": entry.created_at,
             "updatedAt": self.updated_at(agent_id, live),
         }
-
-    def background_agents(self) -> list[dict[str, Any]]:
-        """Subagents as persisted on disk (no live inbox status, seed 000)."""
-        result = []
-        for agent_id, entry in self._entries.items():
-            descriptor = entry.descriptor
-            if not isinstance(descriptor, SubagentDescriptor):
-                continue
-            try:
-                state = self._store.read_state(agent_id)
-            except AgentStoreError:
-                state = None  # listed from its descriptor; the damage is in problems()
-            result.append(
-                {
-                    "agentId": agent_id,
-                    "name": descriptor.name,
-                    "parentAgentId": descriptor.parentAgentId,
-                    "createdAt": state.createdAt if state else entry.created_at,
-                    "updatedAt": state.updatedAt if state else entry.created_at,
-                    "status": "idle",
-                }
-            )
-        return result

@@ -53,7 +53,7 @@ class PermissionDesk:
         if isinstance(descriptor, UserDescriptor):
             where, label = descriptor, descriptor_label(descriptor)
         else:
-            foreground = agents.agent_for("most-recent-foreground")
+            foreground = agents.listings.most_recent("most-recent-foreground")
             if foreground is None:
                 raise ValueError("No user has talked to the engine yet, so nobody can be asked.")
             found = agents.descriptor_of(foreground)

@@ -21,10 +21,11 @@ from dataclasses import dataclass
 
 from claybot.agents.agent import SEEN_IDS_LIMIT, Agent, AgentRuntime
 from claybot.agents.directory import AgentDirectory
+from claybot.agents.durable_port import AgentProblem
 from claybot.agents.history import HistoryTail, turn_progress
 from claybot.agents.inbox import InboxItem
 from claybot.agents.state import AgentState
-from claybot.agents.store import AgentProblem, AgentStoreError
+from claybot.kernel.backoff import Backoff, backoff_s
 from claybot.kernel.event_types import EventType
 from claybot.kernel.memory import release_freed_memory
 
@@ -47,7 +48,7 @@ class StuckAgent:
 
     @property
     def retry_delay_s(self) -> float:
-        return min(RESUME_MAX_S, RESUME_FIRST_S * 2.0 ** min(self.failures - 1, 20))
+        return backoff_s(self.failures - 1, first_s=RESUME_FIRST_S, max_s=RESUME_MAX_S)
 
     def to_dict(self) -> dict[str, str | int]:
         return {"agentId": self.agent_id, "since": self.since_ms, "error": self.error,
@@ -132,9 +133,7 @@ class Residency:
             # Its records the disk refused may still be queued for another try: read
             # its files only once they were written (or dropped), never before. A batch
             # in flight may fail again and queue them anew, so look once it has ended.
-            writer = self.store.writer
-            await writer.settled()
-            if writer.backlog:
+            if await self.store.has_backlog():
                 raise StorageFull(agent_id)
             resumer = self._suspended.pop(agent_id)
             if resumer is not asyncio.current_task():
@@ -142,7 +141,7 @@ class Residency:
         first_load = agent_id not in self.restored
         # Unloading flushed this agent's appends; a torn tail can only come from a
         # crash, so the file is repaired on the first load after boot.
-        state, history, problem = await asyncio.to_thread(self._read_agent, agent_id, first_load)
+        state, history, problem = await self._read_agent(agent_id, first_load)
         if problem is not None:
             self.problems[agent_id] = problem
             self.events.emit(EventType.AGENT_DAMAGED, problem.to_dict())
@@ -169,35 +168,34 @@ class Residency:
         context is kept up to twice that; the margin covers a turn's tool records."""
         return 2 * self.runtime.loop.limits.max_context_messages + CONTEXT_MARGIN
 
-    def _read_agent(
+    async def _read_agent(
         self, agent_id: str, repair: bool
     ) -> tuple[AgentState, HistoryTail, AgentProblem | None]:
         problem = None
-        try:
-            state = self.store.read_state(agent_id)
-        except AgentStoreError as exc:
-            # The conversation goes on; its grants, which cannot be read, start from
-            # nothing (the agent may ask again), and the file is kept for its owner.
-            aside = self.store.set_aside_state(agent_id)
-            problem = AgentProblem(
-                agent_id,
-                str(aside.with_name("state.json")),
-                str(exc),
-                f"started again with no permissions; the damaged file is kept as {aside}",
-            )
-            log.error(
-                "%s; the agent %s",
-                exc,
-                problem.action,
-                extra={"action": "agents.state_damaged", "agentId": agent_id},
-            )
-            state = None
-        history = self.store.read_history_tail(
+        stored = await self.store.read_agent(
             agent_id,
             repair=repair,
             context_records=self.context_records,
             message_ids=SEEN_IDS_LIMIT,
         )
+        state, history = stored.state, stored.history
+        if stored.damaged is not None:
+            # The conversation goes on; its grants, which cannot be read, start from
+            # nothing (the agent may ask again), and the state is kept for its owner.
+            error = stored.damaged
+            aside = await self.store.set_aside_state(agent_id)
+            problem = AgentProblem(
+                agent_id,
+                error.where,
+                str(error),
+                f"started again with no permissions; the damaged file is kept as {aside}",
+            )
+            log.error(
+                "%s; the agent %s",
+                error,
+                problem.action,
+                extra={"action": "agents.state_damaged", "agentId": agent_id},
+            )
         if state is None:
             now = self.runtime.now_ms()
             created = self.directory.entry(agent_id).created_at or now
@@ -255,10 +253,11 @@ class Residency:
 
     async def _resume_later(self, agent_id: str) -> None:
         stuck = self.stuck.get(agent_id)
-        delay = stuck.retry_delay_s if stuck is not None else RESUME_FIRST_S
+        # The pause the failure's log line announced, then longer ones.
+        failed_before = stuck.failures - 1 if stuck is not None else 0
+        backoff = Backoff(RESUME_FIRST_S, RESUME_MAX_S, attempt=failed_before)
         while not self._stopping():
-            await asyncio.sleep(delay)
-            delay = min(RESUME_MAX_S, delay * 2)
+            await asyncio.sleep(backoff.next_s())
             try:
                 agent = await self.wake(agent_id)
             except StorageFull:
@@ -300,7 +299,7 @@ class Residency:
         ]
         if not idle:
             return 0
-        await self.store.writer.flush()
+        await self.store.flush()
         # Their states go to disk first, all in one batch, while they are still loaded:
         # a message arriving meanwhile finds the agent in memory, never a stale file.
         await self.store.write_states(

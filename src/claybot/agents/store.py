@@ -1,4 +1,7 @@
-"""Agent files on disk: ``agents/<id>/{descriptor,state}.json`` and ``history.jsonl``.
+"""The agent store on files: ``agents/<id>/{descriptor,state}.json`` and ``history.jsonl``.
+
+``FileAgentStore`` is the ``AgentStore`` (``durable_port.py``) of a home: seed 001's
+layout, written through the engine's group-commit writer.
 
 ``agents/index.jsonl`` lists every agent with its descriptor so boot reads one
 file instead of one per agent; it is a cache of the descriptor files and is
@@ -14,7 +17,6 @@ import os
 import shutil
 from collections import OrderedDict
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +27,14 @@ from claybot.agents.descriptors import (
     descriptor_to_dict,
     parse_descriptor,
 )
+from claybot.agents.durable_port import (
+    HISTORY_CHUNK,
+    AgentProblem,
+    AgentStoreError,
+    IndexEntry,
+    StoredAgent,
+)
 from claybot.agents.history import (
-    HistoryTail,
     Record,
     damaged_record,
     history_tail,
@@ -54,44 +62,22 @@ log = logging.getLogger(__name__)
 # History indexes kept in memory (a few KB each at 100,000 records); the others are
 # read back from their files when needed, which costs a read and a check, no scan.
 HISTORY_INDEXES_KEPT = 256
-HISTORY_CHUNK = 1000  # records read at a time for a whole history
-
-
-@dataclass(frozen=True)
-class IndexEntry:
-    agent_id: str
-    descriptor: AgentDescriptor
-    created_at: int
-
-
-class AgentStoreError(Exception):
-    pass
-
-
-@dataclass(frozen=True)
-class AgentProblem:
-    """A file of an agent that could not be used, and what was done about it."""
-
-    agent_id: str
-    file: str
-    error: str
-    action: str
-
-    def to_dict(self) -> dict[str, str]:
-        return {"agentId": self.agent_id, "file": self.file, "error": self.error,
-                "action": self.action}  # fmt: skip
 
 
 class FileAgentStore:
+    """``AgentStore`` on a home's files; ``writer`` also writes the inbox log."""
+
     def __init__(self, root: Path, writer: GroupCommitWriter) -> None:
         self.root = root
         self.writer = writer
         self.index_path = root / "index.jsonl"
         self._history_paths: dict[str, Path] = {}
         self._history_indexes: OrderedDict[str, JsonlIndex] = OrderedDict()
-        # Agents found at boot whose descriptor could not be read nor rebuilt: they
-        # cannot be routed to, and are reported rather than dropped without a word.
-        self.unroutable: list[AgentProblem] = []
+        self._unroutable: list[AgentProblem] = []
+
+    @property
+    def unroutable(self) -> list[AgentProblem]:
+        return self._unroutable
 
     def agent_dir(self, agent_id: str) -> Path:
         return self.root / agent_id
@@ -108,13 +94,21 @@ class FileAgentStore:
         if path is not None:
             self.writer.release(path)
 
-    def exists(self, agent_id: str) -> bool:
-        return (self.root / agent_id / "descriptor.json").is_file()
+    async def flush(self) -> None:
+        await self.writer.flush()
+
+    async def has_backlog(self) -> bool:
+        writer = self.writer
+        await writer.settled()
+        return writer.backlog > 0
 
     # -- boot ---------------------------------------------------------------
 
-    def load_index(self) -> list[IndexEntry]:
-        """Every agent on disk. Runs before the writer takes appends."""
+    async def load_index(self) -> list[IndexEntry]:
+        """Every agent on disk, re-indexing those a crash left out of the index."""
+        return await asyncio.to_thread(self._load_index)
+
+    def _load_index(self) -> list[IndexEntry]:
         self.root.mkdir(parents=True, exist_ok=True)
         entries: dict[str, IndexEntry] = {}
         for record in read_jsonl(self.index_path).records:
@@ -154,7 +148,7 @@ class FileAgentStore:
         if descriptor is None:
             return None
         try:
-            state = self.read_state(agent_id)
+            state = self._read_state(agent_id)
         except AgentStoreError:
             state = None  # reported when the agent loads
         return IndexEntry(agent_id, descriptor, state.createdAt if state else 0)
@@ -184,7 +178,7 @@ class FileAgentStore:
                 "not loaded: its conversation cannot be routed to until descriptor.json is "
                 "repaired (its history is kept); a message from its user starts a new agent",
             )
-            self.unroutable.append(problem)
+            self._unroutable.append(problem)
             log.error(
                 "%s: %s; %s", path, error, problem.action,
                 extra={"action": "agents.unroutable", "agentId": agent_id},
@@ -229,16 +223,54 @@ class FileAgentStore:
         atomic_write_json(directory / "state.json", state.model_dump(mode="json"))
         atomic_write_bytes(directory / "history.jsonl", encode_record(start))
 
+    # -- loading ------------------------------------------------------------
+
+    async def read_agent(
+        self, agent_id: str, *, repair: bool, context_records: int, message_ids: int
+    ) -> StoredAgent:
+        def read() -> StoredAgent:
+            state, damaged = None, None
+            try:
+                state = self._read_state(agent_id)
+            except AgentStoreError as exc:
+                damaged = exc
+            path = self.history_path(agent_id)
+            if repair:
+                cut_torn_tail(path)
+            history = history_tail(
+                read_lines_backward(path),
+                context_records=context_records,
+                message_ids=message_ids,
+            )
+            return StoredAgent(state, damaged, history)
+
+        return await asyncio.to_thread(read)  # one hop: every load passes here
+
     # -- state --------------------------------------------------------------
 
-    def set_aside_state(self, agent_id: str) -> Path:
-        """Move a damaged state.json aside (kept for its owner to look at); returns where."""
+    async def set_aside_state(self, agent_id: str) -> str:
+        """Move the damaged state.json aside as ``state.json.damaged``."""
         path = self.agent_dir(agent_id) / "state.json"
         aside = path.with_name("state.json.damaged")
-        os.replace(path, aside)
-        return aside
+        await asyncio.to_thread(os.replace, path, aside)
+        return str(aside)
 
-    def read_state(self, agent_id: str) -> AgentState | None:
+    async def read_state(self, agent_id: str) -> AgentState | None:
+        return await asyncio.to_thread(self._read_state, agent_id)
+
+    async def read_states(self, agent_ids: list[str]) -> dict[str, AgentState | None]:
+        def read() -> dict[str, AgentState | None]:
+            states: dict[str, AgentState | None] = {}
+            for agent_id in agent_ids:
+                try:
+                    states[agent_id] = self._read_state(agent_id)
+                except AgentStoreError:
+                    states[agent_id] = None
+            return states
+
+        return await asyncio.to_thread(read)
+
+    def _read_state(self, agent_id: str) -> AgentState | None:
         try:
             return AgentState.model_validate_json(
                 (self.agent_dir(agent_id) / "state.json").read_bytes()
@@ -250,7 +282,7 @@ class FileAgentStore:
                 f"{'.'.join(str(part) for part in error['loc']) or '(the file)'}: {error['msg']}"
                 for error in exc.errors()[:5]
             )
-            raise AgentStoreError(f"{self.agent_dir(agent_id) / 'state.json'}: {problems}") from exc
+            raise AgentStoreError(str(self.agent_dir(agent_id) / "state.json"), problems) from exc
 
     async def write_state(self, agent_id: str, state: AgentState) -> None:
         data = state.model_dump(mode="json")
@@ -266,23 +298,6 @@ class FileAgentStore:
             await asyncio.to_thread(atomic_write_many, files)
 
     # -- history ------------------------------------------------------------
-
-    def read_history_tail(
-        self, agent_id: str, *, repair: bool, context_records: int, message_ids: int
-    ) -> HistoryTail:
-        """What loading the agent needs (see ``history_tail``), read from the end of
-        the file; ``repair`` first cuts a torn tail off, as a whole read would."""
-        path = self.history_path(agent_id)
-        if repair:
-            cut_torn_tail(path)
-        return history_tail(
-            read_lines_backward(path), context_records=context_records, message_ids=message_ids
-        )
-
-    def read_history(self, agent_id: str, *, repair: bool) -> list[Record]:
-        """Every record; a damaged line is a ``damaged`` record in its place."""
-        path = self.history_path(agent_id)
-        return read_jsonl(path, repair=repair, placeholder=damaged_record).records
 
     async def read_history_page(
         self, agent_id: str, *, after: int | None, before: int | None, limit: int
@@ -356,7 +371,10 @@ class FileAgentStore:
         """Every record, once the writer has written what it still holds for any file:
         a read right after an append sees it."""
         await self.writer.flush()
-        return await asyncio.to_thread(self.read_history, agent_id, repair=False)
+        path = self.history_path(agent_id)
+        return await asyncio.to_thread(
+            lambda: read_jsonl(path, repair=False, placeholder=damaged_record).records
+        )
 
     def append_history(self, agent_id: str, record: Record) -> asyncio.Future[None]:
         return self.writer.append(self.history_path(agent_id), encode_record(record))
@@ -364,7 +382,7 @@ class FileAgentStore:
     def append_history_nowait(self, agent_id: str, record: Record) -> None:
         self.writer.append_nowait(self.history_path(agent_id), encode_record(record))
 
-    def history_mtime_ms(self, agent_id: str) -> int:
+    def history_updated_ms(self, agent_id: str) -> int:
         try:
             return int(self.history_path(agent_id).stat().st_mtime * 1000)
         except FileNotFoundError:

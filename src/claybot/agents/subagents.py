@@ -78,8 +78,9 @@ class Subagents:
         return count
 
     async def start(
-        self, parent_id: str, name: str, prompt: str, *, permissions: Permissions | None
+        self, parent_id: str, name: str, prompt: str, *, permissions: Permissions | None = None
     ) -> str:
+        """Create a new background agent (a new id every time) and post its first message."""
         if parent_id not in self._directory:
             raise AgentNotFound(parent_id)
         self.limits.check(self._directory.depth_of(parent_id) + 1, self.busy_children(parent_id))

@@ -3,11 +3,12 @@
 It resolves targets to agents, admits items to their inboxes through one path
 (``submit``, ``submit_many``, ``reset``: each returns a ``Turn``), and runs them:
 each agent processes at most one item at a time, at most ``max_concurrent``
-agents at once. Behind it: the directory of every agent (``directory.py``), the
-agents in memory (``residency.py``), the turn loop (``turn_loop.py``) and the
-subagent rules (``subagents.py``), admission (``admission.py``). It stays longer
-than those parts because every public operation of the runtime is here, each a
-few lines that delegate: callers have one door.
+agents at once. Behind it, each reached by callers through a named part:
+``directory`` (every agent: ``system.directory.entry(agent_id)``), ``listings``
+(what is shown of them), ``histories`` (reading their records), ``subagents``
+(starting background agents), and inside, the agents in memory (``residency.py``),
+admission (``admission.py``) and the turn loop (``turn_loop.py``). What it keeps
+is what changes work: boot and shutdown, posting, and running the inboxes.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,16 +24,16 @@ from claybot.agents.admission import Admissions, EngineStopping
 from claybot.agents.agent import UNEXPECTED_ERROR, Agent, AgentRuntime, DeliveryHeld
 from claybot.agents.descriptors import (
     AgentDescriptor,
-    FetchStrategy,
     SubagentDescriptor,
     UserDescriptor,
-    descriptor_label,
     user_key,
 )
 from claybot.agents.directory import AgentDirectory, AgentNotFound
+from claybot.agents.durable_port import AgentStoreError
+from claybot.agents.histories import AgentHistories
 from claybot.agents.inbox import InboxItem, ItemKind
+from claybot.agents.listings import AgentListings
 from claybot.agents.residency import Residency, StorageFull
-from claybot.agents.store import AgentStoreError, IndexEntry
 from claybot.agents.subagents import SubagentLimit, SubagentLimits, Subagents
 from claybot.agents.turn import Turn, TurnOutcome
 from claybot.connectors.base import InboundMessage
@@ -46,7 +47,6 @@ __all__ = [
     "AgentNotFound",
     "AgentSystem",
     "EngineStopping",
-    "HistoryPage",
     "MessageTooLarge",
     "StorageFull",
     "SubagentLimit",
@@ -81,12 +81,6 @@ class Submission:
     context: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class HistoryPage:
-    records: list[dict[str, Any]]
-    total: int
-
-
 class AgentSystem:
     def __init__(
         self,
@@ -100,10 +94,8 @@ class AgentSystem:
         subagent_limits: SubagentLimits | None = None,
     ) -> None:
         self.runtime = runtime
-        self.subagent_limits = subagent_limits or SubagentLimits()
-        self.store = runtime.store
-        self.inbox_log = runtime.inbox_log
-        self.events = runtime.events
+        self._store = runtime.store
+        self._inbox_log = runtime.inbox_log
         self.directory = AgentDirectory(runtime.store)
         self.residency = Residency(
             runtime,
@@ -117,7 +109,7 @@ class AgentSystem:
         self._new_id = id_factory
         self._monotonic = monotonic
         self._semaphore = asyncio.Semaphore(max_concurrent)
-        self.admissions = Admissions(
+        self._admissions = Admissions(
             directory=self.directory,
             residency=self.residency,
             new_id=id_factory,
@@ -127,8 +119,16 @@ class AgentSystem:
             stopping=lambda: self._stopping,
         )
         self.subagents = Subagents(
-            self.subagent_limits, self.directory, self.residency, self.admissions, id_factory
+            subagent_limits or SubagentLimits(),
+            self.directory,
+            self.residency,
+            self._admissions,
+            id_factory,
         )
+        self.listings = AgentListings(
+            self.directory, self.residency, runtime.store, runtime.inbox_log
+        )
+        self.histories = AgentHistories(self.directory, runtime.store)
         self._tasks: set[asyncio.Task[None]] = set()
         self.side_tasks = Supervisor()  # the sweeper, the state flush, the checkpoint
         self._stopping = False
@@ -138,11 +138,9 @@ class AgentSystem:
     async def boot(self) -> int:
         """Load the index and the inbox log; the agents with unfinished items wait for
         ``resume_recovered``."""
-        await asyncio.to_thread(self.inbox_log.replay, self.store.root.parent)
-        entries = await asyncio.to_thread(self.store.load_index)
-        for entry in entries:
+        recovered = await self._inbox_log.recover()  # first: it puts a crash right
+        for entry in await self._store.load_index():
             self.directory.add(entry)
-        recovered = await asyncio.to_thread(self.inbox_log.recover)
         waiting = self.residency.recovered
         for item in recovered:
             if item.agent_id in self.directory:
@@ -153,7 +151,7 @@ class AgentSystem:
                     "dropping an inbox item of a missing agent",
                     extra={"action": "inbox.orphan", "agentId": item.agent_id, "itemId": item.id},
                 )
-                self.inbox_log.mark_done(item)
+                self._inbox_log.mark_done(item)
         self.side_tasks.start("agents-idle-sweeper", self.residency.sweep_idle)
         self.side_tasks.start("agents-state-flush", self.residency.flush_states_periodically)
         self.side_tasks.start("agents-checkpoint", self._checkpoint_periodically)
@@ -182,7 +180,7 @@ class AgentSystem:
                 await asyncio.wait(stragglers)
         await self.residency.flush_states()
         try:
-            await self.inbox_log.checkpoint()
+            await self._inbox_log.checkpoint()
         except OSError as exc:
             # The journal stays as it is and is replayed at the next start.
             log.error(
@@ -192,54 +190,28 @@ class AgentSystem:
     async def _checkpoint_periodically(self) -> None:
         while True:
             await asyncio.sleep(CHECKPOINT_INTERVAL_S)
-            if self.inbox_log.appended_since_checkpoint:
+            if self._inbox_log.appended_since_checkpoint:
                 try:
-                    await self.inbox_log.checkpoint()
+                    await self._inbox_log.checkpoint()
                 except OSError as exc:  # a full disk: the next interval tries again
                     log.error(
                         "checkpoint failed: %s", exc, extra={"action": "agents.checkpoint_failed"}
                     )
 
-    # -- the directory ----------------------------------------------------------
+    # -- looking agents up (the rest is on ``directory``) -------------------------
 
     def exists(self, agent_id: str) -> bool:
         return agent_id in self.directory
 
     def descriptor_of(self, agent_id: str) -> AgentDescriptor:
+        """What the agent represents (``AgentNotFound`` if there is none)."""
         return self.directory.entry(agent_id).descriptor
-
-    def entry(self, agent_id: str) -> IndexEntry:
-        """The agent's id, descriptor and creation time (``AgentNotFound`` if none)."""
-        return self.directory.entry(agent_id)
-
-    @property
-    def agent_count(self) -> int:
-        return len(self.directory)
-
-    @property
-    def loaded_count(self) -> int:
-        return len(self.residency.loaded)
-
-    def counts_by_kind(self) -> dict[str, int]:
-        """How many agents there are of each descriptor type (user, subagent, ...)."""
-        counts: dict[str, int] = {}
-        for entry in self.directory:
-            kind = entry.descriptor.type
-            counts[kind] = counts.get(kind, 0) + 1
-        return counts
-
-    def turn_counts(self) -> tuple[int, int]:
-        """Turns running now, and items accepted that wait for their turn."""
-        running = sum(1 for agent in self.residency.loaded.values() if agent.running)
-        return running, max(0, self.pending_count() - running)
 
     def agent_id_for(self, descriptor: AgentDescriptor) -> str | None:
         """The agent id a descriptor maps to, without creating one."""
         return self.directory.id_for(descriptor)
 
-    def agent_for(self, strategy: FetchStrategy) -> str | None:
-        """Seed 003: the most recent user agent, or the most recent heartbeat agent."""
-        return self.directory.most_recent(strategy, self.residency.live_updated_at)
+    # -- posting --------------------------------------------------------------
 
     async def resolve(
         self, descriptor: AgentDescriptor, *, permissions: Permissions | None = None
@@ -249,20 +221,7 @@ class AgentSystem:
         ``permissions`` are what a newly created agent starts with (default: the
         runtime's defaults); an existing agent keeps its own.
         """
-        return await self.admissions.resolve(descriptor, permissions=permissions)
-
-    def problems(self) -> list[dict[str, str]]:
-        """Damaged agent files: those that could not be routed at boot, and those found
-        while loading (a state.json that did not validate)."""
-        found = [*self.store.unroutable, *self.residency.problems.values()]
-        return [problem.to_dict() for problem in found]
-
-    def stuck(self) -> list[dict[str, str | int]]:
-        """Agents whose work a failed write stopped: they try again, ever more slowly,
-        until an item gets through."""
-        return [stuck.to_dict() for stuck in self.residency.stuck.values()]
-
-    # -- posting --------------------------------------------------------------
+        return await self._admissions.resolve(descriptor, permissions=permissions)
 
     async def submit(
         self,
@@ -323,14 +282,7 @@ class AgentSystem:
         if size > self._max_message_bytes:
             raise MessageTooLarge(f"text is {size} bytes; the limit is {self._max_message_bytes}")
 
-    # -- subagents ----------------------------------------------------------------
-
-    def depth_of(self, agent_id: str) -> int:
-        """0 for user, cron and heartbeat agents; a subagent is one deeper than its parent."""
-        return self.directory.depth_of(agent_id)
-
-    def busy_children(self, parent_id: str) -> int:
-        return self.subagents.busy_children(parent_id)
+    # -- agents' work ------------------------------------------------------------
 
     async def permissions_of(self, agent_id: str) -> Permissions:
         agent = self.residency.loaded.get(agent_id)
@@ -339,26 +291,15 @@ class AgentSystem:
         if agent_id not in self.directory:
             raise AgentNotFound(agent_id)
         try:
-            state = await asyncio.to_thread(self.store.read_state, agent_id)
+            state = await self._store.read_state(agent_id)
         except AgentStoreError:
             state = None  # unreadable grants grant nothing
         return state.permissions if state is not None else Permissions()
 
-    async def start_subagent(
-        self,
-        parent_id: str,
-        name: str,
-        prompt: str,
-        *,
-        permissions: Permissions | None = None,
-    ) -> str:
-        """Create a new background agent (a new id every time) and post its first message."""
-        return await self.subagents.start(parent_id, name, prompt, permissions=permissions)
-
     def turn(self, agent_id: str, item_id: str) -> Turn:
         """The handle of an item accepted earlier (also before a restart): live while it
         is unfinished, answered from history once it ended."""
-        return self.admissions.turn(agent_id, item_id)
+        return self._admissions.turn(agent_id, item_id)
 
     async def warm(self, agent_id: str) -> None:
         """Load an agent that is about to get work, and keep it from the idle sweep a while."""
@@ -397,7 +338,7 @@ class AgentSystem:
         text: str,
         context: dict[str, Any],
     ) -> Turn:
-        (turn,) = await self.admissions.accept([(agent_id, kind, item_id, text, context)])
+        (turn,) = await self._admissions.accept([(agent_id, kind, item_id, text, context)])
         return turn
 
     async def submit_many(self, submissions: list[Submission]) -> list[Turn]:
@@ -409,7 +350,7 @@ class AgentSystem:
         for submission in submissions:
             if submission.agent_id not in self.directory:
                 raise AgentNotFound(submission.agent_id)
-        return await self.admissions.accept(
+        return await self._admissions.accept(
             [
                 (
                     s.agent_id,
@@ -478,7 +419,7 @@ class AgentSystem:
                 extra={"action": "agent.item_failed", "agentId": agent.id, "itemId": item.id},
             )
             outcome = TurnOutcome(UNEXPECTED_ERROR, failed=True)
-        self.inbox_log.mark_done(item)
+        self._inbox_log.mark_done(item)
         self.residency.got_through(agent.id)
         item.turn.ended(outcome)
         if item.kind == "message":
@@ -487,101 +428,11 @@ class AgentSystem:
     async def unload_idle(self, *, older_than_s: float | None = None) -> int:
         return await self.residency.unload_idle(older_than_s=older_than_s)
 
-    # -- queries ------------------------------------------------------------------
+    # -- counts ---------------------------------------------------------------------
 
-    def list_agents(self) -> list[dict[str, Any]]:
-        result = [self.agent_listing(entry.agent_id) for entry in self.directory]
-        result.sort(key=lambda item: item["updatedAt"], reverse=True)
-        return result
-
-    def agent_listing(self, agent_id: str) -> dict[str, Any]:
-        """One agent as ``list_agents`` shows it."""
-        residency = self.residency
-        agent = residency.loaded.get(agent_id)
-        listed = self.directory.listing(agent_id, residency.live_updated_at(agent_id))
-        listed["lifecycle"] = "active" if agent is not None else "sleeping"
-        listed["pending"] = len(agent.inbox) if agent is not None else 0
-        if agent_id in residency.problems:
-            listed["problem"] = residency.problems[agent_id].to_dict()
-        if agent_id in residency.stuck:
-            listed["stuck"] = residency.stuck[agent_id].to_dict()
-        return listed
-
-    def agents_page(
-        self, *, kind: str | None, text: str | None, offset: int, limit: int
-    ) -> tuple[list[dict[str, Any]], int]:
-        """A page of agents, most recently active first, of one ``kind`` and holding
-        ``text`` in their id or name if given, and how many match: filtered and sorted on
-        the directory's entries, with a listing built only for the rows returned (at
-        10,000 agents, building every listing took 20-30 ms)."""
-        residency = self.residency
-        directory = self.directory
-        needle = text.casefold() if text else None
-        matching: list[tuple[int, str]] = []
-        for entry in directory:
-            agent_id = entry.agent_id
-            if kind is not None and entry.descriptor.type != kind:
-                continue
-            if (
-                needle is not None
-                and needle not in agent_id.casefold()
-                and needle not in descriptor_label(entry.descriptor).casefold()
-            ):
-                continue
-            updated = directory.updated_at(agent_id, residency.live_updated_at(agent_id))
-            matching.append((updated, agent_id))
-        matching.sort(key=lambda pair: pair[0], reverse=True)  # ties: directory order
-        chosen = matching[offset : offset + limit]
-        return [self.agent_listing(agent_id) for _, agent_id in chosen], len(matching)
-
-    def background_agents(self) -> list[dict[str, Any]]:
-        """Subagents as persisted on disk (no live inbox status, seed 000), each with
-        its ``lifecycle`` (in memory or not) and, as seed 000 has it, ``pending`` 0."""
-        loaded = self.residency.loaded
-        return [
-            {
-                **agent,
-                "lifecycle": "active" if agent["agentId"] in loaded else "sleeping",
-                "pending": 0,
-            }
-            for agent in self.directory.background_agents()
-        ]
-
-    def conversations(self, connector: str) -> list[IndexEntry]:
-        """The user agents of one connector, oldest first: from memory, no file read."""
-        return [
-            entry
-            for entry in self.directory
-            if isinstance(entry.descriptor, UserDescriptor)
-            and entry.descriptor.connector == connector
-        ]
-
-    async def history(
-        self, agent_id: str, *, after: int | None, before: int | None, limit: int
-    ) -> HistoryPage:
-        """Records numbered from 0 (``seq``), ``limit`` at most, oldest first."""
-        if agent_id not in self.directory:
-            raise AgentNotFound(agent_id)
-        records, total = await self.store.read_history_page(
-            agent_id, after=after, before=before, limit=limit
-        )
-        return HistoryPage(records, total)
-
-    async def history_between(
-        self, agent_id: str, *, from_at: int | None, to_at: int | None, limit: int
-    ) -> list[dict[str, Any]]:
-        """The last ``limit`` records written between two times (unix ms, included)."""
-        if agent_id not in self.directory:
-            raise AgentNotFound(agent_id)
-        return await self.store.read_history_between(
-            agent_id, from_at=from_at, to_at=to_at, limit=limit
-        )
-
-    async def whole_history(self, agent_id: str) -> tuple[int, AsyncIterator[list[dict[str, Any]]]]:
-        """Every record, numbered from 0, in chunks (see ``FileAgentStore.read_whole_history``)."""
-        if agent_id not in self.directory:
-            raise AgentNotFound(agent_id)
-        return await self.store.read_whole_history(agent_id)
+    @property
+    def loaded_count(self) -> int:
+        return len(self.residency.loaded)
 
     def pending_count(self) -> int:
-        return self.inbox_log.pending_count
+        return self._inbox_log.pending_count

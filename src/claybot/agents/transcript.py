@@ -2,10 +2,10 @@
 
 The turn loop (``claybot.agents.turn_loop``) never touches files: it appends
 records and reads them back through this protocol, and asks it whether a reply
-was already delivered. An agent's transcript is its history.jsonl plus the inbox
-log's ``sent`` marks (``FileTranscript``); ``MemoryTranscript`` keeps the same
-contract in memory (tests, and a model for other stores: a job's rows in the
-database implement the same four calls).
+was already delivered. An agent's transcript is its history plus its inbox item's
+outbox marks, in whichever durable store the runtime runs on (``AgentTranscript``);
+``MemoryTranscript`` keeps the same contract alone in memory (tests, and a model for
+other stores: a job's rows in the database implement the same calls).
 """
 
 from __future__ import annotations
@@ -13,9 +13,8 @@ from __future__ import annotations
 import asyncio
 from typing import Protocol
 
+from claybot.agents.durable_port import AgentStore, InboxStore
 from claybot.agents.history import Record, of_turn
-from claybot.agents.inbox import InboxLog
-from claybot.agents.store import FileAgentStore
 
 
 class Transcript(Protocol):
@@ -51,10 +50,10 @@ class Transcript(Protocol):
         ...
 
 
-class FileTranscript:
-    """An agent's history.jsonl, through the engine's group-commit writer."""
+class AgentTranscript:
+    """An agent's history and outbox marks, in the agents' durable stores."""
 
-    def __init__(self, store: FileAgentStore, inbox_log: InboxLog, agent_id: str) -> None:
+    def __init__(self, store: AgentStore, inbox_log: InboxStore, agent_id: str) -> None:
         self._store = store
         self._inbox = inbox_log
         self._agent_id = agent_id

@@ -50,6 +50,7 @@ from typing import Any
 from starlette.types import Send
 
 from claybot.kernel.events import Event, EventBus, SpanMemo, Subscription
+from claybot.kernel.sse import sse_comment
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ SLICE_VISITS = 256
 BUSY_CYCLE_SHARE = 1 / 3
 BUSY_SHARE = 0.05
 MAX_REST_S = 0.25
-PING = b": ping\r\n\r\n"  # a comment line: keeps proxies from closing a quiet stream
+PING = sse_comment("ping")
 
 
 @dataclass

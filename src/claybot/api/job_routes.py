@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -57,6 +58,7 @@ from claybot.jobs.model import (
     visible_to,
 )
 from claybot.kernel.errors import InvalidInput
+from claybot.kernel.sse import LF, sse_frame
 
 if TYPE_CHECKING:  # the database modules load SQLAlchemy: not at boot
     from claybot.jobs.database import JobDatabase
@@ -198,13 +200,12 @@ async def follow_log(db: JobDatabase, job_id: str, after: int) -> AsyncIterator[
             news.clear()
             for line in await db.logs.page(job_id, after_id=after, limit=1000):
                 after = line.id
-                yield b"id: %d\nevent: log\ndata: %s\n\n" % (
-                    line.id,
-                    LogEntry.of(line).model_dump_json().encode(),
-                )
+                entry = LogEntry.of(line).model_dump_json().encode()
+                yield sse_frame(entry, event="log", id=line.id, eol=LF)
             job = await db.jobs.get(job_id)
             if job.status in TERMINAL:
-                yield b'event: end\ndata: {"status": "%s"}\n\n' % job.status.value.encode()
+                end = json.dumps({"status": job.status.value}).encode()
+                yield sse_frame(end, event="end", eol=LF)
                 return
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(FOLLOW_POLL_S):

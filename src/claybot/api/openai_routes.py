@@ -22,7 +22,7 @@ from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from claybot.agents.descriptors import UserDescriptor
-from claybot.agents.store import IndexEntry
+from claybot.agents.durable_port import IndexEntry
 from claybot.api.models.base import AnswerRoute
 from claybot.api.models.openai import AgentModel, ChatCompletion, ModelInfo, ModelList
 from claybot.api.openai_bodies import ChatCompletionRequest
@@ -109,7 +109,7 @@ def _agent_of(engine: Engine, caller: Caller, model: str) -> IndexEntry:
     assert agent_id is not None
     if not engine.agents.exists(agent_id):
         raise ModelNotFound(model)
-    entry = engine.agents.entry(agent_id)
+    entry = engine.agents.directory.entry(agent_id)
     if not caller.may_talk_to(entry.descriptor):
         raise ModelNotFound(model)  # another's agent is as unknown as a missing one
     return entry
@@ -153,7 +153,9 @@ async def chat_completions(
     agent_id, descriptor = _conversation(engine, caller, body)
     held = NOTHING_HELD
     if agent_id is not None and said.last is not None:
-        page = await engine.agents.history(agent_id, after=None, before=None, limit=HISTORY_LIMIT)
+        page = await engine.agents.histories.page(
+            agent_id, after=None, before=None, limit=HISTORY_LIMIT
+        )
         held = already_held(page.records, said)
     streaming = bool(body.stream)
     if agent_id is not None and held.message_id is not None and held.count == len(said.new):
@@ -244,7 +246,7 @@ async def list_models(request: Request) -> ModelList:
     engine = engine_of(request)
     caller = Caller(request)
     models = [_default_model(engine)]
-    for entry in engine.agents.conversations(OPENAI_CONNECTOR):
+    for entry in engine.agents.listings.conversations(OPENAI_CONNECTOR):
         if caller.may_talk_to(entry.descriptor):
             models.append(_model_info(entry))
     return ModelList(object="list", data=models)

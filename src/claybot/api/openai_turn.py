@@ -35,14 +35,15 @@ from claybot.api.openai_errors import openai_error
 from claybot.kernel.errors import ClayError
 from claybot.kernel.event_types import EventType
 from claybot.kernel.events import Event, EventBus
+from claybot.kernel.sse import LF, sse_comment, sse_frame
 
 PING_S = 15.0  # a comment line on a quiet stream, so proxies keep it open
 # Said in the content where a provider failed mid-reply: what it streamed is void,
 # and the next provider's reply follows (the stream cannot take text back).
 FALLBACK_MARK = "\n\n[The model failed mid-answer; another one answers:]\n\n"
 HISTORY_LIMIT = 1_000_000  # the whole history: the engine reads the file whole anyway
-DONE = b"data: [DONE]\n\n"
-PING = b": ping\n\n"
+DONE = sse_frame(b"[DONE]", eol=LF)
+PING = sse_comment("ping", eol=LF)
 
 _WATCHED = frozenset(
     {
@@ -215,7 +216,7 @@ def turn_facts(records: Sequence[Mapping[str, Any]], message_id: str) -> TurnFac
 
 
 def sse(data: Mapping[str, Any]) -> bytes:
-    return b"data: " + json.dumps(data, separators=(",", ":")).encode() + b"\n\n"
+    return sse_frame(json.dumps(data, separators=(",", ":")).encode(), eol=LF)
 
 
 class ChatTurn:
@@ -289,7 +290,7 @@ class ChatTurn:
                 if remaining <= 0:
                     late = ReplyTimeout(self.turn.agent_id, timeout_s)
                     _, body = openai_error(late.status, late.code, late.message, None)
-                    yield b"data: " + body + b"\n\n"
+                    yield sse_frame(body, eol=LF)
                     return
                 if await self._news(ended, min(PING_S, remaining)):
                     for chunk in self._live(text):
@@ -393,7 +394,7 @@ class ChatTurn:
         }
 
     async def _facts(self) -> TurnFacts:
-        page = await self.agents.history(
+        page = await self.agents.histories.page(
             self.turn.agent_id, after=None, before=None, limit=HISTORY_LIMIT
         )
         return turn_facts(page.records, self.turn.id)

@@ -102,12 +102,14 @@ async def shutdown(request: Request) -> Ok:
 
 @router.get("/agents", summary="Every agent, most recently active first")
 async def list_agents(request: Request) -> AgentList:
-    return AgentList.model_validate({"ok": True, "agents": engine_of(request).agents.list_agents()})
+    return AgentList.model_validate(
+        {"ok": True, "agents": engine_of(request).agents.listings.agents()}
+    )
 
 
 @router.get("/agents/background", summary="Background agents, derived from persisted state")
 async def background_agents(request: Request) -> BackgroundAgentList:
-    agents = engine_of(request).agents.background_agents()
+    agents = await engine_of(request).agents.listings.background()
     return BackgroundAgentList.model_validate({"ok": True, "agents": agents})
 
 
@@ -141,15 +143,15 @@ async def agent_history(
     engine = engine_of(request)
     file_path = stored_file_path(engine)
     if limit is None and before is None and after is None:
-        total, chunks = await engine.agents.whole_history(agentId)
+        total, chunks = await engine.agents.histories.whole(agentId)
         return whole_history_response(agentId, total, seed_chunks(chunks, file_path))
     limit = PAGE_LIMIT if limit is None else limit
     if after is not None and before is not None:
         # Paging forward from ``after``; the records from ``before`` on are left out.
-        page = await engine.agents.history(agentId, after=after, before=None, limit=limit)
+        page = await engine.agents.histories.page(agentId, after=after, before=None, limit=limit)
         records = [record for record in page.records if record["seq"] < before]
     else:
-        page = await engine.agents.history(agentId, after=after, before=before, limit=limit)
+        page = await engine.agents.histories.page(agentId, after=after, before=before, limit=limit)
         records = page.records
     return AgentHistory.model_validate(
         {
@@ -188,7 +190,7 @@ async def reset_agent(
 )
 async def stop_agent(request: Request, agentId: str) -> AgentStopped:
     engine = engine_of(request)
-    if agentId not in engine.agents.directory:
+    if not engine.agents.exists(agentId):
         raise AgentNotFound(agentId)
     return AgentStopped(ok=True, agentId=agentId, stopped=engine.agents.abort(agentId))
 
@@ -323,7 +325,7 @@ async def events(
             "status": engine.status(),
             "cron": engine.cron.listing(),
             "heartbeat": (await engine.heartbeat.listing())["tasks"],
-            "backgroundAgents": engine.agents.background_agents(),
+            "backgroundAgents": await engine.agents.listings.background(),
             "replayed": subscription.replayed,
             "gap": subscription.gap,
         },

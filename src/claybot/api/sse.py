@@ -35,6 +35,7 @@ from starlette.types import Receive, Scope, Send
 
 from claybot.api.fanout import SEND_TIMEOUT_S, StreamWriter, fan_out_of
 from claybot.kernel.events import Subscription
+from claybot.kernel.sse import sse_frame
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +84,7 @@ class EventStream(Response):
         try:
             await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
             init = json.dumps(self._init).encode()
-            await _write(send, b"event: message\r\ndata: %b\r\n\r\n" % init)
+            await _write(send, sse_frame(init, event="message"))
             writer = fan_out.attach(send, subscription, self._keep, self._ping_s)
             await subscription.until_closed()
             fan_out.detach(writer)  # before the last write: no round writes after it

@@ -36,6 +36,7 @@ from claybot.cli.common import console, engine_client, err_console, fail
 from claybot.client.errors import EngineApiError, EngineNotRunning
 from claybot.config.home import HomePaths
 from claybot.files.reference import safe_name
+from claybot.kernel.backoff import Backoff
 
 if TYPE_CHECKING:
     from claybot.client.engine_client import EngineClient
@@ -325,7 +326,7 @@ class Conversation:
         if self.attached:
             body["files"] = list(self.attached)
         deadline = time.monotonic() + RETRY_FOR_S
-        delay = RETRY_FIRST_DELAY_S
+        backoff = Backoff(RETRY_FIRST_DELAY_S, RETRY_MAX_DELAY_S)
         announced = False
         while True:
             try:
@@ -343,8 +344,7 @@ class Conversation:
             if not announced:
                 err_console.print(f"[yellow]{problem}; reconnecting…[/yellow]")
                 announced = True
-            time.sleep(delay)
-            delay = min(delay * 2, RETRY_MAX_DELAY_S)
+            time.sleep(backoff.next_s())
         if announced:
             err_console.print("[green]reconnected[/green]")
         self.attached.clear()  # they went with this message

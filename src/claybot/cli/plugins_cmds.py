@@ -299,6 +299,7 @@ def info(
     once = "; one instance at most" if entry.get("exclusive") else ""
     console.print(f"[bold]{escape(entry['name'])}[/bold] ({escape(plugin_id)}, {kind}{once})")
     console.print(escape(entry.get("description") or ""), highlight=False)
+    # JSON Schema, not the model: the CLI has the engine's answer, not the plugin's code.
     schema = entry.get("settingsSchema") or {}
     fields = schema.get("properties") or {}
     if not fields:

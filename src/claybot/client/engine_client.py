@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+from httpx_sse import connect_sse
 
 from claybot.client.errors import EngineApiError, EngineNotRunning
 
@@ -17,10 +17,16 @@ BASE_URL = "http://claybot"
 
 
 class EngineClient:
-    def __init__(self, socket_path: Path, *, timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        socket_path: Path,
+        *,
+        timeout_s: float = 30.0,
+        transport: httpx.BaseTransport | None = None,  # a test's stand-in for the socket
+    ) -> None:
         self.socket_path = socket_path
         self._client = httpx.Client(
-            transport=httpx.HTTPTransport(uds=str(socket_path)),
+            transport=transport or httpx.HTTPTransport(uds=str(socket_path)),
             base_url=BASE_URL,
             timeout=timeout_s,
         )
@@ -53,21 +59,7 @@ class EngineClient:
             response = self._client.request(method, path, **kwargs)
         except (httpx.ConnectError, FileNotFoundError, ConnectionRefusedError) as exc:
             raise EngineNotRunning(f"no engine answers on {self.socket_path}") from exc
-        if response.status_code >= 400:
-            body = _json_of(response)
-            error = body.get("error", {}) if isinstance(body, dict) else {}
-            if isinstance(error, str):  # {error, code, field?}: seed 002's, and codeck's
-                error = {
-                    "code": body.get("code", "error"),
-                    "message": error,
-                    "field": body.get("field"),
-                }
-            raise EngineApiError(
-                response.status_code,
-                str(error.get("code", "error")),
-                str(error.get("message", response.text)),
-                error.get("field"),
-            )
+        _raise_for_error(response)
         return response
 
     def get(self, path: str, **params: Any) -> dict[str, Any]:
@@ -95,18 +87,37 @@ class EngineClient:
         """Follow the SSE stream; yields each event envelope (the init frame first)."""
         headers = {"Last-Event-ID": str(last_event_id)} if last_event_id is not None else {}
         try:
-            with self._client.stream(
-                "GET", "/v1/engine/events", headers=headers, timeout=httpx.Timeout(None, connect=5)
-            ) as response:
-                data: list[str] = []
-                for line in response.iter_lines():
-                    if line.startswith("data:"):
-                        data.append(line[5:].lstrip())
-                    elif line == "" and data:
-                        yield json.loads("\n".join(data))
-                        data = []
+            with connect_sse(
+                self._client,
+                "GET",
+                "/v1/engine/events",
+                headers=headers,
+                timeout=httpx.Timeout(None, connect=5),
+            ) as source:
+                if source.response.is_error:  # refused (a bad Last-Event-ID): its body says why
+                    source.response.read()
+                    _raise_for_error(source.response)
+                for event in source.iter_sse():
+                    if event.data:  # no data, no event (the SSE rule; a ping after an id)
+                        yield event.json()
         except (httpx.ConnectError, FileNotFoundError) as exc:
             raise EngineNotRunning(f"no engine answers on {self.socket_path}") from exc
+
+
+def _raise_for_error(response: httpx.Response) -> None:
+    """An error status's body, raised as EngineApiError."""
+    if response.status_code < 400:
+        return
+    body = _json_of(response)
+    error = body.get("error", {}) if isinstance(body, dict) else {}
+    if isinstance(error, str):  # {error, code, field?}: seed 002's, and codeck's
+        error = {"code": body.get("code", "error"), "message": error, "field": body.get("field")}
+    raise EngineApiError(
+        response.status_code,
+        str(error.get("code", "error")),
+        str(error.get("message", response.text)),
+        error.get("field"),
+    )
 
 
 def _given(params: dict[str, Any]) -> dict[str, Any]:

@@ -4,9 +4,10 @@ settings.json keeps the real values and the engine runs with them; what leaves t
 engine (API responses, events, logs, CLI output) is a redacted view. Two ways mark
 a value as secret:
 
-- the settings model says so: a field declared with ``json_schema_extra=SECRET``,
-  or typed ``SecretStr``, is ``writeOnly`` in its JSON schema (the JSON Schema word
-  for "may be set, is never read back"), and ``redact_by_schema`` follows the schema;
+- the settings model says so: a field declared with ``json_schema_extra=SECRET``
+  (``writeOnly`` in its JSON schema, the JSON Schema word for "may be set, is never
+  read back"), or typed ``SecretStr``; ``redact_by_model`` follows the model's fields
+  into nested models, lists, mappings and the branches of unions;
 - its key says so, for free-form options no model describes (a provider's
   ``options``) and as a second net under every model: ``apiKey``, ``token``,
   ``password``, ``clientSecret``, ``Authorization``, ``OPENAI_API_KEY``...
@@ -18,11 +19,14 @@ server gets is not secret, their values are), a list its length.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import Any
+import types
+from collections.abc import Collection, Mapping
+from typing import Annotated, Any, Union, get_args, get_origin
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from pydantic import BaseModel, Secret, SecretBytes, SecretStr
 from pydantic.config import JsonDict
+from pydantic.fields import FieldInfo
 
 REDACTED = "[redacted]"
 # Spread into Field(json_schema_extra=...) to mark a settings field as secret.
@@ -79,51 +83,96 @@ def redact_named(value: Any) -> Any:
     return value
 
 
-def redact_by_schema(schema: Mapping[str, Any], value: Any) -> Any:
-    """``value`` with what its JSON schema marks ``writeOnly`` redacted."""
-    definitions = schema.get("$defs")
-    return _by_schema(schema, value, definitions if isinstance(definitions, Mapping) else {})
+def is_secret_field(field: FieldInfo) -> bool:
+    """Whether a model's field is marked secret: ``json_schema_extra=SECRET``, or a
+    secret type (``SecretStr``, ``SecretBytes``, ``Secret[...]``)."""
+    extra = field.json_schema_extra
+    return (isinstance(extra, Mapping) and extra.get("writeOnly") is True) or is_secret_type(
+        field.annotation
+    )
 
 
-def public_settings(schema: Mapping[str, Any] | None, value: Any) -> Any:
-    """The view of settings that may leave the engine.
+def is_secret_type(annotation: Any) -> bool:
+    """``SecretStr``, ``SecretBytes``, ``Secret[...]``, or one of them optional."""
+    origin = get_origin(annotation)
+    if origin is Union or origin is types.UnionType:
+        kept = [branch for branch in get_args(annotation) if branch is not type(None)]
+        return len(kept) == 1 and is_secret_type(kept[0])
+    if origin is Annotated:
+        return is_secret_type(get_args(annotation)[0])
+    kind = origin or annotation
+    return isinstance(kind, type) and issubclass(kind, SecretStr | SecretBytes | Secret)
 
-    Without a schema nothing can say which values are secret, so all of them are hidden.
-    """
-    if schema is None:
+
+def _fields_of(annotation: Any) -> dict[str, FieldInfo] | None:
+    """The fields of a pydantic model or pydantic dataclass; None for any other type."""
+    if not isinstance(annotation, type):
+        return None
+    fields = getattr(annotation, "__pydantic_fields__", None)
+    return fields if isinstance(fields, dict) else None
+
+
+def _by_key(fields: dict[str, FieldInfo]) -> dict[str, FieldInfo]:
+    """Fields by each key settings may spell them with: the name and its aliases."""
+    keyed: dict[str, FieldInfo] = {}
+    for name, field in fields.items():
+        for key in (name, field.alias, field.validation_alias, field.serialization_alias):
+            if isinstance(key, str):
+                keyed.setdefault(key, field)
+    return keyed
+
+
+def redact_by_model(model: type[BaseModel], value: Any) -> Any:
+    """``value`` (settings as stored, not validated) with what ``model`` marks secret redacted."""
+    return _by_type(model, value)
+
+
+def public_settings(model: type[BaseModel], value: Any) -> Any:
+    """The view of settings that may leave the engine."""
+    return redact_named(redact_by_model(model, value))
+
+
+def _by_type(annotation: Any, value: Any) -> Any:
+    if is_secret_type(annotation):
         return redact_value(value)
-    return redact_named(redact_by_schema(schema, value))
-
-
-def _by_schema(node: Mapping[str, Any], value: Any, definitions: Mapping[str, Any]) -> Any:
-    if node.get("writeOnly") is True:
-        return redact_value(value)
-    reference = node.get("$ref")
-    if isinstance(reference, str) and reference.startswith("#/$defs/"):
-        target = definitions.get(reference.removeprefix("#/$defs/"))
-        if isinstance(target, Mapping):
-            value = _by_schema(target, value, definitions)
+    origin = get_origin(annotation)
+    arguments = get_args(annotation)
+    if origin is Annotated:
+        marks = [mark for mark in arguments[1:] if isinstance(mark, FieldInfo)]
+        if any(is_secret_field(mark) for mark in marks):
+            return redact_value(value)
+        return _by_type(arguments[0], value)
     # Optional and union fields: each branch redacts what it would mark. A branch that
     # does not fit the value redacts nothing it does not name, so erring means hiding.
-    for combinator in ("allOf", "anyOf", "oneOf"):
-        for branch in node.get(combinator) or ():
-            if isinstance(branch, Mapping):
-                value = _by_schema(branch, value, definitions)
-    if isinstance(value, Mapping):
-        properties = node.get("properties")
-        properties = properties if isinstance(properties, Mapping) else {}
-        extra = node.get("additionalProperties")
-        redacted = {}
-        for key, item in value.items():
-            item_schema = properties.get(key, extra)
-            if isinstance(item_schema, Mapping):
-                item = _by_schema(item_schema, item, definitions)
-            redacted[key] = item
-        return redacted
-    items = node.get("items")
-    if isinstance(value, list) and isinstance(items, Mapping):
-        return [_by_schema(items, item, definitions) for item in value]
+    if origin is Union or origin is types.UnionType:
+        for branch in arguments:
+            value = _by_type(branch, value)
+        return value
+    fields = _fields_of(annotation)
+    if fields is not None:
+        if not isinstance(value, Mapping):
+            return value
+        fields = _by_key(fields)
+        return {
+            key: _by_field(fields[key], item) if key in fields else item
+            for key, item in value.items()
+        }
+    if isinstance(value, Mapping) and arguments and _is_a(origin, Mapping):
+        return {key: _by_type(arguments[-1], item) for key, item in value.items()}
+    if isinstance(value, list) and arguments and _is_a(origin, Collection):
+        if origin is tuple and arguments[-1] is not Ellipsis:  # tuple[A, B]: by position
+            return [_by_type(arguments[min(n, len(arguments) - 1)], item)
+                    for n, item in enumerate(value)]  # fmt: skip
+        return [_by_type(arguments[0], item) for item in value]
     return value
+
+
+def _by_field(field: FieldInfo, value: Any) -> Any:
+    return redact_value(value) if is_secret_field(field) else _by_type(field.annotation, value)
+
+
+def _is_a(origin: Any, kinds: Any) -> bool:
+    return isinstance(origin, type) and issubclass(origin, kinds)
 
 
 def _redact_arguments(items: list[Any]) -> list[Any]:

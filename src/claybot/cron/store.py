@@ -24,6 +24,7 @@ from claybot.cron.task import (
 )
 from claybot.durable.atomic import atomic_write_bytes, atomic_write_json
 from claybot.kernel.clock import from_ms
+from claybot.kernel.errors import InvalidInput
 from claybot.scheduling.schedule import CronSchedule, ScheduleError
 
 TASK_FILE = "TASK.md"
@@ -160,6 +161,7 @@ class CronStore:
     # -- changes ----------------------------------------------------------------
 
     def create(self, spec: CronTaskSpec, prompt: str) -> CronTask:
+        _require_prompt(prompt)  # before anything is written: no half-made task folder
         self.ensure()
         base = slugify(spec.name)
         slug, number = base, 1
@@ -174,6 +176,7 @@ class CronStore:
         return self.load(directory)
 
     def write_spec(self, directory: Path, spec: CronTaskSpec, prompt: str) -> None:
+        _require_prompt(prompt)
         atomic_write_bytes(directory / TASK_FILE, render_task_file(spec, prompt).encode())
 
     def delete(self, task: CronTask) -> None:
@@ -205,3 +208,10 @@ class CronStore:
     def write_state(self, task: CronTask, state: dict[str, Any]) -> None:
         if task.directory.is_dir():  # deleted meanwhile: nothing to record
             atomic_write_json(task.directory / STATE_FILE, state)
+
+
+def _require_prompt(prompt: str) -> None:
+    """A TASK.md whose prompt is only blanks would not load again (the file's prompt is
+    what follows the front matter, stripped): refused before it is written."""
+    if not prompt.strip():
+        raise InvalidInput("the prompt is empty", field="prompt")

@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 MIGRATIONS = Path(__file__).parent / "migrations"
 # The newest migration; a test checks it against the migrations folder. Knowing it
 # lets boot skip importing alembic when the schema is already current.
-HEAD_REVISION = "0007"
+HEAD_REVISION = "0008"
 # How long a SQLite writer waits for another one (the engine, `claybot worker`s) to finish.
 SQLITE_BUSY_TIMEOUT_S = 30
 # PostgreSQL advisory lock taken while migrating, so two processes booting at once

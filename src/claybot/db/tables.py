@@ -225,6 +225,44 @@ mcp_agents = Table(
     CheckConstraint(_one_of("mcp_transport", ("stdio", "sse", "http")), name="mcp_transport"),
 )
 
+# -- the agents' durable state (``claybot.agents.postgres_store``; migration 0008) ----------
+# The runtime's records are kept as the JSON lines its files hold, so the same bytes
+# come back whichever store wrote them.
+
+agent_index = Table(
+    "agent_index",
+    metadata,
+    Column("agent_id", String(256), primary_key=True),
+    Column("descriptor", Text, nullable=False),  # JSON
+    Column("created_at", BigInteger, nullable=False),  # unix ms
+    Column("state", Text, nullable=True),  # JSON; none once set aside
+    Column("state_set_aside", Text, nullable=True),  # a state that did not validate
+    Column("history_written_at", BigInteger, nullable=False, server_default=text("0")),
+)
+
+agent_history = Table(
+    "agent_history",
+    metadata,
+    Column(
+        "agent_id",
+        String(256),
+        ForeignKey("agent_index.agent_id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("seq", BigInteger, nullable=False),  # from 0, as the file's line numbers
+    Column("at", BigInteger, nullable=False),  # the record's ``at`` (0 if none)
+    Column("line", Text, nullable=False),
+    PrimaryKeyConstraint("agent_id", "seq"),
+    Index("ix_agent_history_agent_id_at", "agent_id", "at"),
+)
+
+agent_inbox = Table(
+    "agent_inbox",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),  # the log's order
+    Column("record", Text, nullable=False),  # an inbox log record (``claybot.agents.inbox``)
+)
+
 # What migration 0003 creates that SQLAlchemy cannot describe (an FTS5 table and its
 # shadow tables on SQLite, an expression index on PostgreSQL): autogenerate leaves
 # them alone.

@@ -37,13 +37,15 @@ from typing import TypeVar
 from claybot.durable.atomic import fsync_directory, write_all
 from claybot.durable.jsonl import encode_record, read_jsonl
 from claybot.durable.sync import sync_fds, sync_paths
+from claybot.kernel.backoff import Backoff
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 # Errors a disk recovers from by itself once someone frees space: worth writing again.
 DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
-RETRY_FIRST_S = 0.05
+# Between rounds that write again what a full disk refused.
+RETRY_FIRST_S = 0.1
 RETRY_MAX_S = 2.0
 
 
@@ -124,7 +126,8 @@ class GroupCommitWriter:
         self._fds = _FdCache(max_open_files or default_open_files())
         self._pending: list[_Append] = []
         self._retry: list[_Append] = []  # unwaited appends of failed batches, in order
-        self._retry_delay_s = RETRY_FIRST_S
+        self._retry_backoff = Backoff(RETRY_FIRST_S, RETRY_MAX_S)
+        self._retry_delay_s = RETRY_FIRST_S  # the pause before the next round that retries
         self._barriers: list[asyncio.Future[None]] = []
         self._releasing: list[Path] = []  # files whose fds may close (see release)
         self._wakeup = asyncio.Event()
@@ -268,9 +271,9 @@ class GroupCommitWriter:
                 extra={"action": "writer.records_dropped", "records": dropped},
             )
         if self._retry:
-            self._retry_delay_s = min(RETRY_MAX_S, self._retry_delay_s * 2)
+            self._retry_delay_s = self._retry_backoff.next_s()
         else:
-            self._retry_delay_s = RETRY_FIRST_S
+            self._retry_backoff.reset()
 
     def _close_released(self, releasing: list[Path], chunks: dict[Path, list[bytes]]) -> None:
         for path in releasing:

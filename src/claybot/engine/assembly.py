@@ -14,7 +14,7 @@ from datetime import timedelta
 from claybot.agents.agent import AgentRuntime
 from claybot.agents.agent_tools import AgentTools
 from claybot.agents.file_tools import FileTools
-from claybot.agents.inbox import InboxLog
+from claybot.agents.inbox_log import InboxLog
 from claybot.agents.permission_desk import PermissionDesk
 from claybot.agents.permission_tools import PermissionTools
 from claybot.agents.ports import Outbox, TurnMeter
@@ -109,7 +109,7 @@ def build_agents(
     agent_settings = settings.agents
     runtime = AgentRuntime(
         store=FileAgentStore(paths.agents, writer),
-        inbox_log=InboxLog(paths.agents / "inbox.wal", writer),
+        inbox_log=InboxLog(paths.agents / "inbox.wal", writer, root=paths.home),
         events=events,
         outbox=outbox,
         loop=TurnLoop(

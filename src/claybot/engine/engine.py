@@ -207,7 +207,11 @@ class Engine:
         self._file_collection = asyncio.create_task(
             collect_forever(self.files, self.paths), name="file-collection"
         )
-        extra = {"action": "engine.started", "agents": agents.agent_count, "recovered": recovered}
+        extra = {
+            "action": "engine.started",
+            "agents": len(agents.directory),
+            "recovered": recovered,
+        }
         log.info("engine started", extra=extra)
 
     async def stop(self, drain_timeout_s: float = 10.0) -> None:

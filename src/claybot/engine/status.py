@@ -81,11 +81,11 @@ def engine_status(engine: StatusSources) -> dict[str, Any]:
         "pluginFailures": engine.plugins.failure_summaries(),
         "tools": engine.tools.names(),
         "agents": {
-            "total": agents.agent_count if agents else 0,
+            "total": len(agents.directory) if agents else 0,
             "loaded": agents.loaded_count if agents else 0,
             "pendingItems": agents.pending_count() if agents else 0,
-            "problems": agents.problems() if agents else [],
-            "stuck": agents.stuck() if agents else [],
+            "problems": agents.listings.problems() if agents else [],
+            "stuck": agents.listings.stuck() if agents else [],
         },
         "sideTasks": [task.to_dict() for task in agents.side_tasks.status()] if agents else [],
     }

@@ -32,7 +32,7 @@ class AgentHeartbeatHost:
         return None if outcome.failed else outcome.text or None
 
     async def forward_beat(self, message_id: str, text: str) -> None:
-        target = self._agents.agent_for("most-recent-foreground")
+        target = self._agents.listings.most_recent("most-recent-foreground")
         if target is None:
             log.info("no user to tell about the heartbeat", extra={"action": "heartbeat.unheard"})
             return

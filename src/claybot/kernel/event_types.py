@@ -65,39 +65,39 @@ class EventType(StrEnum):
 _CLOSED = ConfigDict(extra="forbid")
 
 
+@with_config(_CLOSED)
 class AgentId(TypedDict):
-    __pydantic_config__ = _CLOSED  # type: ignore[misc]
     agentId: str
 
 
+@with_config(_CLOSED)
 class AgentCreated(TypedDict):
-    __pydantic_config__ = _CLOSED  # type: ignore[misc]
     agentId: str
     descriptor: dict[str, Any]
     source: Literal["agent", "api", "connector"]
 
 
+@with_config(_CLOSED)
 class AgentSleep(TypedDict):
-    __pydantic_config__ = _CLOSED  # type: ignore[misc]
     agentId: str
     reason: Literal["idle"]
 
 
+@with_config(_CLOSED)
 class AgentReset(TypedDict):
-    __pydantic_config__ = _CLOSED  # type: ignore[misc]
     agentId: str
     context: dict[str, Any]  # what the reset was asked with
 
 
+@with_config(_CLOSED)
 class AgentGrantRevoked(TypedDict):
-    __pydantic_config__ = _CLOSED  # type: ignore[misc]
     agentId: str
     permission: str  # the tag taken back
     held: bool  # False: the agent did not have it, and nothing changed
 
 
+@with_config(_CLOSED)
 class OutgoingMessagePayload(TypedDict):
-    __pydantic_config__ = _CLOSED  # type: ignore[misc]
     id: str
     agentId: str
     connector: str
@@ -109,12 +109,13 @@ class OutgoingMessagePayload(TypedDict):
     files: NotRequired[list[dict[str, Any]]]  # FileReference, for a message with files
 
 
+@with_config(_CLOSED)
 class AgentOutgoing(TypedDict):
-    __pydantic_config__ = _CLOSED  # type: ignore[misc]
     agentId: str
     message: OutgoingMessagePayload
 
 
+@with_config(_CLOSED)
 class AgentDelta(TypedDict):
     """Text of a reply while the model writes it: live only, never in history.
 
@@ -123,15 +124,14 @@ class AgentDelta(TypedDict):
     notice appended, or nothing when the provider failed and the next one answered, see
     ``provider.fallback``)."""
 
-    __pydantic_config__ = _CLOSED  # type: ignore[misc]
     agentId: str
     messageId: str  # the inbox item the turn answers
     outgoingId: str
     text: str
 
 
+@with_config(_CLOSED)
 class AgentToolCall(TypedDict):
-    __pydantic_config__ = _CLOSED  # type: ignore[misc]
     agentId: str
     messageId: str
     callId: str
@@ -139,8 +139,8 @@ class AgentToolCall(TypedDict):
     arguments: str  # the arguments as JSON, cut to a one-line summary's worth
 
 
+@with_config(_CLOSED)
 class AgentToolResult(TypedDict):
-    __pydantic_config__ = _CLOSED  # type: ignore[misc]
     agentId: str
     messageId: str
     callId: str
@@ -165,74 +165,74 @@ ProviderFallback = TypedDict(
 with_config(_CLOSED)(ProviderFallback)
 
 
+@with_config(_CLOSED)
 class AgentError(TypedDict):
-    __pydantic_config__ = _CLOSED  # type: ignore[misc]
     agentId: str
     messageId: str
     error: str
 
 
+@with_config(_CLOSED)
 class AgentDamaged(TypedDict):
-    __pydantic_config__ = _CLOSED  # type: ignore[misc]
     agentId: str
     file: str
     error: str
     action: str
 
 
+@with_config(_CLOSED)
 class AgentStorageFailed(TypedDict):
-    __pydantic_config__ = _CLOSED  # type: ignore[misc]
     agentId: str
     error: str
 
 
+@with_config(_CLOSED)
 class SubagentEnded(TypedDict):
-    __pydantic_config__ = _CLOSED  # type: ignore[misc]
     agentId: str
     parentAgentId: str
     messageId: str
 
 
+@with_config(_CLOSED)
 class CronStarted(TypedDict):
-    __pydantic_config__ = _CLOSED  # type: ignore[misc]
     tasks: int
     problems: int
 
 
+@with_config(_CLOSED)
 class CronTaskAdded(TypedDict):
-    __pydantic_config__ = _CLOSED  # type: ignore[misc]
     taskId: str
     name: str
     source: Literal["api", "file", "tool"]
 
 
+@with_config(_CLOSED)
 class CronTaskUpdated(TypedDict):
-    __pydantic_config__ = _CLOSED  # type: ignore[misc]
     taskId: str
     source: Literal["api", "file", "tool"]
 
 
+@with_config(_CLOSED)
 class TaskId(TypedDict):
-    __pydantic_config__ = _CLOSED  # type: ignore[misc]
     taskId: str
 
 
+@with_config(_CLOSED)
 class TaskInvalid(TypedDict):
-    __pydantic_config__ = _CLOSED  # type: ignore[misc]
     path: str
     reason: str
 
 
+@with_config(_CLOSED)
 class CronTaskStarted(TypedDict):
-    __pydantic_config__ = _CLOSED  # type: ignore[misc]
     taskId: str
     scheduledAt: str
     agentId: str
     latenessMs: float
 
 
+@with_config(_CLOSED)
 class CronTaskRan(TypedDict):
-    __pydantic_config__ = _CLOSED  # type: ignore[misc]
     taskId: str
     scheduledAt: str
     status: str
@@ -240,8 +240,8 @@ class CronTaskRan(TypedDict):
     error: NotRequired[str]
 
 
+@with_config(_CLOSED)
 class CronTaskSkipped(TypedDict):
-    __pydantic_config__ = _CLOSED  # type: ignore[misc]
     taskId: str
     scheduledAt: list[str]
     reason: str
@@ -249,26 +249,26 @@ class CronTaskSkipped(TypedDict):
     output: NotRequired[str]
 
 
+@with_config(_CLOSED)
 class HeartbeatDeferred(TypedDict):
-    __pydantic_config__ = _CLOSED  # type: ignore[misc]
     scheduledAt: str
 
 
+@with_config(_CLOSED)
 class HeartbeatTaskSkipped(TypedDict):
-    __pydantic_config__ = _CLOSED  # type: ignore[misc]
     taskId: str
     reason: str
     detail: str
 
 
+@with_config(_CLOSED)
 class HeartbeatTaskRan(TypedDict):
-    __pydantic_config__ = _CLOSED  # type: ignore[misc]
     taskId: str
     lastRunAt: str
 
 
+@with_config(_CLOSED)
 class PermissionRequest(TypedDict):
-    __pydantic_config__ = _CLOSED  # type: ignore[misc]
     requestId: str
     agentId: str
     agentLabel: str
@@ -285,49 +285,49 @@ class PermissionRequest(TypedDict):
     delivered: bool
 
 
+@with_config(_CLOSED)
 class AuthUpdated(TypedDict):
-    __pydantic_config__ = _CLOSED  # type: ignore[misc]
     id: str
     key: str  # the field's name ("*": the whole entry was removed); never its value
 
 
+@with_config(_CLOSED)
 class PluginInstance(TypedDict):
-    __pydantic_config__ = _CLOSED  # type: ignore[misc]
     id: str
     pluginId: str
     name: NotRequired[str]
 
 
+@with_config(_CLOSED)
 class PluginEvent(TypedDict):
-    __pydantic_config__ = _CLOSED  # type: ignore[misc]
     instanceId: str
     pluginId: str
     type: str
     payload: dict[str, Any]
 
 
+@with_config(_CLOSED)
 class JobCreated(TypedDict):
-    __pydantic_config__ = _CLOSED  # type: ignore[misc]
     jobId: str
     status: Literal["queued"]
 
 
+@with_config(_CLOSED)
 class JobStatusChanged(TypedDict):
-    __pydantic_config__ = _CLOSED  # type: ignore[misc]
     jobId: str
     status: Literal["queued", "running", "completed", "failed", "waiting_for_user", "cancelled"]
 
 
+@with_config(_CLOSED)
 class JobLog(TypedDict):
-    __pydantic_config__ = _CLOSED  # type: ignore[misc]
     jobId: str
     id: int
     level: Literal["debug", "info", "warn", "error"]
     message: str
 
 
+@with_config(_CLOSED)
 class JobId(TypedDict):
-    __pydantic_config__ = _CLOSED  # type: ignore[misc]
     jobId: str
 
 

@@ -28,6 +28,8 @@ from typing import Any, Literal, NamedTuple, Protocol, get_args
 
 import orjson
 
+from claybot.kernel.sse import sse_frame
+
 DEFAULT_BUFFER_SIZE = 10_000
 
 # Why a reader was ended for being slow: it fell a whole ring behind, or its stream
@@ -66,7 +68,7 @@ def encode_frame(event_id: int, event: dict[str, Any]) -> bytes:
         data = orjson.dumps(event)
     except TypeError:  # a payload orjson cannot take (a huge int, a foreign type)
         data = json.dumps(event, default=str).encode()
-    return b"id: %d\r\nevent: message\r\ndata: %b\r\n\r\n" % (event_id, data)
+    return sse_frame(data, event="message", id=event_id)
 
 
 class UtcStamp:

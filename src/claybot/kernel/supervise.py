@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from claybot.kernel.backoff import Backoff
+
 log = logging.getLogger(__name__)
 
 FIRST_RESTART_DELAY_S = 0.5
@@ -61,11 +63,6 @@ class _Supervised:
     restarts: int = 0
     last_error: str | None = None
     last_failure_at: datetime | None = None
-
-
-def restart_delay(previous_s: float | None, *, first_s: float, max_s: float) -> float:
-    """The pause before the next start: the first delay, then doubling up to the cap."""
-    return first_s if previous_s is None else min(max_s, previous_s * 2)
 
 
 class Supervisor:
@@ -111,7 +108,7 @@ class Supervisor:
         ]
 
     async def _keep_running(self, supervised: _Supervised) -> None:
-        delay_s: float | None = None
+        backoff = Backoff(self._first_delay_s, self._max_delay_s)
         while True:
             started = self._monotonic()
             supervised.running = True
@@ -126,8 +123,8 @@ class Supervisor:
             finally:
                 supervised.running = False
             if self._monotonic() - started >= self._healthy_after_s:
-                delay_s = None  # it had been working: this is not a repeat of one failure
-            delay_s = restart_delay(delay_s, first_s=self._first_delay_s, max_s=self._max_delay_s)
+                backoff.reset()  # it had been working: this is not a repeat of one failure
+            delay_s = backoff.next_s()
             supervised.last_error = f"{type(failure).__name__}: {failure}"
             supervised.last_failure_at = self._now()
             log.error(

@@ -25,6 +25,7 @@ from claybot.connectors.base import (
 )
 from claybot.durable.atomic import atomic_write_json
 from claybot.files.reference import FileReference
+from claybot.kernel.backoff import Backoff
 from claybot.mcp_client.settings import McpServerSettings
 from claybot.net.address import Resolve, address_refusal, resolve_host
 from claybot.net.guarded_fetch import FetchedPage, FetchFailed, FetchRefused, UrlFetcher
@@ -83,6 +84,7 @@ __all__ = [
     "SECRET",
     "AgentKind",
     "AuthEntry",
+    "Backoff",
     "CamelModel",
     "CapturedOutput",
     "ChatMessage",

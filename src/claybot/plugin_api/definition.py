@@ -69,8 +69,8 @@ class PluginDefinition(Generic[S]):
 
     def public_settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
         """Stored settings as they may be shown: the secrets its model marks, or whose
-        names say so, redacted (all values, if the model has no schema to say which)."""
-        view: dict[str, Any] = public_settings(self.settings_schema(), settings)
+        names say so, redacted."""
+        view: dict[str, Any] = public_settings(self.settings_model, settings)
         return view
 
     def describe(self) -> dict[str, Any]:

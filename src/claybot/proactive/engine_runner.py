@@ -73,7 +73,9 @@ class EngineRunner:
         return RunOutcome("success", 0)
 
     async def _turn_records(self, agent_id: str, message_id: str) -> list[dict[str, Any]]:
-        page = await self._agents.history(agent_id, after=None, before=None, limit=HISTORY_LIMIT)
+        page = await self._agents.histories.page(
+            agent_id, after=None, before=None, limit=HISTORY_LIMIT
+        )
         return [r for r in page.records if r.get("messageId") == message_id]
 
 

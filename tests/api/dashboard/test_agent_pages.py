@@ -73,7 +73,7 @@ async def test_reset_from_the_page_needs_the_forms_token(
     assert done.status_code == 303
 
     async def newest_type() -> str:
-        page = await engine.agents.history(turn.agent_id, after=None, before=None, limit=1)
+        page = await engine.agents.histories.page(turn.agent_id, after=None, before=None, limit=1)
         return str(page.records[-1]["type"])
 
     async with asyncio.timeout(10):  # the reset is queued: wait for its record
@@ -140,8 +140,8 @@ async def test_an_agents_subagents_show_as_a_tree(engine: Engine, dashboard: Das
     turn = await engine.agents.submit_inbound(InboundMessage("local", "ann", "desk", "hi", "m1"))
     await turn.outcome(10)
     system = engine.agents
-    child = await system.start_subagent(turn.agent_id, "researcher", "look things up")
-    grandchild = await system.start_subagent(child, "reader", "read one page")
+    child = await system.subagents.start(turn.agent_id, "researcher", "look things up")
+    grandchild = await system.subagents.start(child, "reader", "read one page")
     await dashboard.log_in()
     page = (await dashboard.tcp.get(f"/agents/{turn.agent_id}")).text
     assert "Subagents (2)" in page

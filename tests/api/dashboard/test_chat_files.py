@@ -28,7 +28,9 @@ async def user_records(engine: Engine, channel: str = "desk") -> list[dict[str, 
         while True:
             agent_id = engine.agents.agent_id_for(descriptor)
             if agent_id is not None:
-                page = await engine.agents.history(agent_id, after=None, before=None, limit=50)
+                page = await engine.agents.histories.page(
+                    agent_id, after=None, before=None, limit=50
+                )
                 found = [r for r in page.records if r["type"] == "user_message"]
                 if found:
                     return found

@@ -108,7 +108,7 @@ async def test_reset_and_stop(engine: Engine, dashboard: Dashboard) -> None:
     assert agent_id is not None
     async with asyncio.timeout(10):
         while True:  # the reset is a turn of its own: it is recorded when it has run
-            page = await engine.agents.history(agent_id, after=None, before=None, limit=10)
+            page = await engine.agents.histories.page(agent_id, after=None, before=None, limit=10)
             if any(record["type"] == "reset" for record in page.records):
                 break
             await asyncio.sleep(0.02)

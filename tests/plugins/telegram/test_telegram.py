@@ -116,7 +116,7 @@ async def test_messages_duplicates_strangers_reset_and_a_permission_button(
         granted = [e for e in events if e.type == "permission.granted"]
         child = granted[0].payload["agentId"]
         child_state = await engine.agents.permissions_of(child)
-        agents = engine.agents.list_agents()
+        agents = engine.agents.listings.agents()
         user_agents = [a for a in agents if a["type"] == "user"]
         records = await history(engine, user_agents[0]["agentId"])
     finally:
@@ -176,7 +176,7 @@ async def test_a_reset_read_again_after_a_crash_resets_once(
         await wait_until(lambda: len(bot_api.sent()) == 3)
         bot_api.message(ANN, "hello again")
         await wait_until(lambda: len(bot_api.sent()) == 4)
-        [agent] = [a for a in engine.agents.list_agents() if a["type"] == "user"]
+        [agent] = [a for a in engine.agents.listings.agents() if a["type"] == "user"]
         records = await history(engine, agent["agentId"])
     finally:
         await engine.stop()
@@ -250,7 +250,7 @@ async def test_a_photo_a_document_and_a_voice_note_reach_the_agent_and_a_file_go
         too_large = {"file_id": "big", "file_unique_id": "ub", "file_size": 10_000}
         bot_api.media(ANN, "document", too_large)
         await wait_until(lambda: len(bot_api.sent()) == 4)
-        [agent] = [a for a in engine.agents.list_agents() if a["type"] == "user"]
+        [agent] = [a for a in engine.agents.listings.agents() if a["type"] == "user"]
         records = await history(engine, agent["agentId"])
         messages = [r for r in records if r["type"] == "user_message"]
         stored = [await asyncio.to_thread(engine.files.read, m["files"][0]["id"]) for m in messages]

@@ -37,7 +37,7 @@ async def agents(
         return session
     chosen_kind = kind if kind in KINDS else None
     first = (page_number - 1) * AGENTS_PER_PAGE
-    listed, total = engine_of(request).agents.agents_page(
+    listed, total = engine_of(request).agents.listings.page(
         kind=chosen_kind, text=q, offset=first, limit=AGENTS_PER_PAGE
     )
     return page(
@@ -65,10 +65,12 @@ async def agent(
         return session
     system = engine_of(request).agents
     try:
-        history = await system.history(agent_id, after=None, before=before, limit=RECORDS_PER_PAGE)
+        history = await system.histories.page(
+            agent_id, after=None, before=before, limit=RECORDS_PER_PAGE
+        )
     except AgentNotFound:
         return page(request, "not_found.html", status_code=404, session=session, what=agent_id)
-    listing = system.agent_listing(agent_id)
+    listing = system.listings.agent(agent_id)
     records: list[dict[str, Any]] = history.records
     tree, subagents = system.directory.subagent_tree(agent_id, SUBAGENTS_SHOWN)
     descriptor = system.descriptor_of(agent_id)

@@ -55,10 +55,10 @@ async def conversations(request: Request) -> Response:
         return session
     system = engine_of(request).agents
     listed: list[dict[str, Any]] = []
-    for entry in system.conversations(WEBCHAT_CONNECTOR):
+    for entry in system.listings.conversations(WEBCHAT_CONNECTOR):
         descriptor = entry.descriptor
         assert isinstance(descriptor, UserDescriptor)
-        listing = system.agent_listing(entry.agent_id)
+        listing = system.listings.agent(entry.agent_id)
         listed.append(
             {
                 "userId": descriptor.userId,
@@ -106,7 +106,7 @@ async def conversation(request: Request, user_id: str, channel_id: str) -> Respo
     total = 0
     if agent_id is not None:
         try:
-            history = await engine.agents.history(
+            history = await engine.agents.histories.page(
                 agent_id, after=None, before=None, limit=RECORDS_SHOWN
             )
         except AgentNotFound:  # removed between the two calls

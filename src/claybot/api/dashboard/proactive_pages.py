@@ -18,6 +18,7 @@ from claybot.api.dashboard.rendering import SECURITY_HEADERS, page, see_other
 from claybot.api.dashboard.routes import guard, guard_form
 from claybot.api.deps import ProactiveDep
 from claybot.kernel.errors import ClayError
+from claybot.kernel.sse import LF, sse_frame
 from claybot.proactive.broadcast import Listener
 from claybot.proactive.inputs import CreateAgentInput, UpdateAgentInput
 from claybot.proactive.service import ProactiveService
@@ -232,7 +233,7 @@ async def live(request: Request, service: ProactiveDep, agent_id: str) -> Respon
 
 async def _live_frames(listener: Listener, agent_id: str, output: str) -> AsyncIterator[bytes]:
     def frame(kind: str, data: dict[str, Any]) -> bytes:
-        return f"data: {json.dumps({'type': kind, 'payload': data})}\n\n".encode()
+        return sse_frame(json.dumps({"type": kind, "payload": data}).encode(), eol=LF)
 
     try:
         yield frame("snapshot", {"text": output})

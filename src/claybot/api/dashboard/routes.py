@@ -199,7 +199,7 @@ async def overview(request: Request) -> Response:
     engine = engine_of(request)
     status = engine.status()
     started = datetime.fromisoformat(status["startedAt"].replace("Z", "+00:00"))
-    running, queued = engine.agents.turn_counts()
+    running, queued = engine.agents.listings.turn_counts()
     jobs, workers, jobs_problem = await _job_counts(engine)
     return page(
         request,
@@ -207,7 +207,7 @@ async def overview(request: Request) -> Response:
         session=session,
         status=status,
         uptime=_duration((datetime.now(UTC) - started).total_seconds()),
-        kinds=engine.agents.counts_by_kind(),
+        kinds=engine.agents.listings.counts_by_kind(),
         running=running,
         queued=queued,
         jobs=jobs,

@@ -1,5 +1,5 @@
 """The dashboard's Settings pages: plugins (load with a form made from the plugin's
-settings schema, unload) and the engine log's tail. Providers and credentials are
+settings model, unload) and the engine log's tail. Providers and credentials are
 ``provider_pages``, API keys ``key_pages``; they share the sub-navigation.
 
 Everything goes through the engine's own services: the plugin manager's listing,
@@ -21,7 +21,7 @@ from claybot.api.dashboard.log_tail import SHOWN_LINES, read_tail
 from claybot.api.dashboard.provider_pages import router as provider_pages
 from claybot.api.dashboard.rendering import page, see_other
 from claybot.api.dashboard.routes import guard, guard_form
-from claybot.api.dashboard.schema_form import (
+from claybot.api.dashboard.settings_form import (
     FIELD_PREFIX,
     fields_of,
     initial_values,
@@ -114,7 +114,7 @@ def _load_form(
     definition = engine_of(request).plugins.catalog.get(plugin_id)
     if definition is None:
         return page(request, "not_found.html", status_code=404, session=session, what=plugin_id)
-    fields = fields_of(definition.settings_schema())
+    fields = fields_of(definition.settings_model)
     return page(
         request,
         "settings_plugin_load.html",
@@ -139,7 +139,7 @@ async def load_form(request: Request, plugin_id: str) -> Response:
 
 @router.post("/settings/plugins/{plugin_id}")
 async def load_plugin(request: Request, plugin_id: str) -> Response:
-    """Load an instance with the form's settings, typed by the plugin's schema; the
+    """Load an instance with the form's settings, typed by the plugin's model; the
     engine validates them. A refusal shows the form again with what was typed."""
     form = {key: value for key, value in (await request.form()).multi_items()
             if isinstance(value, str)}  # fmt: skip
@@ -150,7 +150,7 @@ async def load_plugin(request: Request, plugin_id: str) -> Response:
     definition = engine.plugins.catalog.get(plugin_id)
     if definition is None:
         return page(request, "not_found.html", status_code=404, session=session, what=plugin_id)
-    fields = fields_of(definition.settings_schema())
+    fields = fields_of(definition.settings_model)
     instance_id = form.get("instanceId", "").strip()
     kept = submitted_values(fields, form)
     settings, problems = values_of(fields, form)

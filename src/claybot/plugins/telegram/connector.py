@@ -44,6 +44,7 @@ from telegram.error import (
 from telegram.warnings import PTBDeprecationWarning
 
 from claybot.plugin_api import (
+    Backoff,
     FileMissing,
     FileReference,
     FileRefused,
@@ -62,7 +63,6 @@ from claybot.plugins.telegram.attachments import (
     size_text,
     upload_kind,
 )
-from claybot.plugins.telegram.backoff import Backoff
 from claybot.plugins.telegram.buttons import (
     CALLBACK_DATA_MAX_BYTES,
     callback_data,
@@ -171,7 +171,7 @@ class TelegramConnector:
                     "another client is polling this bot; stop it or use another token",
                     extra={"action": "telegram.conflict", "instanceId": self.id},
                 )
-                await polling.wait()
+                await self._sleep(polling.next_s())
                 continue
             except InvalidToken:
                 log.error(
@@ -179,14 +179,14 @@ class TelegramConnector:
                     "`claybot auth set` and reload the plugin",
                     extra={"action": "telegram.token_rejected", "instanceId": self.id},
                 )
-                await polling.wait()
+                await self._sleep(polling.next_s())
                 continue
             except Exception as exc:  # network trouble, timeouts, 5xx, an odd answer
                 log.warning(
                     "telegram polling failed; retrying",
                     extra={"action": "telegram.poll_failed", "error": type(exc).__name__},
                 )
-                await polling.wait()
+                await self._sleep(polling.next_s())
                 continue
             polling.reset()
             for update in updates:
@@ -200,13 +200,13 @@ class TelegramConnector:
                         "handling a telegram update failed; it will be read again",
                         extra={"action": "telegram.update_failed", "updateId": update.update_id},
                     )
-                    await handling.wait()
+                    await self._sleep(handling.next_s())
                     break
                 await self._state.set_offset(update.update_id + 1)
                 handling.reset()
 
     def _backoff(self) -> Backoff:
-        return Backoff(self._sleep, BACKOFF_FIRST_S, BACKOFF_MAX_S)
+        return Backoff(BACKOFF_FIRST_S, BACKOFF_MAX_S)
 
     async def _handle(self, update: Update) -> None:
         if update.callback_query is not None:
@@ -469,7 +469,7 @@ class TelegramConnector:
                     "telegram send failed; retrying",
                     extra={"action": "telegram.send_retry", "error": type(exc).__name__},
                 )
-                await backoff.wait()
+                await self._sleep(backoff.next_s())
         return await call()
 
     async def _send_typing(self, chat_id: int) -> None:

@@ -1,14 +1,15 @@
-"""One contract for every transcript: the file-backed agent store and its in-memory twin.
+"""One contract for every transcript: an agent's, on each backend of the agents' durable
+state (``conftest.BACKENDS``), and the standalone in-memory twin.
 
-The same tests, and the very same turn loop, run over both, so a store that passes
-them (a job's rows in the database, next) can carry a turn.
+The same tests, and the very same turn loop, run over all of them, so a store that
+passes them (a job's rows in the database, next) can carry a turn.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,12 +22,10 @@ from claybot.agents.history import (
     turn_progress,
     user_message_record,
 )
-from claybot.agents.inbox import InboxItem, InboxLog
-from claybot.agents.store import FileAgentStore
-from claybot.agents.transcript import FileTranscript, MemoryTranscript, Transcript
+from claybot.agents.inbox import InboxItem
+from claybot.agents.transcript import AgentTranscript, MemoryTranscript, Transcript
 from claybot.agents.turn_loop import INTERRUPTED_TOOL, LoopLimits, TurnLoop, TurnWork
 from claybot.config.settings import ProviderSettings
-from claybot.durable.group_commit import GroupCommitWriter
 from claybot.files.reference import FileReference
 from claybot.kernel.events import EventBus
 from claybot.permissions.model import Permissions
@@ -40,6 +39,7 @@ from claybot.tools.base import (
     ToolRegistry,
     ToolResult,
 )
+from tests.agents.contract.conftest import BACKENDS, Durable, create_agent, opened
 
 
 @dataclass
@@ -50,9 +50,15 @@ class Store:
     reopen: Callable[[], Awaitable[Transcript]]
 
 
-@pytest.fixture(params=["file", "memory"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    if request.param == "memory":
+async def read(transcript: Transcript) -> list[Record]:
+    """The conversation's records: an agent's history begins with its start marker."""
+    records = await transcript.read()
+    return records[1:] if records and records[0]["type"] == "start" else records
+
+
+@pytest.fixture(params=[*BACKENDS, "transcript-twin"])
+async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
+    if request.param == "transcript-twin":
         memories = [MemoryTranscript()]
 
         async def reopen_memory() -> Transcript:
@@ -63,28 +69,21 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
 
         yield Store(memories[0], reopen_memory)
         return
-    writer = GroupCommitWriter(journal=tmp_path / "inbox.wal", root=tmp_path)
-    await writer.start()
-    (tmp_path / "agents" / "a1").mkdir(parents=True)
-    files = FileAgentStore(tmp_path / "agents", writer)
-    inbox = InboxLog(tmp_path / "inbox.wal", writer)
-    # The turn of m1 runs for an item pending in the inbox log, as in the engine: the
-    # log keeps the delivery marks of unfinished items only.
-    await inbox.accept(InboxItem("message", "m1", "a1", 1, "remember milk"))
+    async with AsyncExitStack() as stack:
+        durable = await stack.enter_async_context(opened(request.param, request))
+        await create_agent(durable.store, "a1")
+        # The turn of m1 runs for an item pending in the inbox, as in the engine: the
+        # outbox keeps the delivery marks of unfinished items only.
+        await durable.inbox.accept(InboxItem("message", "m1", "a1", 1, "remember milk"))
+        last = [durable]
 
-    writers = [writer]
+        async def reopen_durable() -> Transcript:
+            restarted: Durable = await last[-1].restart()
+            await restarted.boot()  # the sent marks come back, as at boot
+            last.append(restarted)
+            return AgentTranscript(restarted.store, restarted.inbox, "a1")
 
-    async def reopen_file() -> Transcript:
-        await writers[-1].close()
-        again = GroupCommitWriter(journal=tmp_path / "inbox.wal", root=tmp_path)
-        await again.start()
-        writers.append(again)
-        log = InboxLog(tmp_path / "inbox.wal", again)
-        log.recover()  # the sent marks come back from the log, as at boot
-        return FileTranscript(FileAgentStore(tmp_path / "agents", again), log, "a1")
-
-    yield Store(FileTranscript(files, inbox, "a1"), reopen_file)
-    await writers[-1].close()
+        yield Store(AgentTranscript(durable.store, durable.inbox, "a1"), reopen_durable)
 
 
 def said(text: str, n: int) -> Record:
@@ -96,14 +95,14 @@ async def test_records_read_back_in_order_queued_ones_included(store: Store) -> 
     transcript.append(said("one", 1))
     await transcript.append_durably(said("two", 2))
     transcript.append(said("three", 3))
-    assert [r["text"] for r in await transcript.read()] == ["one", "two", "three"]
+    assert [r["text"] for r in await read(transcript)] == ["one", "two", "three"]
 
 
 async def test_a_durable_append_keeps_everything_before_it(store: Store) -> None:
     store.transcript.append(said("one", 1))
     await store.transcript.append_durably(said("two", 2))
     reopened = await store.reopen()
-    assert [r["text"] for r in await reopened.read()][:2] == ["one", "two"]
+    assert [r["text"] for r in await read(reopened)][:2] == ["one", "two"]
 
 
 async def test_deliveries_are_remembered_per_reply(store: Store) -> None:
@@ -199,7 +198,7 @@ async def test_a_turn_with_a_tool_call(store: Store) -> None:
     assert (outcome.text, outcome.failed) == ("done", False)
     assert notes == ["milk"]
     assert owner.replies == [("m1#0", "on it", False, False), ("m1#1", "done", True, False)]
-    records = await store.transcript.read()
+    records = await read(store.transcript)
     assert [r["type"] for r in records] == [
         "user_message",
         "assistant_message",
@@ -225,7 +224,7 @@ async def test_a_turn_resumes_where_the_crash_left_it(store: Store) -> None:
     store.transcript.mark_delivered("m1", "m1#0")
     await store.transcript.append_durably(said("unrelated", 2))  # makes the mark durable too
     transcript = await store.reopen()
-    records = await transcript.read()
+    records = await read(transcript)
     loop, notes = loop_with("done after all")
     owner = Owner()
     work = TurnWork(
@@ -241,7 +240,7 @@ async def test_a_turn_resumes_where_the_crash_left_it(store: Store) -> None:
     assert notes == []  # the interrupted call is reported, never run again
     assert owner.replies[0] == ("m1#0", "on it", False, True)  # re-noted, not re-sent
     assert owner.replies[1] == ("m1#1", "done after all", True, False)
-    results = [r for r in await transcript.read() if r["type"] == "tool_result"]
+    results = [r for r in await read(transcript) if r["type"] == "tool_result"]
     assert results[0]["output"] == {"text": INTERRUPTED_TOOL, "isError": True}
 
 
@@ -259,7 +258,7 @@ async def test_a_file_a_tool_sends_is_recorded_and_goes_out_as_a_reply(store: St
         ("m1#1", "here it is", True, False),
     ]
     assert owner.files == [("m1#0", (REPORT,), False)]
-    records = await store.transcript.read()
+    records = await read(store.transcript)
     sent = records[2]
     assert (sent["type"], sent["outgoingId"], sent["toolCallId"]) == (
         "assistant_message",
@@ -277,7 +276,7 @@ async def test_a_sent_file_goes_out_once_across_a_crash(store: Store) -> None:
     with pytest.raises(Crashed):  # recorded, then the engine died before it went out
         await loop.run(Owner(crash_on_files=True), TurnWork("m1", "send", None, store.transcript))
     transcript = await store.reopen()
-    records = await transcript.read()
+    records = await read(transcript)
     again, notes_after = loop_with("here it is")
     owner = Owner()
     work = TurnWork(
@@ -288,7 +287,7 @@ async def test_a_sent_file_goes_out_once_across_a_crash(store: Store) -> None:
     assert owner.files == [("m1#0", (REPORT,), False)]  # sent now, as it was not before
     # Once more after it was marked sent: noted, never sent a second time.
     transcript = await store.reopen()
-    records = await transcript.read()
+    records = await read(transcript)
     owner = Owner()
     work = TurnWork(
         "m1", "send", None, transcript, build_context(records), turn_progress(records, "m1")

@@ -1,13 +1,13 @@
-"""A settings schema becomes a form's fields, and a form's answer becomes typed settings."""
+"""A settings model becomes a form's fields, and a form's answer becomes typed settings."""
 
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, HttpUrl, Secret, SecretStr
 
-from claybot.api.dashboard.schema_form import (
+from claybot.api.dashboard.settings_form import (
     WHOLE,
     FormField,
     fields_of,
@@ -46,16 +46,12 @@ def by_name(fields: list[FormField]) -> dict[str, FormField]:
     return {field.name: field for field in fields}
 
 
-def schema() -> dict[str, Any]:
-    return Example.model_json_schema(by_alias=True)
-
-
 def answer(**values: str) -> dict[str, str]:
     return {f"setting.{name}": value for name, value in values.items()}
 
 
 def test_each_property_becomes_a_field_of_its_kind() -> None:
-    fields = by_name(fields_of(schema()))
+    fields = by_name(fields_of(Example))
     assert list(fields) == ["botToken", "password", "name", "retries", "timeoutS", "verbose",
                             "mode", "color", "limitMb", "servers", "labels"]  # fmt: skip
     kinds = {name: field.kind for name, field in fields.items()}
@@ -82,13 +78,13 @@ def test_an_explicit_title_is_kept() -> None:
         token_url: str = Field(title="Where tokens come from")
         base_url: str
 
-    fields = by_name(fields_of(Titled.model_json_schema()))
+    fields = by_name(fields_of(Titled))
     assert fields["token_url"].label == "Where tokens come from"
     assert fields["base_url"].label == "Base URL"
 
 
 def test_a_form_shows_the_defaults_but_never_a_secret() -> None:
-    fields = fields_of(schema())
+    fields = fields_of(Example)
     shown = initial_values(fields)
     assert shown["name"] == "claybot" and shown["retries"] == "3" and shown["timeoutS"] == "2.5"
     assert shown["verbose"] == "" and shown["mode"] == "safe"
@@ -100,7 +96,7 @@ def test_a_form_shows_the_defaults_but_never_a_secret() -> None:
 
 
 def test_an_answer_becomes_typed_settings() -> None:
-    fields = fields_of(schema())
+    fields = fields_of(Example)
     settings, problems = values_of(
         fields,
         answer(botToken="123:abc", name="bot", retries="5", timeoutS="0.5", verbose="on",
@@ -116,7 +112,7 @@ def test_an_answer_becomes_typed_settings() -> None:
 
 
 def test_defaults_and_empty_boxes_are_not_sent() -> None:
-    fields = fields_of(schema())
+    fields = fields_of(Example)
     typed = answer(botToken="t", name="claybot", retries="3", timeoutS="2.5", mode="safe",
                    password="", labels='{"a": "b"}')  # fmt: skip
     settings, problems = values_of(fields, typed)
@@ -129,7 +125,7 @@ def test_defaults_and_empty_boxes_are_not_sent() -> None:
 
 
 def test_values_that_are_not_of_their_type_are_problems() -> None:
-    fields = fields_of(schema())
+    fields = fields_of(Example)
     settings, problems = values_of(
         fields,
         answer(botToken="t", retries="2.5", timeoutS="nan", mode="turbo", servers="[oops"),
@@ -147,7 +143,7 @@ def test_non_string_choices_round_trip() -> None:
     class Levels(BaseModel):
         level: Literal[1, 2, 3] = 1
 
-    fields = fields_of(Levels.model_json_schema())
+    fields = fields_of(Levels)
     assert fields[0].kind == "enum" and [fields[0].choice_text(c) for c in fields[0].choices] == [
         "1",
         "2",
@@ -156,8 +152,11 @@ def test_non_string_choices_round_trip() -> None:
     assert values_of(fields, answer(level="3")) == ({"level": 3}, [])
 
 
-def test_without_a_schema_the_settings_are_one_json_object() -> None:
-    fields = fields_of(None)
+def test_a_model_that_takes_any_keys_is_one_json_object() -> None:
+    class Anything(BaseModel):
+        model_config = ConfigDict(extra="allow")
+
+    fields = fields_of(Anything)
     assert [(field.name, field.kind) for field in fields] == [(WHOLE, "json")]
     settings, problems = values_of(fields, {"setting.": '{"anything": [1]}'})
     assert settings == {"anything": [1]} and problems == []
@@ -170,4 +169,20 @@ def test_a_model_with_no_settings_has_no_fields() -> None:
     class Nothing(BaseModel):
         pass
 
-    assert fields_of(Nothing.model_json_schema()) == []
+    assert fields_of(Nothing) == []
+
+
+def test_optional_and_annotated_fields_keep_their_input_and_bounds() -> None:
+    class Wrapped(BaseModel):
+        pin: Secret[int] | None = None
+        level: Annotated[int, Field(ge=1, le=9)] | None = None
+        home: HttpUrl | None = None
+
+    fields = by_name(fields_of(Wrapped))
+    assert (fields["pin"].kind, fields["pin"].secret) == ("integer", True)
+    assert (fields["level"].kind, fields["level"].minimum, fields["level"].maximum) == (
+        "integer",
+        1,
+        9,
+    )
+    assert (fields["home"].kind, fields["home"].label) == ("string", "Home")

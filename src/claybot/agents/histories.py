@@ -1,0 +1,55 @@
+"""Reading agents' histories: pages, time windows and whole, numbered from 0 (``seq``).
+
+What the API, the dashboard and the agents' own tools read through
+``AgentSystem.histories``; each read names an agent the directory knows
+(``AgentNotFound`` otherwise) and its cost does not grow with the history's length.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from claybot.agents.directory import AgentDirectory, AgentNotFound
+from claybot.agents.durable_port import AgentStore
+
+
+@dataclass(frozen=True)
+class HistoryPage:
+    records: list[dict[str, Any]]
+    total: int
+
+
+class AgentHistories:
+    def __init__(self, directory: AgentDirectory, store: AgentStore) -> None:
+        self._directory = directory
+        self._store = store
+
+    def _known(self, agent_id: str) -> None:
+        if agent_id not in self._directory:
+            raise AgentNotFound(agent_id)
+
+    async def page(
+        self, agent_id: str, *, after: int | None, before: int | None, limit: int
+    ) -> HistoryPage:
+        """Records numbered from 0 (``seq``), ``limit`` at most, oldest first."""
+        self._known(agent_id)
+        records, total = await self._store.read_history_page(
+            agent_id, after=after, before=before, limit=limit
+        )
+        return HistoryPage(records, total)
+
+    async def between(
+        self, agent_id: str, *, from_at: int | None, to_at: int | None, limit: int
+    ) -> list[dict[str, Any]]:
+        """The last ``limit`` records written between two times (unix ms, included)."""
+        self._known(agent_id)
+        return await self._store.read_history_between(
+            agent_id, from_at=from_at, to_at=to_at, limit=limit
+        )
+
+    async def whole(self, agent_id: str) -> tuple[int, AsyncIterator[list[dict[str, Any]]]]:
+        """Every record, numbered from 0, in chunks (see ``AgentStore.read_whole_history``)."""
+        self._known(agent_id)
+        return await self._store.read_whole_history(agent_id)

@@ -1,0 +1,50 @@
+"""The socket client's reading of the engine's event stream (through httpx-sse)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from claybot.client.engine_client import EngineApiError, EngineClient
+from claybot.kernel.sse import sse_comment, sse_frame
+
+STREAM = b"".join(
+    [
+        sse_frame(b'{"id": 5, "type": "init"}', event="message"),
+        sse_frame(b'{"id": 6, "type": "a"}', event="message", id=6),
+        sse_comment("ping"),  # after an id: a frame with no data, which is no event
+        sse_frame(b'{"id": 7,\n"type": "b"}', event="message", id=7),  # data on two lines
+    ]
+)
+
+
+def client_answering(response: httpx.Response, seen: list[httpx.Request]) -> EngineClient:
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return response
+
+    return EngineClient(Path("/nowhere.sock"), transport=httpx.MockTransport(answer))
+
+
+def test_each_event_of_the_stream_is_yielded_once_and_resumes_after_an_id() -> None:
+    seen: list[httpx.Request] = []
+    stream = httpx.Response(200, headers={"content-type": "text/event-stream"}, content=STREAM)
+    with client_answering(stream, seen) as client:
+        events = list(client.events(4))
+    assert events == [{"id": 5, "type": "init"}, {"id": 6, "type": "a"}, {"id": 7, "type": "b"}]
+    assert seen[0].headers["last-event-id"] == "4"
+    assert seen[0].headers["accept"] == "text/event-stream"
+
+
+def test_a_refused_stream_is_the_engines_error() -> None:
+    refusal = httpx.Response(
+        400,
+        json={"error": {"code": "invalid_request", "message": "Last-Event-ID must be an integer",
+                        "field": "Last-Event-ID"}},
+    )  # fmt: skip
+    with client_answering(refusal, []) as client, pytest.raises(EngineApiError) as refused:
+        list(client.events())
+    assert (refused.value.status, refused.value.code) == (400, "invalid_request")
+    assert refused.value.field == "Last-Event-ID"
