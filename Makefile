@@ -24,8 +24,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 
-# The install also builds the C extension (hatch_build.py): its source is a prerequisite.
-$(RUN_STAMP): pyproject.toml hatch_build.py src/claybot/kernel/_free_pools.c | $(BIN)/python
+$(RUN_STAMP): pyproject.toml | $(BIN)/python
 	@echo ">> installing ClayBot with the local model runtime."
 	@echo "   The first install builds llama-cpp-python from source: about 5 minutes on 2 cores."
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) install --progress-bar off -e '.[local]'
@@ -70,4 +69,4 @@ bench: $(BENCH_STAMP) compile
 	$(BIN)/python bench/jobs.py
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache src/claybot/kernel/*.so
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
