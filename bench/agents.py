@@ -730,6 +730,15 @@ async def main() -> None:
         help="only the memory run: five cycles of load and idle unload, RSS after each",
     )
     parser.add_argument(
+        "--cycles", type=int, default=5, help="with --memory: load-and-unload cycles (default 5)"
+    )
+    parser.add_argument(
+        "--cycle-messages",
+        type=int,
+        default=50_000,
+        help="with --memory: messages to 1,000 agents in each cycle (default 50000)",
+    )
+    parser.add_argument(
         "--tracemalloc",
         action="store_true",
         help="with --memory: run the engine under tracemalloc and show what the cycles kept",
@@ -749,7 +758,7 @@ async def main() -> None:
     if args.memory:
         from memory_cycles import run_memory
 
-        if not await run_memory(traced=args.tracemalloc):
+        if not await run_memory(args.tracemalloc, args.cycles, args.cycle_messages):
             raise SystemExit(1)
         return
     if args.sse:

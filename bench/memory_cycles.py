@@ -1,18 +1,19 @@
 """The memory table of bench/agents.py (``--memory``): resident memory does not grow from
 one load to the next.
 
-One engine, and the same load-and-unload cycle five times: 50,000 messages to 1,000
-agents from 64 senders, the last 10,000 of them read by 200 SSE readers (in a process
-of their own, ``sse_readers.py``); then the senders and the readers leave, the engine
-unloads every agent as idle (after 2 s) and gives the freed memory back
-(``agents/residency.py``). Each cycle's row is the engine's RSS after its load (the
-readers still reading) and after its unload. The goal is a plateau: each cycle's
-after-unload RSS within 5 % of the previous cycle's.
+One engine, and the same load-and-unload cycle five times (``--cycles``): 50,000
+messages (``--cycle-messages``) to 1,000 agents from 64 senders, the last fifth of them
+read by 200 SSE readers (in a process of their own, ``sse_readers.py``); then the
+senders and the readers leave, the engine unloads every agent as idle (after 2 s) and
+gives the freed memory back (``agents/residency.py``). Each cycle's row is the engine's
+RSS after its load (the readers still reading) and after its unload. The goal is a
+plateau: each cycle's after-unload RSS within 5 % of the previous cycle's.
 
-With ``--tracemalloc`` the engine runs under tracemalloc (``traced_engine.py``) and the
-table is followed by what the last cycle's unload kept that the first cycle's did not:
-snapshots taken after both, compared by line and by traceback. The RSS of that run is
-tracemalloc's too (it keeps a trace per live block): read the table of a run without it.
+With ``--tracemalloc`` the engine runs under tracemalloc from the end of its boot
+(``traced_engine.py``) and the table is followed by what the last cycle's unload kept
+that the first cycle's did not: snapshots taken after both, compared by line and by
+traceback. The RSS of that run is tracemalloc's too (it keeps a trace per live block):
+read the table of a run without it.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ CYCLES = 5
 AGENTS = 1000
 MESSAGES = 50_000  # per cycle
 SSE_READERS = 200
-SSE_MESSAGES = 10_000  # the last of each cycle's messages, read by the readers
+SSE_SHARE = 5  # the last fifth of each cycle's messages is read by the readers
 SENDERS = 64
 PLATEAU = 0.05  # each after-unload row within this fraction of the previous one
 # Start-up, and the release after an unload, go on for a moment after the status says
@@ -65,20 +66,28 @@ class Snapshots:
         self.command = [sys.executable, str(BENCH / "traced_engine.py"), str(self.folder)]
         self.taken: list[Path] = []
 
+    async def start(self, load: SocketLoad) -> None:
+        """Tracing starts (after boot: traced from its start, boot took minutes)."""
+        await self._signal(load, self.folder / "tracing")
+
     async def take(self, load: SocketLoad) -> None:
-        """Signal the engine and wait for the snapshot it writes (a large heap takes
-        seconds)."""
+        """A snapshot (a large heap takes seconds)."""
         path = self.folder / f"{len(self.taken) + 1}.tracemalloc"
-        load.process.send_signal(signal.SIGUSR1)
-        deadline = time.monotonic() + 300
-        while not path.exists():
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the engine wrote no snapshot {path}")
-            await asyncio.sleep(0.1)
+        await self._signal(load, path)
         self.taken.append(path)
 
+    async def _signal(self, load: SocketLoad, written: Path) -> None:
+        load.process.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + 300
+        while not await asyncio.to_thread(written.exists):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the engine did not write {written}")
+            await asyncio.sleep(0.1)
 
-async def bench_memory(snapshots: Snapshots | None = None) -> tuple[float, list[Cycle]]:
+
+async def bench_memory(
+    cycles_to_run: int, messages: int, snapshots: Snapshots | None = None
+) -> tuple[float, list[Cycle]]:
     """The engine's RSS after boot, and each cycle's rows."""
     command = snapshots.command if snapshots is not None else None
     load = SocketLoad(MEMORY_SETTINGS, command=command)
@@ -88,22 +97,24 @@ async def bench_memory(snapshots: Snapshots | None = None) -> tuple[float, list[
         await until_status(load, lambda status: bool(status["database"]["ready"]))
         await asyncio.sleep(AT_REST_S)
         boot_mb = load.rss_mb()
-        for number in range(1, CYCLES + 1):
-            print(f"  cycle {number} of {CYCLES}...", file=sys.stderr, flush=True)
+        if snapshots is not None:
+            await snapshots.start(load)
+        for number in range(1, cycles_to_run + 1):
+            print(f"  cycle {number} of {cycles_to_run}...", file=sys.stderr, flush=True)
             load.replies.clear()
-            alone = MESSAGES - SSE_MESSAGES
-            await drive(load.post, AGENTS, alone, SENDERS, load.replies, f"c{number}-")
+            read = messages // SSE_SHARE
+            await drive(load.post, AGENTS, messages - read, SENDERS, load.replies, f"c{number}-")
             sse = SseReaders(load.paths.socket, SSE_READERS)
             await sse.start()
             load.replies.clear()
-            await drive(load.post, AGENTS, SSE_MESSAGES, SENDERS, load.replies, f"c{number}-r")
+            await drive(load.post, AGENTS, read, SENDERS, load.replies, f"c{number}-r")
             after_load_mb = load.rss_mb()
-            await sse.check(SSE_MESSAGES)
+            await sse.check(read)
             await sse.close()
             load.disconnect()
             await until_at_rest(load)
             cycles.append(Cycle(after_load_mb, load.rss_mb()))
-            if snapshots is not None and number in (1, CYCLES):
+            if snapshots is not None and number in (1, cycles_to_run):
                 await snapshots.take(load)
     finally:
         load.stop()
@@ -117,11 +128,11 @@ def plateaus(cycles: list[Cycle]) -> bool:
     )
 
 
-def print_table(boot_mb: float, cycles: list[Cycle]) -> None:
+def print_table(boot_mb: float, cycles: list[Cycle], messages: int) -> None:
     print(
-        f"\nClayBot memory benchmark: {CYCLES} cycles of {MESSAGES:,} messages to {AGENTS:,} "
-        f"agents (the last {SSE_MESSAGES:,} read by {SSE_READERS} SSE readers), each followed "
-        f"by the idle unload of every agent (after 2 s); RSS after boot {boot_mb:.0f} MB\n"
+        f"\nClayBot memory benchmark: {len(cycles)} cycles of {messages:,} messages to {AGENTS:,} "
+        f"agents (the last {messages // SSE_SHARE:,} read by {SSE_READERS} SSE readers), each "
+        f"followed by the idle unload of every agent (after 2 s); RSS after boot {boot_mb:.0f} MB\n"
     )
     print("| cycle | RSS after load (MB) | RSS after unload (MB) | unload vs previous |")
     print("|---:|---:|---:|---:|")
@@ -170,13 +181,13 @@ def print_growth(first_path: Path, last_path: Path) -> None:
             print(f"  {line}")
 
 
-async def run_memory(traced: bool) -> bool:
+async def run_memory(traced: bool, cycles_to_run: int = CYCLES, messages: int = MESSAGES) -> bool:
     """Print the table (and with ``traced`` the tracemalloc comparison); whether the
     cycles plateau."""
-    print(f"running {CYCLES} memory cycles...", file=sys.stderr, flush=True)
+    print(f"running {cycles_to_run} memory cycles...", file=sys.stderr, flush=True)
     snapshots = Snapshots() if traced else None
-    boot_mb, cycles = await bench_memory(snapshots)
-    print_table(boot_mb, cycles)
+    boot_mb, cycles = await bench_memory(cycles_to_run, messages, snapshots)
+    print_table(boot_mb, cycles, messages)
     if snapshots is not None:
         print_growth(snapshots.taken[0], snapshots.taken[-1])
         shutil.rmtree(snapshots.folder, ignore_errors=True)
