@@ -24,8 +24,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 
-# The install also builds the C extension (hatch_build.py): its source is a prerequisite.
-$(RUN_STAMP): pyproject.toml hatch_build.py src/claybot/kernel/_free_pools.c | $(BIN)/python
+$(RUN_STAMP): pyproject.toml | $(BIN)/python
 	@echo ">> installing ClayBot with the local model runtime."
 	@echo "   The first install builds llama-cpp-python from source: about 5 minutes on 2 cores."
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) install --progress-bar off -e '.[local]'
@@ -83,4 +82,4 @@ docs: $(DEV_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache site src/claybot/kernel/*.so
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache site

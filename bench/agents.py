@@ -19,9 +19,9 @@ The full run also prints the long-history table (``long_history.py``, alone with
 with ``--provider-overhead``): a provider call's CPU and posted-to-sent by context
 length, against fake OpenAI- and Anthropic-compatible servers.
 
-``--memory`` prints instead the engine's resident memory at boot, after 50,000
-messages to 1,000 agents, after the engine unloaded them all as idle, after the
-same load again, and with 200 SSE readers.
+``--memory`` prints instead the engine's resident memory over five cycles of the same
+load and idle unload, and whether it plateaus (``memory_cycles.py``; with
+``--tracemalloc``, what the last cycle kept that the first did not).
 
 Durability stays on (real fsync, group commit) in every run. Not part of the
 test suite: run it with ``make bench`` or ``.venv/bin/python bench/agents.py``.
@@ -144,7 +144,7 @@ def fresh_home(settings: dict[str, object] | None = None) -> HomePaths:
     return HomePaths(home)
 
 
-async def _drive(
+async def drive(
     post: object,
     agents: int,
     messages: int,
@@ -200,7 +200,7 @@ async def bench_in_process(agents: int, messages: int) -> Row:
     while len(replies) < agents:
         await asyncio.sleep(0.001)
     replies.clear()
-    _, saturated, elapsed = await _drive(post, agents, messages, min(agents * 4, 512), replies)
+    _, saturated, elapsed = await drive(post, agents, messages, min(agents * 4, 512), replies)
     accept, reply = await _light_load(post, agents, replies)
     await engine.stop()
     shutil.rmtree(paths.home, ignore_errors=True)
@@ -289,13 +289,16 @@ def answers_status(socket_path: Path) -> bool:
 
 
 def start_engine(
-    paths: HomePaths, environment: dict[str, str] | None = None
+    paths: HomePaths,
+    environment: dict[str, str] | None = None,
+    command: list[str] | None = None,
 ) -> tuple[subprocess.Popen[bytes], float]:
-    """Start ``claybot start`` on ``paths``: the process and seconds until it answered."""
+    """Start ``claybot start`` on ``paths`` (``command`` in place of ``python -m claybot``):
+    the process and seconds until it answered."""
     env = {**os.environ, **(environment or {}), "CLAYBOT_HOME": str(paths.home)}
     t0 = time.perf_counter()
     process = subprocess.Popen(
-        [sys.executable, "-m", "claybot", "start", "--port", "0"],
+        [*(command or [sys.executable, "-m", "claybot"]), "start", "--port", "0"],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -375,11 +378,13 @@ class SocketLoad:
         self,
         settings: dict[str, object] | None = None,
         prepare: Callable[[HomePaths], None] | None = None,
+        command: list[str] | None = None,
     ) -> None:
         self.paths = fresh_home(settings)
         if prepare is not None:  # files the engine should find when it starts
             prepare(self.paths)
-        self.process, _ = start_engine(self.paths)
+        self._command = command
+        self.process, _ = start_engine(self.paths, command=command)
         self.replies = Replies()
         self._free: asyncio.Queue[RawClient] = asyncio.Queue()
         self._clients: list[RawClient] = []
@@ -399,7 +404,7 @@ class SocketLoad:
             self._follower.cancel()
         self.process.terminate()
         await asyncio.to_thread(self.process.wait, 30)
-        self.process, _ = await asyncio.to_thread(start_engine, self.paths)
+        self.process, _ = await asyncio.to_thread(start_engine, self.paths, None, self._command)
         self._subscribed = asyncio.Event()
         self._follower = asyncio.create_task(self._follow())
         await self._subscribed.wait()
@@ -463,7 +468,7 @@ async def bench_socket(agents: int, messages: int, readers: int = 0) -> Row:
         await load.wait_replies(agents)
         load.replies.clear()
         cpu_before = load.cpu_s()
-        _, saturated, elapsed = await _drive(load.post, agents, messages, concurrency, load.replies)
+        _, saturated, elapsed = await drive(load.post, agents, messages, concurrency, load.replies)
         engine_cpu_s = load.cpu_s() - cpu_before
         if sse is not None:  # every agent's creation, its warm-up reply, then the run's
             await sse.check(2 * agents + messages)  # read (see _fan_out_phase)
@@ -538,7 +543,7 @@ async def _fan_out_phase(
         load.replies.clear()
         cpu_before = load.cpu_s()
         concurrency = min(agents * 2, 64)
-        _, _, elapsed = await _drive(load.post, agents, messages, concurrency, load.replies, prefix)
+        _, _, elapsed = await drive(load.post, agents, messages, concurrency, load.replies, prefix)
         engine_cpu_s = load.cpu_s() - cpu_before
         if sse is not None:
             await sse.check(messages)
@@ -604,9 +609,6 @@ def print_fan_out(
         )
 
 
-MEMORY_SETTINGS = {**SETTINGS, "agents": {"maxConcurrent": 1024, "idleUnloadS": 2}}
-
-
 async def engine_status(load: SocketLoad) -> dict[str, Any]:
     import httpx
 
@@ -616,67 +618,12 @@ async def engine_status(load: SocketLoad) -> dict[str, Any]:
         return status
 
 
-AT_REST_S = 1.0
-
-
 async def until_status(load: SocketLoad, done: Callable[[dict[str, Any]], bool]) -> None:
     deadline = time.monotonic() + 120
     while not done(await engine_status(load)):
         if time.monotonic() > deadline:
             raise RuntimeError("the engine did not get there within 120 s")
         await asyncio.sleep(0.1)
-
-
-async def until_at_rest(load: SocketLoad) -> None:
-    """Every agent unloaded, and what the engine does then (a checkpoint, then giving
-    freed memory back: agents/residency.py) done; it takes well under a second."""
-    await until_status(load, lambda status: status["agents"]["loaded"] == 0)
-    await asyncio.sleep(AT_REST_S)
-
-
-async def bench_memory(
-    agents: int, messages: int, readers: int, sse_messages: int
-) -> list[tuple[str, float]]:
-    """Resident memory at boot, after load, and after the engine unloaded every idle agent.
-
-    When a phase's messages are answered its clients leave, as clients do: the
-    engine's idle unload comes after their keep-alive connections have closed.
-    """
-    load = SocketLoad(MEMORY_SETTINGS)
-    measured: list[tuple[str, float]] = []
-    try:
-        await load.start(64)
-        await until_status(load, lambda status: bool(status["database"]["ready"]))
-        # Start-up goes on for a moment after the database opened: measured at once, boot
-        # read 108-118 MB where it settles at 119 within half a second.
-        await asyncio.sleep(AT_REST_S)
-        measured.append(("after boot (database open)", load.rss_mb()))
-        await _drive(load.post, agents, messages, 64, load.replies)
-        measured.append((f"after {messages:,} messages to {agents:,} agents", load.rss_mb()))
-        load.disconnect()
-        await until_at_rest(load)
-        measured.append(("after every agent was unloaded (idle)", load.rss_mb()))
-        # The same load again: freed memory is reused, so this shows whether anything grows.
-        load.replies.clear()
-        await _drive(load.post, agents, messages, 64, load.replies, prefix="again")
-        load.disconnect()
-        await until_at_rest(load)
-        measured.append((f"after {messages:,} more messages and idle unload", load.rss_mb()))
-        sse = SseReaders(load.paths.socket, readers)
-        await sse.start()
-        load.replies.clear()
-        await _drive(load.post, agents, sse_messages, 64, load.replies, prefix="sse")
-        measured.append(
-            (f"with {readers} SSE readers, after {sse_messages:,} more messages", load.rss_mb())
-        )
-        await sse.check(sse_messages)
-        await sse.close()
-        load.disconnect()
-        await until_at_rest(load)
-        measured.append(("after the readers left and every agent was unloaded", load.rss_mb()))
-    finally:
-        load.stop()
-    return measured
 
 
 def populate(paths: HomePaths, agents: int, records_per_agent: int) -> None:
@@ -780,7 +727,21 @@ async def main() -> None:
     parser.add_argument(
         "--memory",
         action="store_true",
-        help="only the memory run: resident memory at boot, after load, after idle unload",
+        help="only the memory run: five cycles of load and idle unload, RSS after each",
+    )
+    parser.add_argument(
+        "--cycles", type=int, default=5, help="with --memory: load-and-unload cycles (default 5)"
+    )
+    parser.add_argument(
+        "--cycle-messages",
+        type=int,
+        default=50_000,
+        help="with --memory: messages to 1,000 agents in each cycle (default 50000)",
+    )
+    parser.add_argument(
+        "--tracemalloc",
+        action="store_true",
+        help="with --memory: run the engine under tracemalloc and show what the cycles kept",
     )
     parser.add_argument(
         "--sse",
@@ -795,14 +756,10 @@ async def main() -> None:
     )
     args = parser.parse_args()
     if args.memory:
-        print("running the memory benchmark...", file=sys.stderr, flush=True)
-        measured = await bench_memory(1000, 50_000, 200, 10_000)
-        boot_mb = measured[0][1]
-        print("\nClayBot memory benchmark (socket, echo provider, idle unload after 2 s)\n")
-        print("| engine resident memory (RSS) | MB | vs boot |")
-        print("|---|---:|---:|")
-        for label, mb in measured:
-            print(f"| {label} | {mb:.0f} | {(mb / boot_mb - 1) * 100:+.0f} % |")
+        from memory_cycles import run_memory
+
+        if not await run_memory(args.tracemalloc, args.cycles, args.cycle_messages):
+            raise SystemExit(1)
         return
     if args.sse:
         await run_fan_out(args.messages, args.sse_rounds)

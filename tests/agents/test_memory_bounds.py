@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
+import json
 import os
+import tracemalloc
 from pathlib import Path
 
+import pydantic.main
+
+from claybot.agents.state import AgentState
 from claybot.config.home import HomePaths
 from claybot.config.settings import ProviderSettings
 from claybot.connectors.base import InboundMessage
@@ -91,3 +97,21 @@ async def test_when_every_agent_went_idle_the_journal_is_checkpointed(paths: Hom
         assert agents.runtime.inbox_log.path.read_bytes() == b""  # nothing pending, nothing to redo
     finally:
         await engine.stop()
+
+
+def test_reading_states_leaves_none_of_their_strings_behind() -> None:
+    """Each load reads its agents' state.json; strings from them that outlived the read
+    (pydantic-core caches parsed strings process-wide) pinned that load's memory."""
+    tracemalloc.start()
+    try:
+        for n in range(2000):
+            routing = {"connector": "local", "userId": f"user{n}", "messageId": f"message{n}"}
+            raw = json.dumps({"routing": routing, "createdAt": n, "updatedAt": n})
+            AgentState.model_validate_json(raw)
+        gc.collect()
+        kept = tracemalloc.take_snapshot().filter_traces(
+            [tracemalloc.Filter(True, pydantic.main.__file__)]
+        )
+    finally:
+        tracemalloc.stop()
+    assert sum(stat.count for stat in kept.statistics("lineno")) < 100

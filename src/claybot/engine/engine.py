@@ -33,7 +33,6 @@ from claybot.files.store import FileStore
 from claybot.heartbeat.scheduler import HeartbeatScheduler
 from claybot.kernel.collector import pace_collector
 from claybot.kernel.events import EventBus
-from claybot.kernel.memory import track_arenas
 from claybot.kernel.services import ServiceRegistry
 from claybot.permissions.requests import PermissionBroker
 from claybot.plugins import PluginCatalog, PluginManager, Registries
@@ -151,7 +150,6 @@ class Engine:
 
     async def start(self) -> None:
         pace_collector()  # see kernel/collector.py: the default pace cost a third of the CPU
-        track_arenas()  # so that an idle unload can give back their free pools (kernel/memory.py)
         self.paths.ensure()
         self.configuration.reread()  # ConfigError: refuse to start, say why
         self.database.prepare()
