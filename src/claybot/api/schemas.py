@@ -43,6 +43,10 @@ MAX_PROVIDER_POSITION = 1000  # a place in the list of providers
 # error answered as 503): text bound for the database refuses it at the door, on every
 # backend, naming the field.
 NO_NUL = r"^[^\x00]*$"
+# Some character that no reader takes for a blank: a prompt is stored after a file's front
+# matter and read back stripped, so one of blanks only would not load. Python's strip()
+# also takes \x1c-\x1f and \x85 for blanks, JSON Schema's \s also \ufeff.
+NOT_BLANK = r"[^\s\x1c-\x1f\x85\ufeff]"
 
 
 class _CronExpressionSchema:
@@ -249,7 +253,7 @@ class DecidePermission(Body):
 class AddCronTask(Body):
     name: str = Field(min_length=1, max_length=200)
     schedule: CronExpression
-    prompt: str = Field(min_length=1, max_length=32_000)
+    prompt: str = Field(min_length=1, max_length=32_000, pattern=NOT_BLANK)
     timezone: TimeZone | None = None
     description: str = Field(default="", max_length=2000)
     agentId: str | None = Field(default=None, min_length=1, max_length=64)
@@ -262,7 +266,7 @@ class AddCronTask(Body):
 
 class AddHeartbeatTask(Body):
     title: str = Field(min_length=1, max_length=200)
-    prompt: str = Field(min_length=1, max_length=32_000)
+    prompt: str = Field(min_length=1, max_length=32_000, pattern=NOT_BLANK)
     id: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9-]{0,63}$")
     gate: Gate | None = None
     overwrite: bool = False
