@@ -92,8 +92,9 @@ class ProviderAdmin:
         return Providers(list(self._keeper.settings.providers), dict(self._live.failures))
 
     def types(self) -> list[ProviderType]:
-        """The provider types that can be configured (built-in and plugins'), by name."""
-        return sorted(self._live.registry.types(), key=lambda kind: kind.type)
+        """The provider types that can be configured (built-in and plugins'), in the
+        order they were registered (the API's order, and the CLI's without an engine)."""
+        return self._live.registry.types()
 
     def rows(self) -> list[ProviderRow]:
         labels = {provider.id: provider.label for provider in self._live.router.providers}

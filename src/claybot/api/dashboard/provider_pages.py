@@ -76,7 +76,7 @@ def _providers_page(
         status_code=status_code,
         session=session,
         providers=_provider_rows(admin),
-        types=admin.types(),
+        types=sorted(admin.types(), key=lambda kind: kind.type),
         form=form or EMPTY_PROVIDER_FORM,
         problem=problem,
     )
