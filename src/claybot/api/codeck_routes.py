@@ -22,10 +22,11 @@ from fastapi import APIRouter, Query, Request, Response, WebSocket
 from pydantic import Field
 
 from claybot.api.dashboard.control import auth_of
+from claybot.api.deps import ConfigurationDep, KeysDep, ProactiveDep
 from claybot.api.key_check import check_key, client_address
 from claybot.api.models.base import AnswerRoute
 from claybot.api.models.codeck import AuthStatus, FolderList, LoggedIn
-from claybot.api.proactive_routes import service_in, service_of, stream_messages
+from claybot.api.proactive_routes import stream_messages
 from claybot.api.responses import BODY_ERRORS, codeck_errors
 from claybot.api.schemas import Body
 from claybot.api.tcp_auth import CODECK_WS_PATH
@@ -46,12 +47,16 @@ KEY_MAX_CHARS = 200
 
 
 @router.websocket(CODECK_WS_PATH)
-async def codeck_ws(websocket: WebSocket) -> None:
+async def codeck_ws(
+    websocket: WebSocket, service: ProactiveDep, configuration: ConfigurationDep
+) -> None:
     """codeck's dialect of the proactive agents' messages (``ws.ts``)."""
-    service = service_in(websocket.app.state.engine)
     workspace = str(await asyncio.to_thread(service.workspace.resolve))
     status: Message = {"type": "status", "data": {"workspace": workspace}}
-    await stream_messages(websocket, lambda _: status, lambda m: m["type"] in CODECK_TYPES)
+    interval_s = configuration.settings.proactive.ws_heartbeat_s
+    await stream_messages(
+        websocket, service, interval_s, lambda _: status, lambda m: m["type"] in CODECK_TYPES
+    )
 
 
 @router.get("/api/auth/status", summary="codeck: is a login needed (always)")
@@ -85,11 +90,11 @@ class TooManyWrongKeys(ClayError):
     summary="codeck: log in with an API key (agents:read) as the password",
     responses=codeck_errors(*BODY_ERRORS, 401, 403, 429, 503),
 )
-async def auth_login(request: Request, body: LoginBody) -> LoggedIn:
+async def auth_login(request: Request, keys: KeysDep, body: LoginBody) -> LoggedIn:
     presented = body.password.strip()
     try:
         checked = await check_key(
-            request.app.state.engine.keys,
+            keys,
             auth_of(request).login_failures,
             client_address(request.scope),
             presented,
@@ -116,13 +121,12 @@ async def auth_login(request: Request, body: LoginBody) -> LoggedIn:
     responses=codeck_errors(404, 422),
 )
 async def folders(
-    request: Request,
+    service: ProactiveDep,
     path: Annotated[
         str,
         Query(max_length=CWD_MAX_CHARS, description="Relative to the workspace; empty: its root"),
     ] = "",
 ) -> FolderList:
-    service = service_of(request)
     try:
         where, names = await asyncio.to_thread(service.folders, path)
     except InvalidAgentInput as exc:

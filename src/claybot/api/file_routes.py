@@ -6,14 +6,14 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated
 
-from fastapi import APIRouter, Form, Query, Request, UploadFile
+from fastapi import APIRouter, Form, Query, UploadFile
 from fastapi.responses import FileResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from claybot.api.deps import FilesDep
 from claybot.api.models.base import AnswerRoute
 from claybot.api.models.files import StoredFile
 from claybot.api.responses import errors
-from claybot.api.routes import engine_of
 from claybot.api.uploads import read_upload
 from claybot.files.store import FileStore
 
@@ -40,9 +40,9 @@ INLINE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
     responses=errors(400, 413, 422),
 )
 async def upload(
-    request: Request, form: Annotated[FileUpload, Form(media_type="multipart/form-data")]
+    files: FilesDep, form: Annotated[FileUpload, Form(media_type="multipart/form-data")]
 ) -> StoredFile:
-    stored = await read_upload(engine_of(request).files, form.file)
+    stored = await read_upload(files, form.file)
     return StoredFile.model_validate({"ok": True, "file": stored.to_dict()})
 
 
@@ -56,11 +56,11 @@ async def upload(
     },
 )
 async def download(
-    request: Request,
+    files: FilesDep,
     fileId: str,
     name: Annotated[str | None, Query(max_length=255)] = None,
 ) -> FileResponse:
-    return await serve_file(engine_of(request).files, fileId, name)
+    return await serve_file(files, fileId, name)
 
 
 async def serve_file(store: FileStore, file_id: str, name: str | None) -> FileResponse:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Request
+from fastapi import APIRouter, Body
 
+from claybot.api.deps import HeartbeatDep
 from claybot.api.errors import fields_in_body
 from claybot.api.models.base import AnswerRoute, Ok
 from claybot.api.models.heartbeat import (
@@ -15,7 +16,6 @@ from claybot.api.models.heartbeat import (
     HeartbeatTaskSaved,
 )
 from claybot.api.responses import BODY_ERRORS, errors
-from claybot.api.routes import engine_of
 from claybot.api.schemas import AddHeartbeatTask, RunHeartbeat
 from claybot.kernel.errors import NotFound
 
@@ -23,8 +23,8 @@ router = APIRouter(prefix="/v1/engine/heartbeat", route_class=AnswerRoute)
 
 
 @router.get("/tasks", summary="Heartbeat tasks, the last and the next beat")
-async def list_tasks(request: Request) -> HeartbeatTaskList:
-    listing = await engine_of(request).heartbeat.listing()
+async def list_tasks(heartbeat: HeartbeatDep) -> HeartbeatTaskList:
+    listing = await heartbeat.listing()
     return HeartbeatTaskList.model_validate({"ok": True, **listing})
 
 
@@ -34,8 +34,7 @@ async def list_tasks(request: Request) -> HeartbeatTaskList:
     summary="Add (or, with overwrite, replace) a task",
     responses=errors(*BODY_ERRORS, 409),
 )
-async def add_task(request: Request, body: AddHeartbeatTask) -> HeartbeatTaskSaved:
-    heartbeat = engine_of(request).heartbeat
+async def add_task(heartbeat: HeartbeatDep, body: AddHeartbeatTask) -> HeartbeatTaskSaved:
     with fields_in_body():
         task = await asyncio.to_thread(
             heartbeat.store.add,
@@ -49,8 +48,7 @@ async def add_task(request: Request, body: AddHeartbeatTask) -> HeartbeatTaskSav
 
 
 @router.delete("/tasks/{taskId}", summary="Remove a heartbeat task", responses=errors(404))
-async def remove_task(request: Request, taskId: str) -> HeartbeatTaskRemoved:
-    heartbeat = engine_of(request).heartbeat
+async def remove_task(heartbeat: HeartbeatDep, taskId: str) -> HeartbeatTaskRemoved:
     await asyncio.to_thread(heartbeat.store.remove, taskId)
     return HeartbeatTaskRemoved(ok=True, taskId=taskId)
 
@@ -61,8 +59,7 @@ async def remove_task(request: Request, taskId: str) -> HeartbeatTaskRemoved:
     summary="Run the heartbeat now (all or some tasks)",
     responses=errors(*BODY_ERRORS, 404),
 )
-async def run(request: Request, body: Annotated[RunHeartbeat | None, Body()] = None) -> Ok:
-    heartbeat = engine_of(request).heartbeat
+async def run(heartbeat: HeartbeatDep, body: Annotated[RunHeartbeat | None, Body()] = None) -> Ok:
     ids = body.ids if body else None
     unknown = await heartbeat.unknown(ids) if ids else []
     if unknown:

@@ -7,10 +7,10 @@ can do nothing else.
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from fastapi.responses import PlainTextResponse, Response
 
-from claybot.api.routes import engine_of
+from claybot.api.deps import MetricsDep
 from claybot.engine.metrics import CONTENT_TYPE
 
 METRICS_PATH = "/metrics"
@@ -23,9 +23,9 @@ router = APIRouter(tags=["metrics"])
     summary="The engine's metrics, in Prometheus' text format (text/plain; version=0.0.4)",
     response_class=PlainTextResponse,
 )
-async def metrics(request: Request) -> Response:
+async def metrics(engine_metrics: MetricsDep) -> Response:
     # Here, not with the module: it brings prometheus_client, which boot does without.
     from claybot.engine.metrics_text import exposition
 
-    body = await exposition(engine_of(request).metrics)
+    body = await exposition(engine_metrics)
     return Response(body, media_type=CONTENT_TYPE)

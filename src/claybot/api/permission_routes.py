@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query
 
+from claybot.api.deps import PermissionsDep
 from claybot.api.models.base import AnswerRoute
 from claybot.api.models.permissions import PermissionDecided, PermissionRequestList
 from claybot.api.responses import BODY_ERRORS, errors
-from claybot.api.routes import engine_of
 from claybot.api.schemas import DecidePermission
 
 router = APIRouter(prefix="/v1/engine", route_class=AnswerRoute)
@@ -21,10 +21,10 @@ router = APIRouter(prefix="/v1/engine", route_class=AnswerRoute)
     responses=errors(422),
 )
 async def list_permissions(
-    request: Request,
+    permissions: PermissionsDep,
     status: Annotated[Literal["pending", "granted", "denied"] | None, Query()] = None,
 ) -> PermissionRequestList:
-    requests = [item.to_dict() for item in engine_of(request).permissions.list(status)]
+    requests = [item.to_dict() for item in permissions.list(status)]
     return PermissionRequestList.model_validate({"ok": True, "requests": requests})
 
 
@@ -34,8 +34,7 @@ async def list_permissions(
     responses=errors(*BODY_ERRORS, 404, 409),
 )
 async def decide_permission(
-    request: Request, requestId: str, body: DecidePermission
+    permissions: PermissionsDep, requestId: str, body: DecidePermission
 ) -> PermissionDecided:
-    engine = engine_of(request)
-    decided = await engine.permissions.decide(requestId, body.decision == "allow", body.by)
+    decided = await permissions.decide(requestId, body.decision == "allow", body.by)
     return PermissionDecided.model_validate({"ok": True, "request": decided.to_dict()})

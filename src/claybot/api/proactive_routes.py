@@ -18,9 +18,10 @@ import time
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request, WebSocket, WebSocketDisconnect
+from fastapi import APIRouter, Query, WebSocket, WebSocketDisconnect
 from fastapi.responses import FileResponse, PlainTextResponse
 
+from claybot.api.deps import ConfigurationDep, ProactiveDep
 from claybot.api.models.base import AnswerRoute
 from claybot.api.models.proactive import (
     ExecutionList,
@@ -31,7 +32,6 @@ from claybot.api.models.proactive import (
 )
 from claybot.api.proactive_bodies import CreateAgentInput, UpdateAgentInput
 from claybot.api.responses import BODY_ERRORS, codeck_errors
-from claybot.engine.engine import Engine
 from claybot.proactive.broadcast import Message
 from claybot.proactive.service import ProactiveService
 
@@ -49,15 +49,6 @@ HEARTBEAT: Message = {"type": "heartbeat"}
 MAX_TS_MS = 253_402_300_799_999
 
 
-def service_in(engine: Any) -> ProactiveService:
-    assert isinstance(engine, Engine)
-    return engine.proactive
-
-
-def service_of(request: Request) -> ProactiveService:
-    return service_in(request.app.state.engine)
-
-
 def _one(agent: dict[str, Any]) -> OneProactiveAgent:
     return OneProactiveAgent.model_validate({"ok": True, "agent": agent})
 
@@ -68,20 +59,18 @@ def _one(agent: dict[str, Any]) -> OneProactiveAgent:
     summary="Create a proactive agent",
     responses=codeck_errors(*BODY_ERRORS, 409, 503),
 )
-async def create_agent(request: Request, body: CreateAgentInput) -> OneProactiveAgent:
-    return _one(await service_of(request).create(body))
+async def create_agent(service: ProactiveDep, body: CreateAgentInput) -> OneProactiveAgent:
+    return _one(await service.create(body))
 
 
 @router.get("", summary="List proactive agents")
-async def list_agents(request: Request) -> ProactiveAgentList:
-    return ProactiveAgentList.model_validate(
-        {"ok": True, "agents": service_of(request).summaries()}
-    )
+async def list_agents(service: ProactiveDep) -> ProactiveAgentList:
+    return ProactiveAgentList.model_validate({"ok": True, "agents": service.summaries()})
 
 
 @router.get("/{agentId}", summary="A proactive agent's detail", responses=codeck_errors(404))
-async def get_agent(request: Request, agentId: str) -> OneProactiveAgent:
-    return _one(service_of(request).detail(agentId))
+async def get_agent(service: ProactiveDep, agentId: str) -> OneProactiveAgent:
+    return _one(service.detail(agentId))
 
 
 @router.put(
@@ -89,8 +78,10 @@ async def get_agent(request: Request, agentId: str) -> OneProactiveAgent:
     summary="Change an agent's configuration (only the fields given)",
     responses=codeck_errors(*BODY_ERRORS, 404, 503),
 )
-async def update_agent(request: Request, agentId: str, body: UpdateAgentInput) -> OneProactiveAgent:
-    return _one(await service_of(request).update(agentId, body))
+async def update_agent(
+    service: ProactiveDep, agentId: str, body: UpdateAgentInput
+) -> OneProactiveAgent:
+    return _one(await service.update(agentId, body))
 
 
 @router.post(
@@ -98,8 +89,8 @@ async def update_agent(request: Request, agentId: str, body: UpdateAgentInput) -
     summary="Pause an agent (its schedule stops)",
     responses=codeck_errors(404, 503),
 )
-async def pause_agent(request: Request, agentId: str) -> OneProactiveAgent:
-    return _one(await service_of(request).pause(agentId))
+async def pause_agent(service: ProactiveDep, agentId: str) -> OneProactiveAgent:
+    return _one(await service.pause(agentId))
 
 
 @router.post(
@@ -107,8 +98,8 @@ async def pause_agent(request: Request, agentId: str) -> OneProactiveAgent:
     summary="Resume an agent (failures reset, schedule restarts)",
     responses=codeck_errors(404, 503),
 )
-async def resume_agent(request: Request, agentId: str) -> OneProactiveAgent:
-    return _one(await service_of(request).resume(agentId))
+async def resume_agent(service: ProactiveDep, agentId: str) -> OneProactiveAgent:
+    return _one(await service.resume(agentId))
 
 
 @router.post(
@@ -117,16 +108,16 @@ async def resume_agent(request: Request, agentId: str) -> OneProactiveAgent:
     summary="Run an agent now (queued)",
     responses=codeck_errors(404, 409, 503),
 )
-async def execute_agent(request: Request, agentId: str) -> ProactiveRunQueued:
-    queued = await service_of(request).trigger(agentId)
+async def execute_agent(service: ProactiveDep, agentId: str) -> ProactiveRunQueued:
+    queued = await service.trigger(agentId)
     return ProactiveRunQueued.model_validate({"ok": True, "agentId": agentId, **queued})
 
 
 @router.delete(
     "/{agentId}", summary="Delete an agent and its files", responses=codeck_errors(404, 503)
 )
-async def delete_agent(request: Request, agentId: str) -> ProactiveAgentDeleted:
-    await service_of(request).delete(agentId)
+async def delete_agent(service: ProactiveDep, agentId: str) -> ProactiveAgentDeleted:
+    await service.delete(agentId)
     return ProactiveAgentDeleted(ok=True, id=agentId)
 
 
@@ -137,7 +128,7 @@ async def delete_agent(request: Request, agentId: str) -> ProactiveAgentDeleted:
     responses=codeck_errors(404, 422),
 )
 async def agent_logs(
-    request: Request,
+    service: ProactiveDep,
     agentId: str,
     executionId: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
     ts: Annotated[
@@ -150,7 +141,6 @@ async def agent_logs(
         ),
     ] = None,
 ) -> FileResponse:
-    service = service_of(request)
     if executionId is None and ts is not None:
         path = await service.log_path(agentId, started_at=ts)
     else:
@@ -164,11 +154,11 @@ async def agent_logs(
     responses=codeck_errors(404, 422),
 )
 async def agent_executions(
-    request: Request,
+    service: ProactiveDep,
     agentId: str,
     limit: Annotated[int, Query(ge=1, le=1000)] = 20,
 ) -> ExecutionList:
-    executions = await service_of(request).executions(agentId, limit)
+    executions = await service.executions(agentId, limit)
     return ExecutionList.model_validate({"ok": True, "agentId": agentId, "executions": executions})
 
 
@@ -178,16 +168,20 @@ async def agent_executions(
     response_class=PlainTextResponse,
     responses=codeck_errors(404),
 )
-async def agent_output(request: Request, agentId: str) -> PlainTextResponse:
-    return PlainTextResponse(service_of(request).live_output(agentId))
+async def agent_output(service: ProactiveDep, agentId: str) -> PlainTextResponse:
+    return PlainTextResponse(service.live_output(agentId))
 
 
 @router.websocket("/ws")
-async def agents_ws(websocket: WebSocket) -> None:
+async def agents_ws(
+    websocket: WebSocket, service: ProactiveDep, configuration: ConfigurationDep
+) -> None:
     """``{type, data}``: ``agent:list`` first, then updates, output, executions, misfires,
     and heartbeats."""
     await stream_messages(
         websocket,
+        service,
+        configuration.settings.proactive.ws_heartbeat_s,
         lambda service: {"type": "agent:list", "data": {"agents": service.summaries()}},
         lambda message: True,
     )
@@ -195,18 +189,17 @@ async def agents_ws(websocket: WebSocket) -> None:
 
 async def stream_messages(
     websocket: WebSocket,
+    service: ProactiveService,
+    interval_s: float,
     greeting: Callable[[ProactiveService], Message],
     wanted: Callable[[Message], bool],
 ) -> None:
     """The service's messages to one client: ``greeting`` first, then those ``wanted``,
-    and a heartbeat whenever nothing was sent for ``proactive.wsHeartbeatS``.
+    and a heartbeat whenever nothing was sent for ``interval_s`` (``proactive.wsHeartbeatS``).
 
     The clock of the heartbeat is what this client was sent, not what the service
     published: messages it does not want must not keep a client in silence.
     """
-    engine = websocket.app.state.engine
-    service = service_in(engine)
-    interval_s = engine.settings.proactive.ws_heartbeat_s
     listener = service.broadcaster.listen()  # before the snapshot: nothing falls in between
     await websocket.accept()
 

@@ -12,6 +12,7 @@ from fastapi.responses import StreamingResponse
 
 from claybot.agents.system import AgentNotFound
 from claybot.api.bounds import INT64_MAX
+from claybot.api.deps import ConfigurationDep, KeysDep
 from claybot.api.history_stream import whole_history_response
 from claybot.api.history_view import FilePath, seed_chunks, seed_records
 from claybot.api.models.agents import (
@@ -85,8 +86,8 @@ async def status(request: Request) -> EngineStatus:
         "(500, `config_invalid`)."
     ),
 )
-async def reload(request: Request) -> Ok:
-    await engine_of(request).configuration.reload()
+async def reload(configuration: ConfigurationDep) -> Ok:
+    await configuration.reload()
     return Ok(ok=True)
 
 
@@ -237,10 +238,8 @@ async def list_plugins(request: Request) -> PluginListing:
     summary="Load a plugin instance (validated, then persisted)",
     responses=errors(*BODY_ERRORS, 404, 409, 502, 503),
 )
-async def load_plugin(request: Request, body: LoadPlugin) -> PluginLoaded:
-    loaded = await engine_of(request).configuration.load_plugin(
-        body.pluginId, body.instanceId, body.settings
-    )
+async def load_plugin(configuration: ConfigurationDep, body: LoadPlugin) -> PluginLoaded:
+    loaded = await configuration.load_plugin(body.pluginId, body.instanceId, body.settings)
     return PluginLoaded.model_validate({"ok": True, "plugin": loaded})
 
 
@@ -249,8 +248,8 @@ async def load_plugin(request: Request, body: LoadPlugin) -> PluginLoaded:
     summary="Unload a plugin instance (persisted as disabled)",
     responses=errors(*BODY_ERRORS, 404, 409),
 )
-async def unload_plugin(request: Request, body: UnloadPlugin) -> PluginUnloaded:
-    await engine_of(request).configuration.unload_plugin(body.instanceId)
+async def unload_plugin(configuration: ConfigurationDep, body: UnloadPlugin) -> PluginUnloaded:
+    await configuration.unload_plugin(body.instanceId)
     return PluginUnloaded(ok=True, instanceId=body.instanceId)
 
 
@@ -258,8 +257,8 @@ async def unload_plugin(request: Request, body: UnloadPlugin) -> PluginUnloaded:
 
 
 @router.get("/keys", summary="API keys (never the keys themselves)", responses=errors(503))
-async def list_keys(request: Request) -> ApiKeyList:
-    records = await engine_of(request).keys.list()
+async def list_keys(keys: KeysDep) -> ApiKeyList:
+    records = await keys.list()
     return ApiKeyList(ok=True, keys=[ApiKey.of(record) for record in records])
 
 
@@ -269,9 +268,8 @@ async def list_keys(request: Request) -> ApiKeyList:
     summary="Create an API key; the key is returned once",
     responses=errors(*BODY_ERRORS, 503),
 )
-async def create_key(request: Request, body: CreateKey) -> ApiKeyCreated:
-    engine = engine_of(request)
-    record, plaintext = await engine.keys.create(body.name, body.scopes, body.rateLimitRpm)
+async def create_key(keys: KeysDep, body: CreateKey) -> ApiKeyCreated:
+    record, plaintext = await keys.create(body.name, body.scopes, body.rateLimitRpm)
     return ApiKeyCreated(ok=True, key=plaintext, record=ApiKey.of(record))
 
 
@@ -281,9 +279,9 @@ async def create_key(request: Request, body: CreateKey) -> ApiKeyCreated:
     responses=errors(404, 422, 503),
 )
 async def revoke_key(
-    request: Request, keyId: Annotated[str, Path(max_length=64, pattern=NO_NUL)]
+    keys: KeysDep, keyId: Annotated[str, Path(max_length=64, pattern=NO_NUL)]
 ) -> ApiKeyRevoked:
-    record = await engine_of(request).keys.revoke(keyId)
+    record = await keys.revoke(keyId)
     if record is None:
         raise NotFound(
             f"no API key with id or prefix {keyId!r}", code="key_not_found", field="keyId"

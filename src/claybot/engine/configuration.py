@@ -59,6 +59,15 @@ class LiveConfiguration:
         self.settings = settings
         await self.rebuild_providers()
 
+    def read_auth(self) -> AuthFile:
+        return self.config.read_auth()
+
+    def credential_owners(self) -> list[str]:
+        """Where a credential of auth.json is looked up: a provider's id or a plugin
+        instance's id, sorted."""
+        plugins = {entry["instanceId"] for entry in self.plugins.configured()}
+        return sorted({provider.id for provider in self.settings.providers} | plugins)
+
     async def set_auth_field(self, entry_id: str, key: str, value: str) -> None:
         auth: AuthFile = self.config.read_auth().with_field(entry_id, key, value)
         self.config.write_auth(auth)

@@ -33,9 +33,11 @@ from claybot.files.store import FileStore
 from claybot.heartbeat.scheduler import HeartbeatScheduler
 from claybot.kernel.collector import pace_collector
 from claybot.kernel.events import EventBus
+from claybot.kernel.services import ServiceRegistry
 from claybot.permissions.requests import PermissionBroker
 from claybot.plugins import PluginCatalog, PluginManager, Registries
 from claybot.proactive.service import ProactiveService
+from claybot.providers.admin import ProviderAdmin
 from claybot.providers.configured import ConfiguredProviders
 from claybot.providers.registry import ProviderRegistry, builtin_provider_types
 from claybot.providers.router import InferenceRouter
@@ -83,6 +85,7 @@ class Engine:
         self.configuration = LiveConfiguration(
             self.config, self.events, self.plugins, self.providers
         )
+        self.services = self._services()
         self.started_at = datetime.now(UTC)
         self.tcp_port: int | None = None
         self._running: Running | None = None
@@ -92,6 +95,21 @@ class Engine:
         )
         self._sandbox_probe: asyncio.Task[Any] | None = None
         self._file_collection: asyncio.Task[None] | None = None
+
+    def _services(self) -> ServiceRegistry:
+        """What the doors (the API, the dashboard) may reach, each by its type."""
+        services = ServiceRegistry()
+        services.provide(LiveConfiguration, lambda: self.configuration)
+        services.provide(EngineMetrics, lambda: self.metrics)
+        services.provide(FileStore, lambda: self.files)
+        services.provide(DeferredApiKeyStore, lambda: self.keys)
+        admin = ProviderAdmin(self.configuration, self.providers, self.options.env)
+        services.provide(ProviderAdmin, lambda: admin)
+        # While the engine runs (before start and after stop there is none: a 500).
+        services.provide(PermissionBroker, lambda: self.permissions)
+        services.provide(HeartbeatScheduler, lambda: self.heartbeat)
+        services.provide(ProactiveService, lambda: self.proactive)
+        return services
 
     @property
     def settings(self) -> Settings:

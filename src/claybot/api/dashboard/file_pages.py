@@ -14,8 +14,8 @@ from fastapi.responses import Response
 
 from claybot.api.dashboard.rendering import page
 from claybot.api.dashboard.routes import guard
+from claybot.api.deps import FilesDep
 from claybot.api.file_routes import serve_file
-from claybot.api.routes import engine_of
 from claybot.files.store import FileNotFound
 
 router = APIRouter(include_in_schema=False)
@@ -25,13 +25,16 @@ CACHE_CONTROL = "private, max-age=86400, immutable"
 
 @router.get("/files/{file_id}")
 async def stored_file(
-    request: Request, file_id: str, name: Annotated[str | None, Query(max_length=255)] = None
+    request: Request,
+    files: FilesDep,
+    file_id: str,
+    name: Annotated[str | None, Query(max_length=255)] = None,
 ) -> Response:
     session = await guard(request)
     if isinstance(session, Response):
         return session
     try:
-        answer = await serve_file(engine_of(request).files, file_id, name)
+        answer = await serve_file(files, file_id, name)
     except FileNotFound:
         return page(request, "not_found.html", status_code=404, session=session,
                     what=file_id, back="/chat", back_label="Chat")  # fmt: skip

@@ -9,20 +9,25 @@ from fastapi.responses import Response
 
 from claybot.api.dashboard.rendering import page, see_other
 from claybot.api.dashboard.routes import guard, guard_form
-from claybot.api.routes import engine_of
+from claybot.api.deps import KeysDep
 from claybot.db.keys import SCOPES
+from claybot.engine.keystore import DeferredApiKeyStore
 from claybot.kernel.errors import ClayError
 
 router = APIRouter(include_in_schema=False)
 
 
 async def _keys_page(
-    request: Request, status_code: int = 200, created: str | None = None, problem: str = ""
+    request: Request,
+    keys: DeferredApiKeyStore,
+    status_code: int = 200,
+    created: str | None = None,
+    problem: str = "",
 ) -> Response:
     session = await guard(request)
     if isinstance(session, Response):
         return session
-    records = await engine_of(request).keys.list()
+    records = await keys.list()
     return page(
         request,
         "keys.html",
@@ -36,13 +41,14 @@ async def _keys_page(
 
 
 @router.get("/settings/keys")
-async def keys(request: Request) -> Response:
-    return await _keys_page(request)
+async def keys_page(request: Request, keys: KeysDep) -> Response:
+    return await _keys_page(request, keys)
 
 
 @router.post("/settings/keys")
 async def create_key(
     request: Request,
+    keys: KeysDep,
     name: Annotated[str, Form(max_length=128)] = "",
     scopes: Annotated[list[str] | None, Form()] = None,
     csrf: Annotated[str | None, Form(max_length=200)] = None,
@@ -51,22 +57,25 @@ async def create_key(
     if isinstance(session, Response):
         return session
     if not name.strip():
-        return await _keys_page(request, 422, problem="A key needs a name.")
+        return await _keys_page(request, keys, 422, problem="A key needs a name.")
     try:
-        _, plaintext = await engine_of(request).keys.create(name.strip(), scopes or [])
+        _, plaintext = await keys.create(name.strip(), scopes or [])
     except ClayError as exc:  # no scope, an unknown one, or the database is away
-        return await _keys_page(request, exc.status, problem=str(exc))
+        return await _keys_page(request, keys, exc.status, problem=str(exc))
     # Shown in this answer only: the engine keeps its hash, and the page is not cached.
-    return await _keys_page(request, 201, created=plaintext)
+    return await _keys_page(request, keys, 201, created=plaintext)
 
 
 @router.post("/settings/keys/{key_id}/revoke")
 async def revoke_key(
-    request: Request, key_id: str, csrf: Annotated[str | None, Form(max_length=200)] = None
+    request: Request,
+    keys: KeysDep,
+    key_id: str,
+    csrf: Annotated[str | None, Form(max_length=200)] = None,
 ) -> Response:
     session = await guard_form(request, csrf)
     if isinstance(session, Response):
         return session
-    if await engine_of(request).keys.revoke(key_id) is None:
-        return await _keys_page(request, 404, problem=f"No API key {key_id}.")
+    if await keys.revoke(key_id) is None:
+        return await _keys_page(request, keys, 404, problem=f"No API key {key_id}.")
     return see_other("/settings/keys")

@@ -9,7 +9,7 @@ from fastapi.responses import Response
 
 from claybot.api.dashboard.rendering import done, page
 from claybot.api.dashboard.routes import guard, guard_form
-from claybot.api.routes import engine_of
+from claybot.api.deps import PermissionsDep
 from claybot.kernel.errors import ClayError
 
 router = APIRouter(include_in_schema=False)
@@ -18,11 +18,10 @@ DECIDER = "dashboard"  # ``decidedBy`` of a decision made here
 
 
 @router.get("/permissions")
-async def permissions(request: Request) -> Response:
+async def permissions(request: Request, desk: PermissionsDep) -> Response:
     session = await guard(request)
     if isinstance(session, Response):
         return session
-    desk = engine_of(request).permissions
     pending = [item.to_dict() for item in desk.list("pending")]
     decided = [item.to_dict() for item in desk.list(None) if item.status != "pending"]
     decided.sort(key=lambda item: item["decidedAt"] or 0, reverse=True)
@@ -38,6 +37,7 @@ async def permissions(request: Request) -> Response:
 @router.post("/permissions/{request_id}")
 async def decide(
     request: Request,
+    desk: PermissionsDep,
     request_id: str,
     decision: Annotated[Literal["allow", "deny"], Form()],
     csrf: Annotated[str | None, Form(max_length=200)] = None,
@@ -50,7 +50,7 @@ async def decide(
     if isinstance(session, Response):
         return session
     try:
-        await engine_of(request).permissions.decide(request_id, decision == "allow", DECIDER)
+        await desk.decide(request_id, decision == "allow", DECIDER)
     except ClayError as exc:  # unknown, or decided already (by someone else, or in time)
         return page(request, "problem.html", status_code=exc.status, session=session,
                     message=str(exc), back=back)  # fmt: skip

@@ -16,11 +16,12 @@ from pydantic import BaseModel, Field, ValidationError
 from claybot.api.dashboard.auth import Session
 from claybot.api.dashboard.rendering import SECURITY_HEADERS, page, see_other
 from claybot.api.dashboard.routes import guard, guard_form
-from claybot.api.routes import engine_of
+from claybot.api.deps import ProactiveDep
 from claybot.kernel.errors import ClayError
 from claybot.kernel.sse import LF, sse_frame
 from claybot.proactive.broadcast import Listener
 from claybot.proactive.inputs import CreateAgentInput, UpdateAgentInput
+from claybot.proactive.service import ProactiveService
 
 router = APIRouter(include_in_schema=False)
 
@@ -57,12 +58,12 @@ EXECUTIONS_SHOWN = 20
 
 async def _list_page(
     request: Request,
+    service: ProactiveService,
     session: Session,
     status_code: int = 200,
     form: dict[str, str] | None = None,
     problem: str = "",
 ) -> Response:
-    service = engine_of(request).proactive
     return page(
         request,
         "proactive.html",
@@ -75,25 +76,27 @@ async def _list_page(
 
 
 @router.get("/proactive")
-async def proactive(request: Request) -> Response:
+async def proactive(request: Request, service: ProactiveDep) -> Response:
     session = await guard(request)
     if isinstance(session, Response):
         return session
-    return await _list_page(request, session)
+    return await _list_page(request, service, session)
 
 
 @router.post("/proactive")
-async def create(request: Request, posted: Annotated[AgentForm, Form()]) -> Response:
+async def create(
+    request: Request, service: ProactiveDep, posted: Annotated[AgentForm, Form()]
+) -> Response:
     session = await guard_form(request, posted.csrf)
     if isinstance(session, Response):
         return session
     form = posted.shown()
     try:
-        created = await engine_of(request).proactive.create(CreateAgentInput(**posted.fields()))
+        created = await service.create(CreateAgentInput(**posted.fields()))
     except ValidationError as exc:
-        return await _list_page(request, session, 422, form, _first_problem(exc))
+        return await _list_page(request, service, session, 422, form, _first_problem(exc))
     except ClayError as exc:
-        return await _list_page(request, session, exc.status, form, str(exc))
+        return await _list_page(request, service, session, exc.status, form, str(exc))
     return see_other(f"/proactive/{created['id']}")
 
 
@@ -104,22 +107,22 @@ def _first_problem(exc: ValidationError) -> str:
 
 
 @router.get("/proactive/{agent_id}")
-async def agent(request: Request, agent_id: str) -> Response:
+async def agent(request: Request, service: ProactiveDep, agent_id: str) -> Response:
     session = await guard(request)
     if isinstance(session, Response):
         return session
-    return await _agent_page(request, session, agent_id)
+    return await _agent_page(request, service, session, agent_id)
 
 
 async def _agent_page(
     request: Request,
+    service: ProactiveService,
     session: Session,
     agent_id: str,
     status_code: int = 200,
     form: dict[str, str] | None = None,
     problem: str = "",
 ) -> Response:
-    service = engine_of(request).proactive
     try:
         detail = service.detail(agent_id)
         executions = await service.executions(agent_id, EXECUTIONS_SHOWN)
@@ -146,33 +149,39 @@ EDITABLE = ("name", "objective", "schedule", "timezone", "cwd", "runner")
 
 
 @router.post("/proactive/{agent_id}/edit")
-async def edit(request: Request, agent_id: str, posted: Annotated[AgentForm, Form()]) -> Response:
+async def edit(
+    request: Request, service: ProactiveDep, agent_id: str, posted: Annotated[AgentForm, Form()]
+) -> Response:
     """Change what the form holds; an empty time zone or folder keeps the current one."""
     session = await guard_form(request, posted.csrf)
     if isinstance(session, Response):
         return session
     form = posted.shown()
-    service = engine_of(request).proactive
     try:
         await service.update(agent_id, UpdateAgentInput(**posted.fields()))
     except ValidationError as exc:
-        return await _agent_page(request, session, agent_id, 422, form, _first_problem(exc))
+        return await _agent_page(
+            request, service, session, agent_id, 422, form, _first_problem(exc)
+        )
     except ClayError as exc:
         if exc.status == 404:
             return page(request, "not_found.html", status_code=404, session=session, what=agent_id)
-        return await _agent_page(request, session, agent_id, exc.status, form, str(exc))
+        return await _agent_page(request, service, session, agent_id, exc.status, form, str(exc))
     return see_other(f"/proactive/{agent_id}")
 
 
 @router.post("/proactive/{agent_id}/delete")
 async def delete(
-    request: Request, agent_id: str, csrf: Annotated[str | None, Form(max_length=200)] = None
+    request: Request,
+    service: ProactiveDep,
+    agent_id: str,
+    csrf: Annotated[str | None, Form(max_length=200)] = None,
 ) -> Response:
     session = await guard_form(request, csrf)
     if isinstance(session, Response):
         return session
     try:
-        await engine_of(request).proactive.delete(agent_id)
+        await service.delete(agent_id)
     except ClayError:
         return page(request, "not_found.html", status_code=404, session=session, what=agent_id)
     return see_other("/proactive")
@@ -181,6 +190,7 @@ async def delete(
 @router.get("/proactive/{agent_id}/log")
 async def run_log(
     request: Request,
+    service: ProactiveDep,
     agent_id: str,
     execution: Annotated[str | None, Query(max_length=100)] = None,
 ) -> Response:
@@ -189,7 +199,7 @@ async def run_log(
     if isinstance(session, Response):
         return session
     try:
-        path = await engine_of(request).proactive.log_path(agent_id, execution)
+        path = await service.log_path(agent_id, execution)
     except ClayError as exc:
         return page(request, "problem.html", status_code=exc.status, session=session,
                     message=str(exc), back=f"/proactive/{agent_id}")  # fmt: skip
@@ -197,14 +207,13 @@ async def run_log(
 
 
 @router.get("/proactive/{agent_id}/live")
-async def live(request: Request, agent_id: str) -> Response:
+async def live(request: Request, service: ProactiveDep, agent_id: str) -> Response:
     """The agent's output as it is written, and its state as it changes (SSE): first
     what it has written so far, then each new piece. A reconnect starts over with the
     whole output, so nothing needs replaying."""
     session = await guard(request)
     if isinstance(session, Response):
         return session
-    service = engine_of(request).proactive
     listener = service.broadcaster.listen()  # before the snapshot: nothing falls between
     try:
         service.detail(agent_id)
@@ -243,6 +252,7 @@ async def _live_frames(listener: Listener, agent_id: str, output: str) -> AsyncI
 @router.post("/proactive/{agent_id}/{verb}")
 async def act(
     request: Request,
+    service: ProactiveDep,
     agent_id: str,
     verb: Literal["run", "pause", "resume"],
     csrf: Annotated[str | None, Form(max_length=200)] = None,
@@ -250,7 +260,6 @@ async def act(
     session = await guard_form(request, csrf)
     if isinstance(session, Response):
         return session
-    service = engine_of(request).proactive
     try:
         if verb == "run":
             await service.trigger(agent_id)

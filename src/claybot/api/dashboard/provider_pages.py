@@ -2,8 +2,8 @@
 
 Providers: settings.json's list in priority order with each one's state, moved up or
 down, removed and added through the engine's own order (``with_provider``, as the
-API's ``POST /providers`` with a ``position`` and the CLI's ``--position`` do) and
-``configuration.update_settings``, which rebuilds the live providers.
+API's ``POST /providers`` with a ``position`` and the CLI's ``--position`` do) by
+``ProviderAdmin``, the service behind the API's provider routes as well.
 
 Credentials: auth.json's entries and their fields' names, never a value; a value is
 set through ``configuration.set_auth_field`` from a password box and is not sent back
@@ -22,13 +22,13 @@ from pydantic import ValidationError
 from claybot.api.dashboard.auth import Session
 from claybot.api.dashboard.rendering import page, see_other
 from claybot.api.dashboard.routes import guard, guard_form
-from claybot.api.routes import engine_of
+from claybot.api.deps import ConfigurationDep, ProviderAdminDep
 from claybot.api.schemas import SetAuth
 from claybot.config.redaction import redact_named
 from claybot.config.settings import ProviderSettings
-from claybot.engine.engine import Engine
+from claybot.engine.configuration import LiveConfiguration
 from claybot.kernel.errors import ClayError
-from claybot.providers.registry import with_provider
+from claybot.providers.admin import ProviderAdmin, ProviderNotFound, UnknownProviderType
 
 router = APIRouter(include_in_schema=False)
 EMPTY_PROVIDER_FORM = {"id": "", "type": "", "model": "", "position": "", "options": ""}
@@ -44,70 +44,56 @@ def _first_problem(exc: ValidationError) -> str:
 # -- providers -------------------------------------------------------------------------
 
 
-def _provider_rows(engine: Engine) -> list[dict[str, Any]]:
+def _provider_rows(admin: ProviderAdmin) -> list[dict[str, str]]:
     """settings.json's providers in priority order, with the label and the state the
     engine reports (ready, not built and why, or disabled)."""
-    labels = {provider.id: provider.label for provider in engine.providers.router.providers}
-    failures = engine.providers.failures
     rows = []
-    for provider in engine.settings.providers:
-        public = provider.to_public_dict()
-        if not provider.enabled:
-            state, problem = "disabled", ""
-        elif provider.id in failures:
-            state, problem = "not built", failures[provider.id]
-        else:
-            state, problem = "ready", ""
+    for row in admin.rows():
+        public = row.settings.to_public_dict()
         rows.append({
-            "id": provider.id,
-            "type": provider.provider_type,
-            "model": provider.model or "",
-            "label": labels.get(provider.id, ""),
+            "id": row.settings.id,
+            "type": row.settings.provider_type,
+            "model": row.settings.model or "",
+            "label": row.label,
             "options": json.dumps(public["options"]) if public.get("options") else "",
-            "state": state,
-            "problem": problem,
+            "state": row.state,
+            "problem": row.problem,
         })  # fmt: skip
     return rows
 
 
 def _providers_page(
     request: Request,
+    admin: ProviderAdmin,
     session: Session,
     status_code: int = 200,
     form: dict[str, str] | None = None,
     problem: str = "",
 ) -> Response:
-    engine = engine_of(request)
     return page(
         request,
         "settings_providers.html",
         status_code=status_code,
         session=session,
-        providers=_provider_rows(engine),
-        types=sorted(engine.provider_registry.types(), key=lambda t: t.type),
+        providers=_provider_rows(admin),
+        types=sorted(admin.types(), key=lambda kind: kind.type),
         form=form or EMPTY_PROVIDER_FORM,
         problem=problem,
     )
 
 
 @router.get("/settings/providers")
-async def providers(request: Request) -> Response:
+async def providers(request: Request, admin: ProviderAdminDep) -> Response:
     session = await guard(request)
     if isinstance(session, Response):
         return session
-    return _providers_page(request, session)
-
-
-async def _put(engine: Engine, provider: ProviderSettings, position: int | None) -> None:
-    """settings.json with ``provider`` added, or moved to ``position``; providers rebuilt."""
-    settings = engine.settings.model_copy(deep=True)
-    settings.providers = with_provider(settings.providers, provider, position)
-    await engine.configuration.update_settings(settings)
+    return _providers_page(request, admin, session)
 
 
 @router.post("/settings/providers")
 async def add_provider(
     request: Request,
+    admin: ProviderAdminDep,
     id: Annotated[str, Form(max_length=64)] = "",
     type: Annotated[str, Form(max_length=64)] = "",
     model: Annotated[str, Form(max_length=256)] = "",
@@ -118,18 +104,20 @@ async def add_provider(
     session = await guard_form(request, csrf)
     if isinstance(session, Response):
         return session
-    engine = engine_of(request)
     form = {"id": id, "type": type, "model": model, "position": position, "options": options}
     try:
         parsed_options = json.loads(options) if options.strip() else {}
     except ValueError:
-        return _providers_page(request, session, 422, form, "Options are not valid JSON.")
+        return _providers_page(request, admin, session, 422, form, "Options are not valid JSON.")
     if redact_named(parsed_options) != parsed_options:
         form["options"] = ""  # a key typed here is not sent back; Credentials is its place
     if not isinstance(parsed_options, dict):
-        return _providers_page(request, session, 422, form, "Options must be a JSON object.")
+        problem = "Options must be a JSON object."
+        return _providers_page(request, admin, session, 422, form, problem)
     if position.strip() and not position.strip().isdecimal():  # isdigit() takes "²"
-        return _providers_page(request, session, 422, form, "The position is a number from 0.")
+        return _providers_page(
+            request, admin, session, 422, form, "The position is a number from 0."
+        )
     fields: dict[str, Any] = {"id": id.strip(), "options": parsed_options}
     if type.strip():
         fields["type"] = type.strip()
@@ -138,22 +126,22 @@ async def add_provider(
     try:
         provider = ProviderSettings.model_validate(fields)
     except ValidationError as exc:
-        return _providers_page(request, session, 422, form, _first_problem(exc))
-    if engine.provider_registry.get(provider.provider_type) is None:
-        return _providers_page(
-            request, session, 422, form, f"Unknown provider type {provider.provider_type!r}."
-        )
+        return _providers_page(request, admin, session, 422, form, _first_problem(exc))
     slot = int(position) if position.strip() else None
     try:
-        await _put(engine, provider, slot)
+        await admin.put(provider, slot)
+    except UnknownProviderType:
+        problem = f"Unknown provider type {provider.provider_type!r}."
+        return _providers_page(request, admin, session, 422, form, problem)
     except ClayError as exc:
-        return _providers_page(request, session, exc.status, form, exc.message)
+        return _providers_page(request, admin, session, exc.status, form, exc.message)
     return see_other("/settings/providers")
 
 
 @router.post("/settings/providers/{provider_id}/{verb}")
 async def change_provider(
     request: Request,
+    admin: ProviderAdminDep,
     provider_id: str,
     verb: Literal["up", "down", "remove"],
     csrf: Annotated[str | None, Form(max_length=200)] = None,
@@ -161,21 +149,16 @@ async def change_provider(
     session = await guard_form(request, csrf)
     if isinstance(session, Response):
         return session
-    engine = engine_of(request)
-    current = engine.settings.providers
-    index = next((i for i, p in enumerate(current) if p.id == provider_id), None)
-    if index is None:
-        return _providers_page(request, session, 404, problem=f"No provider {provider_id}.")
     try:
         if verb == "remove":
-            settings = engine.settings.model_copy(deep=True)
-            settings.providers = [p for p in settings.providers if p.id != provider_id]
-            await engine.configuration.update_settings(settings)
+            await admin.remove(provider_id)
         else:  # its place among the others: one before or one after where it is
-            slot = max(index - 1, 0) if verb == "up" else index + 1
-            await _put(engine, current[index].model_copy(deep=True), slot)
+            await admin.move(provider_id, -1 if verb == "up" else 1)
+    except ProviderNotFound:
+        problem = f"No provider {provider_id}."
+        return _providers_page(request, admin, session, 404, problem=problem)
     except ClayError as exc:
-        return _providers_page(request, session, exc.status, problem=exc.message)
+        return _providers_page(request, admin, session, exc.status, problem=exc.message)
     return see_other("/settings/providers")
 
 
@@ -184,42 +167,38 @@ async def change_provider(
 
 def _credentials_page(
     request: Request,
+    configuration: LiveConfiguration,
     session: Session,
     status_code: int = 200,
     form: dict[str, str] | None = None,
     problem: str = "",
 ) -> Response:
-    engine = engine_of(request)
-    auth = engine.config.read_auth()
+    auth = configuration.read_auth()
     entries = [(entry_id, entry.redacted()) for entry_id, entry in sorted(auth.root.items())]
-    # Where a credential is looked up: a provider's id or a plugin instance's id.
-    known = sorted(
-        {p.id for p in engine.settings.providers}
-        | {e["instanceId"] for e in engine.plugins.configured()}
-    )
     return page(
         request,
         "settings_credentials.html",
         status_code=status_code,
         session=session,
         entries=entries,
-        known=known,
+        known=configuration.credential_owners(),
         form=form or {"id": "", "key": "apiKey"},
         problem=problem,
     )
 
 
 @router.get("/settings/credentials")
-async def credentials(request: Request) -> Response:
+async def credentials(request: Request, configuration: ConfigurationDep) -> Response:
     session = await guard(request)
     if isinstance(session, Response):
         return session
-    return _credentials_page(request, session)
+    return _credentials_page(request, configuration, session)
 
 
 @router.post("/settings/credentials")
 async def set_credential(
     request: Request,
+    configuration: ConfigurationDep,
     id: Annotated[str, Form(max_length=64)] = "",
     key: Annotated[str, Form(max_length=64)] = "",
     value: Annotated[str, Form(max_length=8192)] = "",
@@ -231,18 +210,19 @@ async def set_credential(
     form = {"id": id, "key": key}  # never the value
     try:
         body = SetAuth(id=id.strip(), key=key.strip(), value=value)
-        await engine_of(request).configuration.set_auth_field(body.id, body.key, body.value)
+        await configuration.set_auth_field(body.id, body.key, body.value)
     except ValidationError as exc:
-        return _credentials_page(request, session, 422, form, _first_problem(exc))
+        return _credentials_page(request, configuration, session, 422, form, _first_problem(exc))
     except ClayError as exc:
         status = 422 if exc.status == 400 else exc.status
-        return _credentials_page(request, session, status, form, exc.message)
+        return _credentials_page(request, configuration, session, status, form, exc.message)
     return see_other("/settings/credentials")
 
 
 @router.post("/settings/credentials/{entry_id}/delete")
 async def delete_credential(
     request: Request,
+    configuration: ConfigurationDep,
     entry_id: str,
     key: Annotated[str | None, Form(max_length=64)] = None,
     csrf: Annotated[str | None, Form(max_length=200)] = None,
@@ -251,7 +231,9 @@ async def delete_credential(
     session = await guard_form(request, csrf)
     if isinstance(session, Response):
         return session
-    if not await engine_of(request).configuration.remove_auth(entry_id, key or None):
+    if not await configuration.remove_auth(entry_id, key or None):
         what = f"{entry_id}.{key}" if key else entry_id
-        return _credentials_page(request, session, 404, problem=f"auth.json has no {what}.")
+        return _credentials_page(
+            request, configuration, session, 404, problem=f"auth.json has no {what}."
+        )
     return see_other("/settings/credentials")

@@ -1,0 +1,51 @@
+"""The services routes receive, as FastAPI dependencies: ``Annotated[Service, Depends]``.
+
+A route names what it needs in its signature and gets the engine's instance
+(``kernel/services.py``); nothing reaches past it into the engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, TypeVar
+
+from fastapi import Depends
+from starlette.requests import HTTPConnection
+
+from claybot.engine.configuration import LiveConfiguration
+from claybot.engine.keystore import DeferredApiKeyStore
+from claybot.engine.metrics import EngineMetrics
+from claybot.files.store import FileStore
+from claybot.heartbeat.scheduler import HeartbeatScheduler
+from claybot.kernel.services import ServiceRegistry
+from claybot.permissions.requests import PermissionBroker
+from claybot.proactive.service import ProactiveService
+from claybot.providers.admin import ProviderAdmin
+
+T = TypeVar("T")
+
+
+def services_of(connection: HTTPConnection) -> ServiceRegistry:
+    services = connection.app.state.services
+    assert isinstance(services, ServiceRegistry)
+    return services
+
+
+def service(kind: type[T]) -> Callable[[HTTPConnection], T]:
+    """A dependency that answers with the ``kind`` service (HTTP routes and WebSockets)."""
+
+    def dependency(connection: HTTPConnection) -> T:
+        return services_of(connection).get(kind)
+
+    dependency.__name__ = f"{kind.__name__}_service"
+    return dependency
+
+
+ProviderAdminDep = Annotated[ProviderAdmin, Depends(service(ProviderAdmin))]
+ConfigurationDep = Annotated[LiveConfiguration, Depends(service(LiveConfiguration))]
+PermissionsDep = Annotated[PermissionBroker, Depends(service(PermissionBroker))]
+HeartbeatDep = Annotated[HeartbeatScheduler, Depends(service(HeartbeatScheduler))]
+MetricsDep = Annotated[EngineMetrics, Depends(service(EngineMetrics))]
+FilesDep = Annotated[FileStore, Depends(service(FileStore))]
+KeysDep = Annotated[DeferredApiKeyStore, Depends(service(DeferredApiKeyStore))]
+ProactiveDep = Annotated[ProactiveService, Depends(service(ProactiveService))]
