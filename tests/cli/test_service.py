@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -94,16 +95,18 @@ def parse_unit(text: str) -> dict[str, dict[str, list[str]]]:
 def systemd_verify(unit: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     """`systemd-analyze --user verify`: parse warnings go to stderr with exit code 0,
     so a clean unit is one with a 0 exit *and* nothing on stderr."""
-    runtime = tmp_path / "verify-runtime"
-    runtime.mkdir(mode=0o700, exist_ok=True)
-    return subprocess.run(
-        ["systemd-analyze", "--user", "verify", str(unit)],
-        env={**os.environ, "XDG_RUNTIME_DIR": str(runtime)},
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    # A short runtime folder of its own: the user units systemd reads name sockets in it
+    # (gpg-agent's), and under pytest-xdist's deeper tmp_path their paths passed the
+    # 108 bytes a socket's path may have, which systemd-analyze warns about.
+    with tempfile.TemporaryDirectory(prefix="cb-rt-") as runtime:
+        return subprocess.run(
+            ["systemd-analyze", "--user", "verify", str(unit)],
+            env={**os.environ, "XDG_RUNTIME_DIR": runtime},
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
 
 def assert_runs_claybot(argv: list[str], environment: dict[str, str]) -> None:
