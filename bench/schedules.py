@@ -31,10 +31,10 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from claybot.api.serve import event_loop_runner, freeze_boot_heap
 from claybot.config.home import HomePaths
 from claybot.cron.run import RunKey
 from claybot.engine.engine import Engine, EngineOptions
+from claybot.server.serve import event_loop_runner, freeze_boot_heap
 
 SETTINGS = {
     "providers": [{"id": "scripted", "model": "echo"}],

@@ -17,11 +17,11 @@ import httpx
 import pytest
 from hypothesis import settings as hypothesis_settings
 
-from claybot.api.app import create_app
 from claybot.config.home import HomePaths
 from claybot.engine.engine import Engine, EngineOptions
 from claybot.kernel.events import Event
 from claybot.net.egress import EgressProxy
+from claybot.server.app import create_app
 from tests.installed_metadata import use_declared_entry_points
 
 # Before any engine (or catalog) is built: the built-in plugins are entry points.

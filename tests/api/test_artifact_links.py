@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from claybot.api.artifact_links import LINK_STEP_S, LINK_TTL_S, ArtifactLinks
+from claybot.jobs.artifact_links import LINK_STEP_S, LINK_TTL_S, ArtifactLinks
 
 JOB = "6f1c3a52-8d0e-4d7a-9b0b-2f1e5c3d4a10"
 FILE = "0b9e2a41-7c3d-4e5f-8a6b-1c2d3e4f5a60"

@@ -19,14 +19,14 @@ DEFERRED = (
     "prometheus_client",
     "jinja2",
     "markdown_it",
-    "claybot.api.dashboard.site",
-    "claybot.api.dashboard.chat_pages",
+    "claybot.web.site",
+    "claybot.web.chat_pages",
 )
 
 
 def test_the_engine_loads_no_library_it_needs_only_later() -> None:
     probe = (
-        "import sys, claybot.cli.main, claybot.api.serve, claybot.api.app\n"
+        "import sys, claybot.cli.main, claybot.server.serve, claybot.server.app\n"
         f"print(sorted(m for m in {DEFERRED!r} if m in sys.modules))"
     )
     loaded = subprocess.run(
@@ -38,7 +38,7 @@ def test_the_engine_loads_no_library_it_needs_only_later() -> None:
 def test_boot_turns_the_garbage_collector_back_on_with_boots_objects_frozen() -> None:
     probe = (
         "import gc\n"
-        "from claybot.api.serve import freeze_boot_heap\n"
+        "from claybot.server.serve import freeze_boot_heap\n"
         "gc.disable()  # as `claybot start` does for boot\n"
         "kept = [[n] for n in range(1000)]\n"
         "freeze_boot_heap()\n"

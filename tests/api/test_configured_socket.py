@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from claybot.api.server import SocketPathTaken, bind_configured_socket
+from claybot.server.listeners import SocketPathTaken, bind_configured_socket
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from claybot.api.history_view import seed_record
+from claybot.wire.history_view import seed_record
 
 FILE_ID = "a" * 64
 

@@ -11,10 +11,10 @@ from typing import Any
 import httpx
 import pytest
 
-from claybot.api.app import create_app
 from claybot.api.bounds import INT64_MAX, MAX_OFFSET
-from claybot.api.schemas import MAX_PROVIDER_POSITION
 from claybot.config.home import HomePaths
+from claybot.server.app import create_app
+from claybot.wire.bodies import MAX_PROVIDER_POSITION
 from tests.conftest import ECHO_SETTINGS, engine_on_backend
 
 PAST_64_BITS = 2**64

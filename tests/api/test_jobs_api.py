@@ -14,10 +14,10 @@ from typing import Any
 import httpx
 import pytest
 
-from claybot.api.app import create_app
 from claybot.api.tcp_auth import ApiKeyMiddleware
 from claybot.config.home import HomePaths
 from claybot.engine.engine import Engine
+from claybot.server.app import create_app
 from tests.conftest import engine_on_backend
 
 PLAN = json.dumps({"type": "plan", "plan": "## Plan\n\n1. Write report.md", "question": "Go?"})
@@ -247,7 +247,9 @@ async def test_every_route_with_every_scope_and_without_a_key(
 
 def test_the_scope_matrix_lists_every_seed_route() -> None:
     """A route added under /api/v1 without a row in ROUTES fails here."""
-    from claybot.api import job_admin_routes, job_routes, registry_routes
+    from claybot.api.jobs import admin_routes as job_admin_routes
+    from claybot.api.jobs import registry_routes
+    from claybot.api.jobs import routes as job_routes
 
     served = {
         (method, re.sub(r"\{[^}]+\}", "{}", route.path))

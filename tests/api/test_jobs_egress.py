@@ -15,10 +15,10 @@ from typing import Any
 import httpx
 import pytest
 
-from claybot.api.app import create_app
 from claybot.api.tcp_auth import ApiKeyMiddleware
 from claybot.config.home import HomePaths
 from claybot.net.egress import EgressProxy
+from claybot.server.app import create_app
 from tests.conftest import EngineProcess, engine_on_backend, write_settings
 from tests.jobs.egress_probe import (
     PUBLIC_HOST,

@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from claybot.api.app import create_app
 from claybot.config.home import HomePaths
+from claybot.server.app import create_app
 from tests.conftest import engine_on_backend
 from tests.providers.fake_openai import FakeOpenAI
 from tests.providers.loopback import LoopbackServer

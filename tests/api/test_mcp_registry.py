@@ -14,10 +14,10 @@ from typing import Any
 import httpx
 import pytest
 
-from claybot.api.app import create_app
 from claybot.api.tcp_auth import ApiKeyMiddleware
 from claybot.config.home import HomePaths
 from claybot.engine.engine import Engine
+from claybot.server.app import create_app
 from tests.conftest import engine_on_backend
 
 ECHO_SERVER = str(Path(__file__).parent.parent / "plugins" / "mcp_echo_server.py")

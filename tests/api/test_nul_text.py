@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from claybot.api.app import create_app
 from claybot.config.home import HomePaths
+from claybot.server.app import create_app
 from tests.conftest import ECHO_SETTINGS, engine_on_backend
 
 SERVER = {"name": "s", "description": "a server here", "package_name": "pkg", "command": "c"}

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from claybot.api.openai_bodies import ChatMessage
-from claybot.api.openai_conversation import (
+from claybot.api.openai.bodies import ChatMessage
+from claybot.api.openai.conversation import (
     Exchange,
     Held,
     ModelNotFound,
@@ -20,7 +20,7 @@ from claybot.api.openai_conversation import (
     named_agent,
     read_conversation,
 )
-from claybot.api.openai_turn import FALLBACK_MARK, StreamedText, TurnWatch, turn_facts
+from claybot.api.openai.turn import FALLBACK_MARK, StreamedText, TurnWatch, turn_facts
 from claybot.kernel.event_types import EventType
 from claybot.kernel.events import EventBus
 

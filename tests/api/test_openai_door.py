@@ -18,11 +18,11 @@ from typing import Any
 import httpx
 import pytest
 
-from claybot.api.app import create_app
 from claybot.api.tcp_auth import ApiKeyMiddleware
 from claybot.config.home import HomePaths
 from claybot.config.settings import ChatSettings
 from claybot.engine.engine import Engine, EngineOptions
+from claybot.server.app import create_app
 from tests.conftest import write_settings
 
 RULES: list[dict[str, Any]] = [

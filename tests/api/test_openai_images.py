@@ -15,10 +15,10 @@ import httpx
 import openai
 import pytest
 
-from claybot.api.app import create_app
 from claybot.api.tcp_auth import ApiKeyMiddleware
 from claybot.config.home import HomePaths
 from claybot.engine.engine import Engine, EngineOptions
+from claybot.server.app import create_app
 from tests.api.test_openai_door import SETTINGS
 from tests.conftest import write_settings
 from tests.providers.fake_openai import FakeOpenAI

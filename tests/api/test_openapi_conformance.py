@@ -55,12 +55,12 @@ from hypothesis import HealthCheck, reject, settings
 from starlette.testclient import TestClient
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from claybot.api.app import create_app
-from claybot.api.job_routes import UPLOAD_PATH
+from claybot.api.jobs.routes import UPLOAD_PATH
 from claybot.api.seed_errors import SEED_PREFIX
 from claybot.config.home import HomePaths
 from claybot.engine.engine import Engine, EngineOptions
 from claybot.scheduling.schedule import CRON_FORMAT
+from claybot.server.app import create_app
 from tests.conftest import ECHO_SETTINGS, write_settings
 from tests.cron.expressions import CRON_EXPRESSIONS
 from tests.databases import create_postgres_database, drop_postgres_database

@@ -10,7 +10,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from claybot.api.proactive_bodies import (
+from claybot.api.codeck.proactive_bodies import (
     NAME_PATTERN,
     NOT_BLANK_PATTERN,
     RUNNER_RULE,

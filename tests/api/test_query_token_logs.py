@@ -23,9 +23,9 @@ from starlette.websockets import WebSocket
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
-from claybot.api.server import UVICORN_LOGGERS, QueryTokenFilter, bind_tcp_socket, make_server
 from claybot.api.tcp_auth import ApiKeyMiddleware
 from claybot.db.keys import MemoryApiKeyStore
+from claybot.server.listeners import UVICORN_LOGGERS, QueryTokenFilter, bind_tcp_socket, make_server
 
 
 async def hello(websocket: WebSocket) -> None:

@@ -7,10 +7,10 @@ from typing import Any
 import httpx
 import pytest
 
-from claybot.api.schemas import Gate
 from claybot.cron import task
 from claybot.db.keys import SCOPES
 from claybot.engine.engine import Engine
+from claybot.wire.bodies import Gate
 
 
 def invalid(response: httpx.Response) -> dict[str, Any]:

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from playwright.async_api import Browser, Page
 
-from tests.api.dashboard.test_job_pages import RULES
 from tests.browser.conftest import logged_in_page, login_link, serious_violations
 from tests.conftest import EngineProcess, write_settings
+from tests.web.test_job_pages import RULES
 
 pytestmark = pytest.mark.slow
 

@@ -9,12 +9,12 @@ from typing import Any
 
 import httpx
 
-from claybot.api.app import create_app
 from claybot.config.home import HomePaths
 from claybot.connectors.base import InboundMessage
 from claybot.engine.engine import Engine, EngineOptions
 from claybot.kernel.events import Event
 from claybot.providers.scripted import ScriptedProvider
+from claybot.server.app import create_app
 from tests.agents.test_agents import next_event, record_events
 from tests.agents.test_subagents import history, rules_settings
 from tests.conftest import write_settings

@@ -17,12 +17,12 @@ from typing import Any
 import httpx
 import pytest
 
-from claybot.api.app import create_app
 from claybot.config.home import HomePaths
 from claybot.db.database import create_database_engine, migrate
 from claybot.engine.engine import Engine, EngineOptions
 from claybot.jobs.database import JobDatabase
 from claybot.jobs.model import Claim, HitlMode, JobStatus, LeaseLost, NewJob
+from claybot.server.app import create_app
 from tests.conftest import write_settings
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]

@@ -18,9 +18,9 @@ from typing import Any
 import httpx
 import pytest
 
-from claybot.api.app import create_app
 from claybot.config.home import HomePaths
 from claybot.jobs.worker import default_worker_id
+from claybot.server.app import create_app
 from tests.conftest import ECHO_SETTINGS, engine_on_backend
 
 pytestmark = pytest.mark.slow

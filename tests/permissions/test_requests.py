@@ -8,13 +8,13 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict
 
-from claybot.api.app import create_app
 from claybot.config.home import HomePaths
 from claybot.connectors.base import InboundMessage, OutgoingMessage
 from claybot.engine.engine import Engine, EngineOptions
 from claybot.permissions.prompts import PermissionOutcome, PermissionPrompt
 from claybot.plugin_api import PluginApi, PluginDefinition
 from claybot.plugins import PluginCatalog
+from claybot.server.app import create_app
 from tests.agents.test_agents import next_event, record_events
 from tests.agents.test_subagents import call, history, rules_settings, system_messages
 from tests.conftest import write_settings

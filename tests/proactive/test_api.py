@@ -17,10 +17,10 @@ import pytest
 import pytest_asyncio
 from websockets.asyncio.client import ClientConnection, unix_connect
 
-from claybot.api.app import create_app
-from claybot.api.server import bind_unix_socket, make_server
 from claybot.config.home import HomePaths
 from claybot.engine.engine import Engine, EngineOptions
+from claybot.server.app import create_app
+from claybot.server.listeners import bind_unix_socket, make_server
 from tests.conftest import write_settings
 from tests.proactive.conftest import FakeClaude, install_fake_claude
 

@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 from websockets.asyncio.client import ClientConnection, unix_connect
 
-from claybot.api.app import create_app
-from claybot.api.server import bind_unix_socket, make_server
 from claybot.config.home import HomePaths
 from claybot.config.settings import ProactiveSettings
 from claybot.engine.engine import Engine, EngineOptions
+from claybot.server.app import create_app
+from claybot.server.listeners import bind_unix_socket, make_server
 from tests.conftest import write_settings
 
 HEARTBEAT_S = 0.2

@@ -17,8 +17,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 from pydantic.json_schema import SkipJsonSchema
 
-from claybot.api.models.base import drop_null_default
-from claybot.api.models.openai import OpenAIError
+from claybot.wire.base import drop_null_default
+from claybot.wire.openai import OpenAIError
 
 SCHEMAS_REF = "#/components/schemas/"
 

@@ -5,7 +5,7 @@ wrapped in ``ApiKeyMiddleware``: ``Authorization: Bearer cb_...``, the route's
 scope (``admin`` passes every check), and the key's rate limit. A client address
 that keeps presenting unknown keys has its failures answered 429, mostly without a
 lookup, while its valid keys still get in (``claybot.api.key_check``). A job artifact's
-signed link opens that one file without a key (``claybot.api.artifact_links``).
+signed link opens that one file without a key (``claybot.jobs.artifact_links``).
 
 A browser cannot set a header on a WebSocket, so codeck's web client sends its key as
 ``?token=`` of the WebSocket's URL. A WebSocket (and only a WebSocket) without a key
@@ -25,12 +25,12 @@ from urllib.parse import unquote_plus
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from claybot.api.artifact_links import ArtifactLinks
-from claybot.api.dashboard.paths import is_dashboard_path
+from claybot.api.dashboard_paths import is_dashboard_path
 from claybot.api.error_shapes import reshaped
 from claybot.api.key_check import check_key, client_address
 from claybot.api.ratelimit import FailureLimiter, RateLimiter, SlidingWindowLimiter
 from claybot.db.errors import StoreError
+from claybot.jobs.artifact_links import ArtifactLinks
 
 if TYPE_CHECKING:
     from claybot.db.keys import ApiKeyStore

@@ -6,9 +6,9 @@ import asyncio
 
 from starlette.datastructures import FormData, UploadFile  # FastAPI's is a subclass
 
-from claybot.api.schemas import AttachFile
 from claybot.files.reference import FileReference, safe_name
 from claybot.files.store import FileStore, FileTooLarge
+from claybot.wire.bodies import AttachFile
 
 
 async def read_upload(store: FileStore, upload: UploadFile) -> FileReference:

@@ -13,7 +13,6 @@ from pydantic import ValidationError
 from rich.markup import escape
 from rich.table import Table
 
-from claybot.api.schemas import SetAuth
 from claybot.cli.common import (
     HomeOption,
     JsonOption,
@@ -29,6 +28,7 @@ from claybot.cli.common import (
 )
 from claybot.cli.ids import resolve_prefix
 from claybot.config.store import describe_validation_error
+from claybot.wire.bodies import SetAuth
 
 if TYPE_CHECKING:
     from claybot.client.engine_client import EngineClient

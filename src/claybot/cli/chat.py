@@ -42,8 +42,8 @@ def _default_user() -> str:
 def _check_names(user: str, channel: str) -> None:
     from pydantic import ValidationError
 
-    from claybot.api.schemas import PostMessage
     from claybot.config.store import describe_validation_error
+    from claybot.wire.bodies import PostMessage
 
     try:
         PostMessage(userId=user, channelId=channel, text="-")

@@ -110,11 +110,11 @@ def start(
 def _run_in_foreground(
     paths: HomePaths, port: int | None, notifier: ServiceNotifier | None
 ) -> None:
-    from claybot.api.serve import run
     from claybot.config.store import ConfigError
     from claybot.engine.engine import EngineOptions
     from claybot.engine.instance import AlreadyRunning
     from claybot.engine.logging_setup import configure_logging
+    from claybot.server.serve import run
 
     configure_logging(paths)
     # A crash in C code (a signal such as SIGSEGV or SIGABRT) prints every thread's
@@ -131,8 +131,8 @@ def _run_in_foreground(
 
 
 def _start_detached(paths: HomePaths, port: int | None, timeout_s: float) -> None:
-    from claybot.api.banner import ReadyEngine, home_flag, ready_banner
     from claybot.cli.detach import DetachFailed, start_detached
+    from claybot.server.banner import ReadyEngine, home_flag, ready_banner
 
     flag = home_flag(paths.home, os.environ)
     if InstanceLock(paths).held_by_someone():

@@ -326,7 +326,7 @@ def _report(
 
 
 def _next_steps(paths: HomePaths, service_started: bool) -> None:
-    from claybot.api.banner import home_flag
+    from claybot.server.banner import home_flag
 
     flag = home_flag(paths.home, os.environ)
     console.print("\n[bold]Done.[/bold] Next:")

@@ -8,7 +8,7 @@ How the engine behaves decides the settings, not habit:
   sandbox is probed (``kernel/service_notify``), so ``systemctl --user start``
   returns when the engine really serves, and a start that fails is a failed unit.
 - SIGTERM is the engine's graceful stop: connectors stop taking messages, running
-  turns get ``DRAIN_TIMEOUT_S`` (10 s, ``api/serve.py``) to finish or stay durably
+  turns get ``DRAIN_TIMEOUT_S`` (10 s, ``server/serve.py``) to finish or stay durably
   queued, then files are flushed. ``claybot stop`` waits ``STOP_WAIT_S`` (20 s) for
   it; systemd waits longer before SIGKILL. ``KillMode=mixed`` sends SIGTERM to the
   engine alone, which stops what it started itself (sandboxed commands, MCP

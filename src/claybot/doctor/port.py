@@ -13,13 +13,13 @@ from dataclasses import dataclass
 
 import httpx
 
-from claybot.api.server import PortInUse, bind_tcp_socket
 from claybot.client.engine_client import EngineApiError, EngineClient, EngineNotRunning
 from claybot.config.home import HomePaths
 from claybot.config.settings import DEFAULT_PORT
 from claybot.doctor.context import DoctorContext
 from claybot.doctor.finding import Finding, fail, ok, warn
 from claybot.engine.instance import InstanceLock, read_pid
+from claybot.server.listeners import PortInUse, bind_tcp_socket
 
 
 def check_port(context: DoctorContext) -> list[Finding]:

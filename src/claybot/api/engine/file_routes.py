@@ -1,0 +1,78 @@
+"""Files for conversations: store one (multipart), then a message carries its id; fetch
+one back. The socket is the owner's; on TCP these need ``admin`` (``tcp_auth``)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+from fastapi import APIRouter, Form, Query, UploadFile
+from fastapi.responses import FileResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from claybot.api.deps import FilesDep
+from claybot.api.responses import errors
+from claybot.api.uploads import read_upload
+from claybot.files.store import FileStore
+from claybot.wire.base import AnswerRoute
+from claybot.wire.files import StoredFile
+
+FILES_PATH = "/v1/engine/files"
+
+
+class FileUpload(BaseModel):
+    """The upload's form: its one part, the file (any other part is refused, 422)."""
+
+    model_config = ConfigDict(extra="forbid")
+    file: UploadFile = Field(description="The file")
+
+
+router = APIRouter(prefix=FILES_PATH, route_class=AnswerRoute)
+# Shown in the browser (an image in a history card); anything else is a download, so
+# that no stored page or script ever runs on the engine's origin.
+INLINE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+
+
+@router.post(
+    "",
+    status_code=201,
+    summary="Store a file for a message (multipart); the answer's id goes in `files`",
+    responses=errors(400, 413, 422),
+)
+async def upload(
+    files: FilesDep, form: Annotated[FileUpload, Form(media_type="multipart/form-data")]
+) -> StoredFile:
+    stored = await read_upload(files, form.file)
+    return StoredFile.model_validate({"ok": True, "file": stored.to_dict()})
+
+
+@router.get(
+    "/{fileId}",
+    summary="A stored file's bytes (images inline, anything else as a download)",
+    response_class=FileResponse,
+    responses={
+        200: {"content": {"application/octet-stream": {"schema": {"type": "string"}}}},
+        **errors(404, 422),
+    },
+)
+async def download(
+    files: FilesDep,
+    fileId: str,
+    name: Annotated[str | None, Query(max_length=255)] = None,
+) -> FileResponse:
+    return await serve_file(files, fileId, name)
+
+
+async def serve_file(store: FileStore, file_id: str, name: str | None) -> FileResponse:
+    """A stored file as the browser should get it: an image inline, anything else as a
+    download, never sniffed into a page and sandboxed if opened (FileNotFound: 404).
+    The dashboard's ``/files/{id}`` serves the same answer."""
+    reference = await asyncio.to_thread(store.reference, file_id, name or file_id[:12])
+    inline = reference.mimeType in INLINE_TYPES
+    return FileResponse(
+        store.path_of(file_id),
+        media_type=reference.mimeType if inline else "application/octet-stream",
+        filename=reference.name,
+        content_disposition_type="inline" if inline else "attachment",
+        headers={"X-Content-Type-Options": "nosniff", "Content-Security-Policy": "sandbox"},
+    )

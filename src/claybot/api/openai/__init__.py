@@ -1,0 +1,1 @@
+"""The OpenAI-compatible door: ``/v1/chat/completions`` and ``/v1/models``."""

@@ -1,0 +1,1 @@
+"""Assembling the doors into one ASGI application, and serving it on the socket and TCP."""
