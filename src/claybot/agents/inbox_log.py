@@ -13,15 +13,10 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
-from claybot.agents.inbox import (
-    InboxItem,
-    ItemKey,
-    done_record,
-    pending_records,
-    sent_record,
-    unfinished,
-)
+from claybot.agents.inbox import InboxItem
+from claybot.agents.inbox_ledger import InboxLedger
 from claybot.durable.atomic import atomic_write_bytes
 from claybot.durable.group_commit import GroupCommitWriter, replay_journal
 from claybot.durable.jsonl import encode_record, read_jsonl
@@ -30,17 +25,15 @@ from claybot.durable.jsonl import encode_record, read_jsonl
 COMPACT_AFTER_RECORDS = 100_000
 
 
-class InboxLog:
+class InboxLog(InboxLedger):
     """``InboxStore`` on the log; ``root`` is the folder the journal's paths are in
     (the writer's)."""
 
     def __init__(self, path: Path, writer: GroupCommitWriter, *, root: Path) -> None:
+        super().__init__()
         self.path = path
         self.writer = writer
         self._root = root
-        self._pending: dict[ItemKey, InboxItem] = {}
-        self._sent: dict[ItemKey, set[str]] = {}
-        self._appended = 0
         self._compacting = False
 
     async def recover(self) -> list[InboxItem]:
@@ -50,41 +43,18 @@ class InboxLog:
 
     def _recover(self) -> list[InboxItem]:
         replay_journal(self.path, self._root)
-        self._pending, self._sent = unfinished(read_jsonl(self.path).records)
+        items = self._restore(read_jsonl(self.path).records)
         self._rewrite()
-        return list(self._pending.values())
+        return items
 
-    def pending_item(self, agent_id: str, item_id: str) -> InboxItem | None:
-        return self._pending.get((agent_id, item_id))
+    def _write(self, record: dict[str, Any]) -> asyncio.Future[None]:
+        return self.writer.append(self.path, encode_record(record))
 
-    def already_sent(self, key: ItemKey, outgoing_id: str) -> bool:
-        return outgoing_id in self._sent.get(key, ())
+    def _write_nowait(self, record: dict[str, Any]) -> None:
+        self.writer.append_nowait(self.path, encode_record(record))
 
-    def accept(self, item: InboxItem) -> asyncio.Future[None]:
-        self._pending[item.key] = item
-        self._count()
-        return self.writer.append(self.path, encode_record(item.to_record()))
-
-    def forget(self, item: InboxItem) -> None:
-        self._pending.pop(item.key, None)
-
-    def mark_sent(self, key: ItemKey, outgoing_id: str) -> None:
-        self._sent.setdefault(key, set()).add(outgoing_id)
-        self.writer.append_nowait(self.path, encode_record(sent_record(key, outgoing_id)))
-        self._count()
-
-    def mark_done(self, item: InboxItem) -> None:
-        self._pending.pop(item.key, None)
-        self._sent.pop(item.key, None)
-        self.writer.append_nowait(self.path, encode_record(done_record(item)))
-        self._count()
-
-    @property
-    def pending_count(self) -> int:
-        return len(self._pending)
-
-    def _count(self) -> None:
-        self._appended += 1
+    def _appended_one(self) -> None:
+        super()._appended_one()
         if self._appended >= COMPACT_AFTER_RECORDS and not self._compacting:
             self._compacting = True
             asyncio.get_running_loop().create_task(self._compact())
@@ -103,11 +73,7 @@ class InboxLog:
         finally:
             self._compacting = False
 
-    @property
-    def appended_since_checkpoint(self) -> int:
-        return self._appended
-
     def _rewrite(self) -> None:
-        chunks = [encode_record(record) for record in pending_records(self._pending, self._sent)]
+        chunks = [encode_record(record) for record in self._kept_records()]
         self.path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(self.path, b"".join(chunks))

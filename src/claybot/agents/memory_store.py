@@ -25,14 +25,8 @@ from claybot.agents.durable_port import (
     StoredAgent,
 )
 from claybot.agents.history import Record, damaged_record, history_tail, turn_records
-from claybot.agents.inbox import (
-    InboxItem,
-    ItemKey,
-    done_record,
-    pending_records,
-    sent_record,
-    unfinished,
-)
+from claybot.agents.inbox import InboxItem
+from claybot.agents.inbox_ledger import InboxLedger
 from claybot.agents.state import AgentState
 from claybot.durable.jsonl import encode_record, parse_line
 
@@ -285,57 +279,27 @@ class MemoryAgentStore:
         return False  # this disk never refuses a write
 
 
-class MemoryInbox:
+class MemoryInbox(InboxLedger):
     """``InboxStore`` in memory, over the inbox log's records."""
 
     def __init__(self, disk: MemoryDisk) -> None:
+        super().__init__()
         self._disk = disk
-        self._pending: dict[ItemKey, InboxItem] = {}
-        self._sent: dict[ItemKey, set[str]] = {}
-        self._appended = 0
 
     async def recover(self) -> list[InboxItem]:
-        self._pending, self._sent = unfinished(self._disk.image.inbox)
+        items = self._restore(self._disk.image.inbox)
         self._compact()
-        return list(self._pending.values())
+        return items
 
     def _compact(self) -> None:
-        kept = list(pending_records(self._pending, self._sent))
+        kept = list(self._kept_records())
         self._disk.write_now(lambda image: setattr(image, "inbox", kept))
 
-    def _append(self, record: dict[str, Any]) -> Write:
-        self._appended += 1
-        return lambda image: image.inbox.append(record)
+    def _write(self, record: dict[str, Any]) -> asyncio.Future[None]:
+        return self._disk.write(lambda image: image.inbox.append(record))
 
-    def accept(self, item: InboxItem) -> asyncio.Future[None]:
-        self._pending[item.key] = item
-        return self._disk.write(self._append(item.to_record()))
-
-    def forget(self, item: InboxItem) -> None:
-        self._pending.pop(item.key, None)
-
-    def pending_item(self, agent_id: str, item_id: str) -> InboxItem | None:
-        return self._pending.get((agent_id, item_id))
-
-    @property
-    def pending_count(self) -> int:
-        return len(self._pending)
-
-    def mark_done(self, item: InboxItem) -> None:
-        self._pending.pop(item.key, None)
-        self._sent.pop(item.key, None)
-        self._disk.write_nowait(self._append(done_record(item)))
-
-    def already_sent(self, key: ItemKey, outgoing_id: str) -> bool:
-        return outgoing_id in self._sent.get(key, ())
-
-    def mark_sent(self, key: ItemKey, outgoing_id: str) -> None:
-        self._sent.setdefault(key, set()).add(outgoing_id)
-        self._disk.write_nowait(self._append(sent_record(key, outgoing_id)))
-
-    @property
-    def appended_since_checkpoint(self) -> int:
-        return self._appended
+    def _write_nowait(self, record: dict[str, Any]) -> None:
+        self._disk.write_nowait(lambda image: image.inbox.append(record))
 
     async def checkpoint(self) -> None:
         await self._disk.flush()

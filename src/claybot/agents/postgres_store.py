@@ -35,14 +35,8 @@ from claybot.agents.durable_port import (
     StoredAgent,
 )
 from claybot.agents.history import Record, damaged_record, history_tail, turn_records
-from claybot.agents.inbox import (
-    InboxItem,
-    ItemKey,
-    done_record,
-    pending_records,
-    sent_record,
-    unfinished,
-)
+from claybot.agents.inbox import InboxItem
+from claybot.agents.inbox_ledger import InboxLedger
 from claybot.agents.state import AgentState
 from claybot.db.errors import StoreError, wrap_database_errors
 from claybot.db.tables import agent_history, agent_inbox, agent_index
@@ -386,25 +380,23 @@ class PostgresAgentStore:
         return self._writer.backlog > 0
 
 
-class PostgresInbox:
+class PostgresInbox(InboxLedger):
     """``InboxStore`` over ``agent_inbox``: the inbox log's records, in order."""
 
     def __init__(self, writer: SqlWriter) -> None:
+        super().__init__()
         self._writer = writer
-        self._pending: dict[ItemKey, InboxItem] = {}
-        self._sent: dict[ItemKey, set[str]] = {}
-        self._appended = 0
 
     async def recover(self) -> list[InboxItem]:
         query = select(agent_inbox.c.record).order_by(agent_inbox.c.id)
         async with wrap_database_errors("reading the inbox"), self._writer.engine.connect() as db:
             records = [orjson.loads(record) for (record,) in (await db.execute(query)).all()]
-        self._pending, self._sent = unfinished(records)
+        items = self._restore(records)
         await self._writer.write(self._rewrite())
-        return list(self._pending.values())
+        return items
 
     def _rewrite(self) -> Change:
-        kept = [{"record": _json(record)} for record in pending_records(self._pending, self._sent)]
+        kept = [{"record": _json(record)} for record in self._kept_records()]
 
         async def rewrite(db: AsyncConnection) -> None:
             await db.execute(delete(agent_inbox))
@@ -413,8 +405,8 @@ class PostgresInbox:
 
         return rewrite
 
-    def _append(self, record: dict[str, Any]) -> Change:
-        self._appended += 1
+    @staticmethod
+    def _append(record: dict[str, Any]) -> Change:
         value = _json(record)
 
         async def append(db: AsyncConnection) -> None:
@@ -422,35 +414,11 @@ class PostgresInbox:
 
         return append
 
-    def accept(self, item: InboxItem) -> asyncio.Future[None]:
-        self._pending[item.key] = item
-        return self._writer.write(self._append(item.to_record()))
+    def _write(self, record: dict[str, Any]) -> asyncio.Future[None]:
+        return self._writer.write(self._append(record))
 
-    def forget(self, item: InboxItem) -> None:
-        self._pending.pop(item.key, None)
-
-    def pending_item(self, agent_id: str, item_id: str) -> InboxItem | None:
-        return self._pending.get((agent_id, item_id))
-
-    @property
-    def pending_count(self) -> int:
-        return len(self._pending)
-
-    def mark_done(self, item: InboxItem) -> None:
-        self._pending.pop(item.key, None)
-        self._sent.pop(item.key, None)
-        self._writer.write_nowait(self._append(done_record(item)))
-
-    def already_sent(self, key: ItemKey, outgoing_id: str) -> bool:
-        return outgoing_id in self._sent.get(key, ())
-
-    def mark_sent(self, key: ItemKey, outgoing_id: str) -> None:
-        self._sent.setdefault(key, set()).add(outgoing_id)
-        self._writer.write_nowait(self._append(sent_record(key, outgoing_id)))
-
-    @property
-    def appended_since_checkpoint(self) -> int:
-        return self._appended
+    def _write_nowait(self, record: dict[str, Any]) -> None:
+        self._writer.write_nowait(self._append(record))
 
     async def checkpoint(self) -> None:
         await self._writer.write(self._rewrite())
