@@ -405,6 +405,10 @@ async def test_the_folder_picker_lists_the_workspaces_folders(codeck: Door) -> N
         await api_fetch(codeck, f"/api/agents/{agent_id}", "DELETE")
     missing = await api_fetch(codeck, "/api/files?path=nowhere")
     assert missing.json().get("items") is None  # the picker shows "No subdirectories"
+    # A name no file system takes is no folder either, not a server error.
+    for bad in ("%00", "a%00b"):
+        refused = await api_fetch(codeck, f"/api/files?path={bad}")
+        assert refused.status_code == 404 and "cannot be resolved" in refused.json()["error"]
 
 
 async def test_the_list_has_every_field_the_cards_read(codeck: Door) -> None:

@@ -408,7 +408,8 @@ class ProactiveService:
         # that would allow it, whether or not it exists on this machine.
         try:
             where = path.resolve()
-        except (OSError, RuntimeError) as exc:
+        # ValueError: a NUL in the name, which no file system takes.
+        except (OSError, RuntimeError, ValueError) as exc:
             raise InvalidAgentInput(f"cwd {raw!r} cannot be resolved: {exc}", "cwd") from exc
         if where != workspace and workspace not in where.parents:
             raise InvalidAgentInput(
