@@ -17,6 +17,7 @@ from claybot.engine.keystore import DeferredApiKeyStore
 from claybot.engine.metrics import EngineMetrics
 from claybot.files.store import FileStore
 from claybot.heartbeat.scheduler import HeartbeatScheduler
+from claybot.jobs.service import JobService
 from claybot.kernel.services import ServiceRegistry
 from claybot.permissions.requests import PermissionBroker
 from claybot.proactive.service import ProactiveService
@@ -49,3 +50,4 @@ MetricsDep = Annotated[EngineMetrics, Depends(service(EngineMetrics))]
 FilesDep = Annotated[FileStore, Depends(service(FileStore))]
 KeysDep = Annotated[DeferredApiKeyStore, Depends(service(DeferredApiKeyStore))]
 ProactiveDep = Annotated[ProactiveService, Depends(service(ProactiveService))]
+JobsDep = Annotated[JobService, Depends(service(JobService))]

@@ -31,6 +31,7 @@ from claybot.engine.options import EngineOptions
 from claybot.engine.status import StatusSources, engine_status
 from claybot.files.store import FileStore
 from claybot.heartbeat.scheduler import HeartbeatScheduler
+from claybot.jobs.service import JobService
 from claybot.kernel.collector import pace_collector
 from claybot.kernel.events import EventBus
 from claybot.kernel.services import ServiceRegistry
@@ -109,6 +110,8 @@ class Engine:
         services.provide(PermissionBroker, lambda: self.permissions)
         services.provide(HeartbeatScheduler, lambda: self.heartbeat)
         services.provide(ProactiveService, lambda: self.proactive)
+        # The job database opens in the background: the service waits for it per call.
+        services.provide(JobService, lambda: JobService(self.jobs.database, self.jobs.workroot))
         return services
 
     @property
