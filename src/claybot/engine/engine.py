@@ -106,7 +106,9 @@ class Engine:
         services.provide(DeferredApiKeyStore, lambda: self.keys)
         admin = ProviderAdmin(self.configuration, self.providers, self.options.env)
         services.provide(ProviderAdmin, lambda: admin)
+        services.provide(EventBus, lambda: self.events)
         # While the engine runs (before start and after stop there is none: a 500).
+        services.provide(AgentSystem, lambda: self.agents)
         services.provide(PermissionBroker, lambda: self.permissions)
         services.provide(HeartbeatScheduler, lambda: self.heartbeat)
         services.provide(ProactiveService, lambda: self.proactive)
