@@ -12,11 +12,14 @@ from typing import Annotated, TypeVar
 from fastapi import Depends
 from starlette.requests import HTTPConnection
 
+from claybot.agents.system import AgentSystem
 from claybot.engine.configuration import LiveConfiguration
 from claybot.engine.keystore import DeferredApiKeyStore
 from claybot.engine.metrics import EngineMetrics
 from claybot.files.store import FileStore
 from claybot.heartbeat.scheduler import HeartbeatScheduler
+from claybot.jobs.service import JobService
+from claybot.kernel.events import EventBus
 from claybot.kernel.services import ServiceRegistry
 from claybot.permissions.requests import PermissionBroker
 from claybot.proactive.service import ProactiveService
@@ -49,3 +52,6 @@ MetricsDep = Annotated[EngineMetrics, Depends(service(EngineMetrics))]
 FilesDep = Annotated[FileStore, Depends(service(FileStore))]
 KeysDep = Annotated[DeferredApiKeyStore, Depends(service(DeferredApiKeyStore))]
 ProactiveDep = Annotated[ProactiveService, Depends(service(ProactiveService))]
+JobsDep = Annotated[JobService, Depends(service(JobService))]
+AgentsDep = Annotated[AgentSystem, Depends(service(AgentSystem))]
+EventsDep = Annotated[EventBus, Depends(service(EventBus))]

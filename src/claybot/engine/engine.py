@@ -31,6 +31,7 @@ from claybot.engine.options import EngineOptions
 from claybot.engine.status import StatusSources, engine_status
 from claybot.files.store import FileStore
 from claybot.heartbeat.scheduler import HeartbeatScheduler
+from claybot.jobs.service import JobService
 from claybot.kernel.collector import pace_collector
 from claybot.kernel.events import EventBus
 from claybot.kernel.services import ServiceRegistry
@@ -105,10 +106,14 @@ class Engine:
         services.provide(DeferredApiKeyStore, lambda: self.keys)
         admin = ProviderAdmin(self.configuration, self.providers, self.options.env)
         services.provide(ProviderAdmin, lambda: admin)
+        services.provide(EventBus, lambda: self.events)
         # While the engine runs (before start and after stop there is none: a 500).
+        services.provide(AgentSystem, lambda: self.agents)
         services.provide(PermissionBroker, lambda: self.permissions)
         services.provide(HeartbeatScheduler, lambda: self.heartbeat)
         services.provide(ProactiveService, lambda: self.proactive)
+        # The job database opens in the background: the service waits for it per call.
+        services.provide(JobService, lambda: JobService(self.jobs.database, self.jobs.workroot))
         return services
 
     @property

@@ -23,8 +23,9 @@ from __future__ import annotations
 import functools
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 from functools import partial
-from typing import Any
+from typing import Any, TypedDict
 
 from sqlalchemy import (
     BigInteger,
@@ -107,6 +108,25 @@ async def write_fenced(
     return await tables.write(action, partial(transaction, careful=True), job_id=claim.job.id)
 
 
+class RecordRow(TypedDict):
+    """A ``job_records`` row as its insert binds it."""
+
+    job_id: str
+    seq: int
+    record: dict[str, Any]  # a transcript record: JSON whose shape the agents' history owns
+
+
+class ArtifactParams(TypedDict):
+    """The artifact's bind parameters in ``PUT_ARTIFACT`` and the checkpoint statement."""
+
+    a_id: str
+    a_filename: str
+    a_mime_type: str | None
+    a_content: bytes
+    a_size_bytes: int
+    a_created_at: datetime
+
+
 @dataclass(frozen=True)
 class _FencedWrite:
     tables: JobTables
@@ -120,25 +140,25 @@ class _FencedWrite:
         return self.checkpoint.artifact
 
     @property
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self) -> list[RecordRow]:
         first, job_id = self.checkpoint.first_seq, self.claim.job.id
         return [
-            {"job_id": job_id, "seq": first + n, "record": record}
+            RecordRow(job_id=job_id, seq=first + n, record=record)
             for n, record in enumerate(self.checkpoint.records)
         ]
 
     @property
-    def artifact_values(self) -> dict[str, Any]:
+    def artifact_values(self) -> ArtifactParams | None:
         if self.artifact is None:
-            return {}
-        return {
-            "a_id": str(uuid.uuid4()),
-            "a_filename": self.artifact.filename,
-            "a_mime_type": self.artifact.mime_type,
-            "a_content": self.artifact.content,
-            "a_size_bytes": len(self.artifact.content),
-            "a_created_at": self.artifact.created_at,
-        }
+            return None
+        return ArtifactParams(
+            a_id=str(uuid.uuid4()),
+            a_filename=self.artifact.filename,
+            a_mime_type=self.artifact.mime_type,
+            a_content=self.artifact.content,
+            a_size_bytes=len(self.artifact.content),
+            a_created_at=self.artifact.created_at,
+        )
 
     def in_statements(self, connection: Connection, events: Events, *, careful: bool) -> str | None:
         self.tables.fence(connection, self.claim, **self.values)
@@ -149,9 +169,10 @@ class _FencedWrite:
         now, job_id = self.tables.clock(), self.claim.job.id
         for line in self.lines:
             add_log(connection, events, job_id, line.message, line.level, None, now, line.key)
-        if self.artifact is None:
+        artifact = self.artifact_values
+        if artifact is None:
             return None
-        stored = PUT_ARTIFACT.execute(connection, {"f_id": job_id, **self.artifact_values}).first
+        stored = PUT_ARTIFACT.execute(connection, {"f_id": job_id, **artifact}).first
         return str(stored[0])
 
     def send(self, connection: Connection) -> Sent:
@@ -173,7 +194,7 @@ class _FencedWrite:
                     for line in self.lines
                 ],
                 **{f"v_{name}": value for name, value in self.values.items()},
-                **self.artifact_values,
+                **(self.artifact_values or {}),
             },
         )
 
@@ -205,7 +226,7 @@ class _FencedWrite:
 
 
 def insert_records(
-    connection: Connection, claim: Claim, checkpoint: Checkpoint, rows: list[dict[str, Any]]
+    connection: Connection, claim: Claim, checkpoint: Checkpoint, rows: list[RecordRow]
 ) -> None:
     """Insert ``rows``, the checkpoint's records, but those already there under their
     numbers, which must be the same: a number taken by another record means another

@@ -282,6 +282,7 @@ class MemoryJobStore(JobStore, JobEvents):
     # -- a claimed job's records and writes (fenced) ---------------------------------
 
     async def records(self, job_id: str) -> list[dict[str, Any]]:
+        """Transcript records, JSON the agents' history shapes (``JobStore.records``)."""
         kept = self._records.get(job_id, {})
         return [copy.deepcopy(kept[seq]) for seq in sorted(kept)]
 

@@ -31,6 +31,10 @@ TERMINAL = frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED
 
 # A worker's, in the ``workers`` table (``worker_rows.py`` says what each means).
 WorkerStatus = Literal["active", "draining", "stopped", "dead"]
+# Seed 002's three, and ``stopped``: a worker that stopped cleanly (seed 002 said dead).
+WorkerHealthName = Literal["healthy", "warning", "dead", "stopped"]
+HEALTHY_S = 60  # a worker heard from this recently is healthy; twice as long, a warning
+WARNING_S = 120
 TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     JobStatus.QUEUED: frozenset({JobStatus.RUNNING, JobStatus.CANCELLED}),
     JobStatus.RUNNING: frozenset(
@@ -56,6 +60,16 @@ class HitlMode(StrEnum):
 
 
 RespondAction = Literal["approve", "reject", "edit", "respond"]
+
+
+def worker_health(status: WorkerStatus, age_s: float) -> WorkerHealthName:
+    """Seed 002's health by the time since the worker was last heard from; a worker that
+    is gone is its status (seed 002 had no ``stopped``: it listed those as dead)."""
+    if status in ("stopped", "dead"):
+        return status
+    if age_s < HEALTHY_S:
+        return "healthy"
+    return "warning" if age_s < WARNING_S else "dead"
 
 
 class JobNotFound(NotFound):

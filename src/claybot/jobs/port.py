@@ -137,7 +137,9 @@ class JobStore(Protocol):
     # -- a claimed job's records and writes (fenced) ---------------------------------
 
     async def records(self, job_id: str) -> list[dict[str, Any]]:
-        """The job's records, in their order."""
+        """The job's records, in their order. Each is a transcript record as the agents'
+        turn loop writes it (``jobs/transcript.py``): JSON whose shape the agents' history
+        owns, so it stays a dict here."""
         ...
 
     async def append_records(

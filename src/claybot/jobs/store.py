@@ -334,6 +334,7 @@ class SqlJobStore(JobStore):
     # -- a claimed job's writes (fenced) ----------------------------------------------
 
     async def records(self, job_id: str) -> list[dict[str, Any]]:
+        """Transcript records, JSON the agents' history shapes (``JobStore.records``)."""
         async with wrap_database_errors("reading a job's records"), self._db.engine.connect() as c:
             rows = await c.execute(
                 select(job_records.c.record)

@@ -25,6 +25,8 @@ class ResultLine:
 
 
 def parse_line(line: str | bytes) -> dict[str, Any] | None:
+    """One line of the CLI's stream as a JSON object (None if it is none). A dict is
+    right here: the object is whatever the Claude CLI printed, read field by field."""
     try:
         value = json.loads(line)
     except (ValueError, UnicodeDecodeError):

@@ -2,7 +2,7 @@
 
 The list (paged, filtered by status, counted), a create form with attachments, a job
 with its plan to approve, its live log and its artifacts, and the workers. Every
-action goes through the same functions as the job API (``job_routes``), under the
+action goes through the same service as the job API (``jobs/service.py``), under the
 same rule of who sees what: a key's session sees only the jobs its key created,
 unless the key is ``admin``. Viewing needs ``jobs:read``, acting ``jobs:write``, the
 workers page ``admin``; no key ever reaches the browser (the session cookie is
@@ -23,7 +23,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import HTMLResponse, Response, StreamingResponse
@@ -32,24 +32,21 @@ from starlette.datastructures import UploadFile
 
 from claybot.api.bounds import INT64_MAX
 from claybot.api.dashboard_auth import Session
-from claybot.api.engine.routes import engine_of
-from claybot.api.jobs.admin_routes import list_workers, metrics
-from claybot.api.jobs.routes import (
-    artifact_download,
-    follow_log,
-    queue_job,
-    respond_to,
-    store_upload,
-)
+from claybot.api.deps import JobsDep, KeysDep
 from claybot.jobs.model import HitlMode, Job, JobStatus, Owner, visible_to
+from claybot.jobs.service import JobService
 from claybot.kernel.errors import ClayError, NotFound
 from claybot.web.markdown import render_markdown
 from claybot.web.rendering import SECURITY_HEADERS, page, see_other, templates
 from claybot.web.routes import guard, guard_form
-from claybot.wire.jobs import CreateJob, RespondToJob
-
-if TYPE_CHECKING:  # the database modules load SQLAlchemy: not at boot
-    from claybot.jobs.database import JobDatabase
+from claybot.wire.jobs import (
+    CreateJob,
+    Metrics,
+    RespondToJob,
+    WorkerList,
+    download_response,
+    log_events,
+)
 
 router = APIRouter(include_in_schema=False)
 JOBS_PER_PAGE = 50
@@ -104,10 +101,6 @@ def _owner(session: Session) -> Owner:
     return visible_to(session.key_id, session.scopes)
 
 
-async def _database(request: Request) -> JobDatabase:
-    return await engine_of(request).jobs.database()
-
-
 def _problem(request: Request, session: Session, exc: ClayError, back: str) -> Response:
     return page(
         request,
@@ -145,6 +138,7 @@ def _live_block(request: Request, name: str, context: dict[str, Any]) -> Respons
 
 async def _list_page(
     request: Request,
+    jobs: JobService,
     session: Session,
     *,
     status: JobStatus | None = None,
@@ -154,17 +148,16 @@ async def _list_page(
     problem: str = "",
 ) -> Response:
     try:
-        db = await _database(request)
         owner = _owner(session)
-        jobs, total = await db.jobs.page(
+        listed, total = await jobs.page(
             owner, status=status, limit=JOBS_PER_PAGE, offset=(page_number - 1) * JOBS_PER_PAGE
         )
-        counts = await db.jobs.counts(owner)
+        counts = await jobs.counts(owner)
     except ClayError as exc:  # the database cannot be reached
         return _problem(request, session, exc, "/jobs")
     context: dict[str, Any] = {
         "session": session,
-        "jobs": jobs,
+        "jobs": listed,
         "total": total,
         "counts": counts,
         "every": sum(counts.values()),
@@ -173,7 +166,9 @@ async def _list_page(
         "page_number": page_number,
         "pages": max(1, -(-total // JOBS_PER_PAGE)),
         "ms": _ms,
-        "version": _version(total, counts, [(job.id, job.status, job.updated_at) for job in jobs]),
+        "version": _version(
+            total, counts, [(job.id, job.status, job.updated_at) for job in listed]
+        ),
     }
     if request.headers.get(FRAGMENT_HEADER) and status_code == 200:
         return _live_block(request, "jobs.html", context)
@@ -191,6 +186,7 @@ async def _list_page(
 @router.get("/jobs")
 async def jobs(
     request: Request,
+    service: JobsDep,
     status: Annotated[str | None, Query(max_length=32)] = None,
     page_number: Annotated[int, Query(alias="page", ge=1, le=100_000)] = 1,
 ) -> Response:
@@ -198,12 +194,13 @@ async def jobs(
     if isinstance(session, Response):
         return session
     chosen = JobStatus(status) if status in set(JobStatus) else None
-    return await _list_page(request, session, status=chosen, page_number=page_number)
+    return await _list_page(request, service, session, status=chosen, page_number=page_number)
 
 
 @router.post("/jobs")
 async def create(
     request: Request,
+    jobs: JobsDep,
     task: Annotated[str, Form(max_length=10_000)] = "",
     model: Annotated[str, Form(max_length=200)] = "",
     timeout_seconds: Annotated[str, Form(max_length=10)] = "",
@@ -229,7 +226,7 @@ async def create(
         if uploads:  # a browser cannot be handed its files back
             problem += " (choose the files again)"
         return await _list_page(
-            request, session, status_code=status_code, form=form, problem=problem
+            request, jobs, session, status_code=status_code, form=form, problem=problem
         )
 
     seconds = timeout_seconds.strip() or "300"
@@ -252,12 +249,12 @@ async def create(
         return await again(422, f"attachments: at most {MAX_ATTACHMENTS} files")
     owner = _owner(session)
     try:
-        db = await _database(request)
         stored = [
-            await store_upload(db, upload, owner=session.key_id, viewer=owner) for upload in uploads
+            await jobs.store_upload(upload, owner=session.key_id, viewer=owner)
+            for upload in uploads
         ]
         body = body.model_copy(update={"attachments": [item.id for item in stored]})
-        job = await queue_job(db, body, session.key_id)
+        job = await jobs.queue(body.new_job(session.key_id))
     except ClayError as exc:  # a file too large (its field named: the form's 422), or no database
         return await again(422 if exc.field else exc.status, str(exc))
     return see_other(f"/jobs/{job.id}")
@@ -267,13 +264,13 @@ async def create(
 
 
 @router.get("/jobs/workers")
-async def workers(request: Request) -> Response:
+async def workers(request: Request, jobs: JobsDep, keys: KeysDep) -> Response:
     session = await guard(request, "admin")
     if isinstance(session, Response):
         return session
     try:
-        listed = await list_workers(request)
-        numbers = await metrics(request)
+        listed = WorkerList.of(await jobs.workers())
+        numbers = Metrics.of(await jobs.metrics(), await keys.list())
     except ClayError as exc:
         return _problem(request, session, exc, "/jobs")
     return page(
@@ -291,6 +288,7 @@ async def workers(request: Request) -> Response:
 
 async def _job_page(
     request: Request,
+    jobs: JobService,
     session: Session,
     job_id: str,
     *,
@@ -299,10 +297,9 @@ async def _job_page(
     problem: str = "",
 ) -> Response:
     try:
-        db = await _database(request)
-        job = await db.jobs.get(job_id, _owner(session))
-        artifacts = await db.files.artifacts(job.id)
-        lines = await db.logs.page(job.id, limit=LOG_LINES_SHOWN)
+        job = await jobs.job(job_id, _owner(session))
+        artifacts = await jobs.artifacts(job.id)
+        lines = await jobs.log(job.id, after=0, limit=LOG_LINES_SHOWN)
     except NotFound:  # another key's job is as unknown as a missing one
         return _not_found(request, session, job_id)
     except ClayError as exc:
@@ -336,16 +333,17 @@ def _waits(job: Job) -> bool:
 
 
 @router.get("/jobs/{job_id}")
-async def job(request: Request, job_id: str) -> Response:
+async def job(request: Request, jobs: JobsDep, job_id: str) -> Response:
     session = await guard(request, "jobs:read")
     if isinstance(session, Response):
         return session
-    return await _job_page(request, session, job_id)
+    return await _job_page(request, jobs, session, job_id)
 
 
 @router.post("/jobs/{job_id}/respond")
 async def respond(
     request: Request,
+    jobs: JobsDep,
     job_id: str,
     action: Annotated[str, Form(max_length=16)] = "respond",
     answer: Annotated[str, Form(max_length=10_000)] = "",
@@ -368,31 +366,38 @@ async def respond(
         error = exc.errors()[0]
         where = ".".join(str(part) for part in error["loc"])
         return await _job_page(
-            request, session, job_id, status_code=422, form=form, problem=f"{where}: {error['msg']}"
+            request,
+            jobs,
+            session,
+            job_id,
+            status_code=422,
+            form=form,
+            problem=f"{where}: {error['msg']}",
         )
     try:
-        db = await _database(request)
-        await respond_to(db, job_id, body, _owner(session))
+        await jobs.respond(job_id, body.action, body.answer, body.editedPlan, _owner(session))
     except NotFound:
         return _not_found(request, session, job_id)
     except ClayError as exc:  # no answer where one is needed, or the job waits no more
         status_code = 422 if exc.field else exc.status
         return await _job_page(
-            request, session, job_id, status_code=status_code, form=form, problem=str(exc)
+            request, jobs, session, job_id, status_code=status_code, form=form, problem=str(exc)
         )
     return see_other(f"/jobs/{job_id}")
 
 
 @router.post("/jobs/{job_id}/cancel")
 async def cancel(
-    request: Request, job_id: str, csrf: Annotated[str | None, Form(max_length=200)] = None
+    request: Request,
+    jobs: JobsDep,
+    job_id: str,
+    csrf: Annotated[str | None, Form(max_length=200)] = None,
 ) -> Response:
     session = await guard_form(request, csrf, "jobs:write")
     if isinstance(session, Response):
         return session
     try:
-        db = await _database(request)
-        await db.jobs.cancel(job_id, _owner(session))
+        await jobs.cancel(job_id, _owner(session))
     except NotFound:
         return _not_found(request, session, job_id)
     except ClayError as exc:  # it has ended already
@@ -402,7 +407,10 @@ async def cancel(
 
 @router.get("/jobs/{job_id}/logs/stream")
 async def log_stream(
-    request: Request, job_id: str, after: Annotated[int, Query(ge=0, le=INT64_MAX)] = 0
+    request: Request,
+    jobs: JobsDep,
+    job_id: str,
+    after: Annotated[int, Query(ge=0, le=INT64_MAX)] = 0,
 ) -> Response:
     """The job's log as server-sent events (EventSource, with the session's cookie); a
     reconnecting EventSource names the last line it had in ``Last-Event-ID``."""
@@ -414,27 +422,25 @@ async def log_stream(
     if resumed.isdecimal() and int(resumed) <= INT64_MAX:
         after = max(after, int(resumed))
     try:
-        db = await _database(request)
-        found = await db.jobs.get(job_id, _owner(session))
+        found = await jobs.job(job_id, _owner(session))
     except NotFound:
         return Response("no such job", status_code=404, media_type="text/plain")
     except ClayError as exc:
         return Response(str(exc), status_code=exc.status, media_type="text/plain")
     return StreamingResponse(
-        follow_log(db, found.id, after),
+        log_events(jobs.follow_log(found.id, after)),
         media_type="text/event-stream",
         headers={**SECURITY_HEADERS, "X-Accel-Buffering": "no"},
     )
 
 
 @router.get("/jobs/{job_id}/artifacts/{artifact_id}")
-async def artifact(request: Request, job_id: str, artifact_id: str) -> Response:
+async def artifact(request: Request, jobs: JobsDep, job_id: str, artifact_id: str) -> Response:
     session = await guard(request, "jobs:read")
     if isinstance(session, Response):
         return session
     try:
-        db = await _database(request)
-        return await artifact_download(db, job_id, artifact_id, _owner(session))
+        return download_response(await jobs.download(job_id, artifact_id, _owner(session)))
     except NotFound:
         return _not_found(request, session, artifact_id)
     except ClayError as exc:

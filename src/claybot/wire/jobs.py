@@ -5,15 +5,30 @@ Answers carry no ``ok`` field (the seed's never did); times are ISO 8601 in UTC.
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
 from datetime import datetime
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, Literal, cast, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, model_validator
 from pydantic_core import core_schema
+from starlette.responses import Response
 
 from claybot.db.keys import MAX_OWNER_EMAIL_CHARS, ApiKeyRecord, ScopeName
-from claybot.jobs.model import Job, JobStatus, LogLine, StoredFile, WorkerStatus
+from claybot.jobs.model import (
+    HitlMode,
+    Job,
+    JobStatus,
+    LogLine,
+    NewJob,
+    StoredFile,
+    WorkerHealthName,
+    WorkerStatus,
+)
+from claybot.jobs.service import Download, JobMetrics, LogEnd, WorkerView
+from claybot.kernel.sse import LF, sse_frame
 from claybot.wire.base import Answer
 from claybot.wire.bodies import JSON_INTEGER, NO_NUL
 
@@ -132,6 +147,20 @@ class CreateJob(_Body):
     @property
     def attachment_ids(self) -> tuple[str, ...]:
         return tuple(item if isinstance(item, str) else item.upload_id for item in self.attachments)
+
+    def new_job(self, creator: str | None) -> NewJob:
+        """The job this asks for; ``creator``: the key that made it (None: the engine's
+        owner). The dashboard's form is checked as this body, and queued the same way."""
+        return NewJob(
+            task=self.task,
+            priority=self.priority,
+            timeout_seconds=self.timeout_seconds,
+            model=self.model,
+            hitl_mode=HitlMode(self.hitl_mode),
+            allow_network=self.allow_network,
+            api_key_id=creator,
+            attachment_ids=self.attachment_ids,
+        )
 
 
 class RespondToJob(_Body):
@@ -307,15 +336,22 @@ class Uploaded(Answer):
     storage_path: str
     public_url: None = Field(description="Uploads are never public (seed 002 had a bucket)")
 
+    @classmethod
+    def of(cls, stored: StoredFile) -> Uploaded:
+        return cls(
+            id=stored.id,
+            filename=stored.filename,
+            mime_type=stored.mime_type,
+            size_bytes=stored.size_bytes,
+            storage_path=stored.storage_path or "",
+            public_url=None,
+        )
+
 
 class Health(Answer):
     status: Literal["healthy"]
     timestamp: str
     version: str
-
-
-# Seed 002's three, and ``stopped``: a worker that stopped cleanly (seed 002 said dead).
-WorkerHealthName = Literal["healthy", "warning", "dead", "stopped"]
 
 
 class WorkerHealth(Answer):
@@ -328,12 +364,33 @@ class WorkerHealth(Answer):
     last_heartbeat: str
     seconds_since_heartbeat: int
 
+    @classmethod
+    def of(cls, view: WorkerView) -> WorkerHealth:
+        row = view.row
+        return cls(
+            id=row.id,
+            hostname=row.hostname,
+            status=row.status,
+            health=view.health,
+            active_jobs=row.active_jobs,
+            version=row.version,
+            last_heartbeat=row.last_heartbeat.isoformat(),
+            seconds_since_heartbeat=round(view.age_s),
+        )
+
 
 class WorkerList(Answer):
     workers: list[WorkerHealth]
     summary: dict[str, int] = Field(
         description="Workers by health: `healthy`, `warning`, `dead` and `stopped`"
     )
+
+    @classmethod
+    def of(cls, views: list[WorkerView]) -> WorkerList:
+        summary = dict.fromkeys(get_args(WorkerHealthName), 0)
+        for view in views:
+            summary[view.health] += 1
+        return cls(workers=[WorkerHealth.of(view) for view in views], summary=summary)
 
 
 class JobActivity(Answer):
@@ -373,6 +430,25 @@ class Metrics(Answer):
     timestamp: str
     jobs_last_hour: JobActivity
     keys: KeyCounts
+
+    @classmethod
+    def of(cls, numbers: JobMetrics, keys: list[ApiKeyRecord]) -> Metrics:
+        jobs: dict[JobStatusName, int] = dict.fromkeys(get_args(JobStatusName), 0)
+        jobs.update(numbers.jobs_by_status)  # type: ignore[arg-type]  # the statuses above
+        counted = KeyCounts(total=len(keys), active=sum(1 for key in keys if not key.revoked))
+        last_hour = JobActivity(
+            created=numbers.created_last_hour, completed=numbers.completed_last_hour
+        )
+        workers = numbers.workers_by_status
+        return cls(
+            jobs=JobCounts(by_status=jobs, total=sum(jobs.values()), last_hour=last_hour),
+            workers=WorkerCounts(by_status=workers, total=sum(workers.values())),
+            agents=ServerCounts(total=numbers.servers, verified=numbers.verified_servers),
+            api_keys=counted,
+            timestamp=numbers.at.isoformat(),
+            jobs_last_hour=last_hour,
+            keys=counted,
+        )
 
 
 # -- API keys (seed 002's names; ``/v1/engine/keys`` has the engine's own) ------------------
@@ -432,3 +508,29 @@ class KeyList(Answer):
 
 def status_name(status: JobStatus) -> JobStatusName:
     return status.value
+
+
+async def log_events(followed: AsyncGenerator[LogLine | LogEnd, None]) -> AsyncIterator[bytes]:
+    """A followed log as server-sent events: each line a ``log`` event with its id (so a
+    reconnecting reader resumes after it), then an ``end`` event with the job's status.
+    A reader that goes away closes ``followed`` at once (it stops listening then)."""
+    async with aclosing(followed):
+        async for item in followed:
+            if isinstance(item, LogEnd):
+                end = json.dumps({"status": item.status.value}).encode()
+                yield sse_frame(end, event="end", eol=LF)
+            else:
+                entry = LogEntry.of(item).model_dump_json().encode()
+                yield sse_frame(entry, event="log", id=item.id, eol=LF)
+
+
+def download_response(download: Download) -> Response:
+    """An artifact as a download, never shown inline: it is a job's output."""
+    return Response(
+        download.content,
+        media_type=download.mime_type,
+        headers={
+            "Content-Disposition": f'attachment; filename="{download.filename}"',
+            "X-Content-Type-Options": "nosniff",
+        },
+    )

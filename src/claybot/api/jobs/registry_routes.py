@@ -15,11 +15,9 @@ from uuid import UUID
 from fastapi import APIRouter, Query, Request
 
 from claybot.api.bounds import Offset
-from claybot.api.engine.routes import engine_of
-from claybot.api.jobs.routes import jobs_db
+from claybot.api.deps import JobsDep
 from claybot.api.responses import seed_errors
 from claybot.jobs.registry_model import NewServer
-from claybot.kernel.errors import ClayError
 from claybot.wire.registry import (
     Discover,
     Discovered,
@@ -35,22 +33,14 @@ router = APIRouter(
 DISCOVER_PATH = "/api/v1/agents/discover"
 
 
-class ServerUnreachable(ClayError):
-    code = "MCP_UNAVAILABLE"
-    status = 502
-
-
 @router.get("/agents", summary="MCP servers in the registry")
 async def list_servers(
-    request: Request,
+    jobs: JobsDep,
     verified_only: bool = True,
     limit: Annotated[int, Query(ge=1, le=100)] = 50,
     offset: Offset = 0,
 ) -> McpServerList:
-    db = await jobs_db(request)
-    servers, count = await db.registry.listing(
-        verified_only=verified_only, limit=limit, offset=offset
-    )
+    servers, count = await jobs.servers(verified_only=verified_only, limit=limit, offset=offset)
     return McpServerList(
         agents=[McpServer.of(server) for server in servers],
         count=count,
@@ -65,9 +55,8 @@ async def list_servers(
     summary="Register an MCP server (unverified until an admin verifies it)",
     responses=seed_errors(409),
 )
-async def register_server(request: Request, body: RegisterServer) -> McpServer:
-    db = await jobs_db(request)
-    server = await db.registry.register(
+async def register_server(jobs: JobsDep, body: RegisterServer) -> McpServer:
+    server = await jobs.register_server(
         NewServer(
             name=body.name,
             description=body.description,
@@ -88,9 +77,8 @@ async def register_server(request: Request, body: RegisterServer) -> McpServer:
 
 
 @router.post("/agents/discover", summary="Verified MCP servers that fit a task")
-async def discover(request: Request, body: Discover) -> DiscoverResult:
-    db = await jobs_db(request)
-    matches = await db.registry.search(body.task, limit=body.limit, threshold=body.threshold)
+async def discover(jobs: JobsDep, body: Discover) -> DiscoverResult:
+    matches = await jobs.discover(body.task, limit=body.limit, threshold=body.threshold)
     return DiscoverResult(
         agents=[Discovered.of(match) for match in matches],
         count=len(matches),
@@ -103,20 +91,7 @@ async def discover(request: Request, body: Discover) -> DiscoverResult:
     summary="Connect to an MCP server, record its tools and mark it verified",
     responses=seed_errors(502),
 )
-async def verify_server(request: Request, server_id: UUID) -> McpServer:
-    # Imported here: the MCP SDK and the registry load at the first verification.
-    from claybot.jobs.mcp_servers import list_tools, load_sdk
-
-    await load_sdk()
-    from claybot.mcp_client.connection import McpServerError
-
-    db = await jobs_db(request)
-    server = await db.registry.get(str(server_id))
-    engine = engine_of(request)
-    try:
-        tools = await list_tools(server, engine.jobs.workroot / ".mcp")
-    except McpServerError as exc:
-        raise ServerUnreachable(f"MCP server {server.name!r} could not be reached: {exc}") from exc
+async def verify_server(request: Request, jobs: JobsDep, server_id: UUID) -> McpServer:
     record = request.scope.get("state", {}).get("api_key")
     verified_by = "owner (socket)" if record is None else f"key {record.name}"
-    return McpServer.of(await db.registry.mark_verified(server.id, tools, verified_by))
+    return McpServer.of(await jobs.verify_server(str(server_id), verified_by))

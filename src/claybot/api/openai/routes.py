@@ -16,35 +16,24 @@ door.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi import APIRouter, Depends, Header, Request
+from fastapi.responses import StreamingResponse
 
 from claybot.agents.descriptors import UserDescriptor
 from claybot.agents.durable_port import IndexEntry
-from claybot.api.engine.routes import engine_of
+from claybot.api.deps import AgentsDep, ConfigurationDep, EventsDep, FilesDep
 from claybot.api.openai.bodies import ChatCompletionRequest
+from claybot.api.openai.chat import Caller, OpenAiChat
 from claybot.api.openai.conversation import (
     DEFAULT_MODEL,
-    NOTHING_HELD,
-    OPENAI_CONNECTOR,
-    SOCKET_OWNER,
-    TURN_SEPARATOR,
     ModelNotFound,
     agent_model,
-    already_held,
-    channel_of,
-    idempotent_message_id,
-    named_agent,
     read_conversation,
 )
-from claybot.api.openai.images import store_images
-from claybot.api.openai.turn import HISTORY_LIMIT, ChatTurn, TurnWatch
 from claybot.api.responses import openai_errors
-from claybot.connectors.base import InboundMessage
-from claybot.engine.engine import Engine
-from claybot.kernel.ids import new_id
 from claybot.wire.base import AnswerRoute
 from claybot.wire.openai import AgentModel, ChatCompletion, ModelInfo, ModelList
 
@@ -86,33 +75,29 @@ CHUNK_EVENT: dict[str, Any] = {
 }
 
 
-class Caller:
-    """Who is asking: an API key (TCP), or the owner on the Unix socket."""
-
-    def __init__(self, request: Request) -> None:
-        record = request.scope.get("state", {}).get("api_key")
-        self.owner = SOCKET_OWNER if record is None else str(record.id)
-        # The owner and admin keys may talk to every agent of this door.
-        self.sees_all = record is None or "admin" in record.scopes
-
-    def may_talk_to(self, descriptor: object) -> bool:
-        return (
-            isinstance(descriptor, UserDescriptor)
-            and descriptor.connector == OPENAI_CONNECTOR
-            and (self.sees_all or descriptor.userId == self.owner)
-        )
+def caller_of(request: Request) -> Caller:
+    """Who is asking: the API key on TCP, the owner on the Unix socket."""
+    record = request.scope.get("state", {}).get("api_key")
+    if record is None:
+        return Caller.of(None, ())
+    return Caller.of(str(record.id), record.scopes)
 
 
-def _agent_of(engine: Engine, caller: Caller, model: str) -> IndexEntry:
-    """The agent ``agent:<id>`` names, if this caller may talk to it."""
-    agent_id = named_agent(model)
-    assert agent_id is not None
-    if not engine.agents.exists(agent_id):
-        raise ModelNotFound(model)
-    entry = engine.agents.directory.entry(agent_id)
-    if not caller.may_talk_to(entry.descriptor):
-        raise ModelNotFound(model)  # another's agent is as unknown as a missing one
-    return entry
+def openai_chat(
+    agents: AgentsDep, events: EventsDep, files: FilesDep, configuration: ConfigurationDep
+) -> OpenAiChat:
+    return OpenAiChat(agents, events, files, configuration)
+
+
+def engine_started_at(request: Request) -> datetime:
+    """When the engine started: the ``created`` of the model ``claybot``."""
+    started: datetime = request.app.state.engine.started_at
+    return started
+
+
+CallerDep = Annotated[Caller, Depends(caller_of)]
+ChatDep = Annotated[OpenAiChat, Depends(openai_chat)]
+StartedAt = Annotated[datetime, Depends(engine_started_at)]
 
 
 @router.post(
@@ -143,76 +128,30 @@ def _agent_of(engine: Engine, caller: Caller, model: str) -> IndexEntry:
     ),
 )
 async def chat_completions(
-    request: Request,
+    chat: ChatDep,
+    caller: CallerDep,
     body: ChatCompletionRequest,
     idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key", max_length=256)] = None,
 ) -> Any:
-    engine = engine_of(request)
-    caller = Caller(request)
     said = read_conversation(body.messages)  # refuses a request with nothing new to say
-    agent_id, descriptor = _conversation(engine, caller, body)
-    held = NOTHING_HELD
-    if agent_id is not None and said.last is not None:
-        page = await engine.agents.histories.page(
-            agent_id, after=None, before=None, limit=HISTORY_LIMIT
-        )
-        held = already_held(page.records, said)
     streaming = bool(body.stream)
-    if agent_id is not None and held.message_id is not None and held.count == len(said.new):
-        # Everything new is what the agent heard already: answer with that turn.
-        turn = engine.agents.turn(agent_id, held.message_id)
-        chat = ChatTurn(engine.agents, turn, model=body.model, new_message=False, watch=None)
-    else:
-        message = InboundMessage(
-            OPENAI_CONNECTOR,
-            descriptor.userId,
-            descriptor.channelId,
-            TURN_SEPARATOR.join(said.new[held.count :]),
-            idempotent_message_id(caller.owner, idempotency_key) if idempotency_key else new_id(),
-            files=await store_images(engine.files, said.images_from(held.count)),
-        )
-        chat = await _say(engine, message, model=body.model, live=streaming)
-    timeout_s = engine.settings.chat.reply_timeout_s
+    turn = await chat.turn(
+        caller,
+        said,
+        model=body.model,
+        user=body.user,
+        idempotency_key=idempotency_key,
+        live=streaming,
+    )
+    timeout_s = chat.reply_timeout_s
     if not streaming:
-        return JSONResponse(await chat.complete(timeout_s))
+        return await turn.complete(timeout_s)
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
     return StreamingResponse(
-        chat.stream(timeout_s, include_usage),
+        turn.stream(timeout_s, include_usage),
         media_type="text/event-stream",
         headers={"cache-control": "no-store", "x-accel-buffering": "no"},
     )
-
-
-def _conversation(
-    engine: Engine, caller: Caller, body: ChatCompletionRequest
-) -> tuple[str | None, UserDescriptor]:
-    """The agent the model names (None: the caller's own, not made yet) and its descriptor."""
-    if named_agent(body.model) is None:
-        descriptor = UserDescriptor(
-            connector=OPENAI_CONNECTOR, userId=caller.owner, channelId=channel_of(body.user)
-        )
-        return engine.agents.agent_id_for(descriptor), descriptor
-    entry = _agent_of(engine, caller, body.model)
-    assert isinstance(entry.descriptor, UserDescriptor)
-    return entry.agent_id, entry.descriptor
-
-
-async def _say(engine: Engine, message: InboundMessage, *, model: str, live: bool) -> ChatTurn:
-    """Post the message as a connector does (durable when this returns) and follow its turn;
-    ``live``: watch its events too, from before it is posted (a fast turn's first events
-    come before the post returns)."""
-    assert message.message_id is not None
-    watch = TurnWatch(engine.events, message.message_id) if live else None
-    try:
-        turn = await engine.agents.submit_inbound(message)
-    except BaseException:
-        if watch is not None:
-            watch.close()
-        raise
-    if turn.duplicate and watch is not None:
-        watch.close()  # posted before (an Idempotency-Key seen again): follow that turn
-        watch = None
-    return ChatTurn(engine.agents, turn, model=model, new_message=not turn.duplicate, watch=watch)
 
 
 def _model_info(entry: IndexEntry) -> ModelInfo:
@@ -229,11 +168,11 @@ def _model_info(entry: IndexEntry) -> ModelInfo:
     )
 
 
-def _default_model(engine: Engine) -> ModelInfo:
+def _default_model(started_at: datetime) -> ModelInfo:
     return ModelInfo(
         id=DEFAULT_MODEL,
         object="model",
-        created=int(engine.started_at.timestamp()),
+        created=int(started_at.timestamp()),
         owned_by="claybot",
     )
 
@@ -242,13 +181,8 @@ def _default_model(engine: Engine) -> ModelInfo:
     "/models",
     summary="The models this caller may use: `claybot` and its agents",
 )
-async def list_models(request: Request) -> ModelList:
-    engine = engine_of(request)
-    caller = Caller(request)
-    models = [_default_model(engine)]
-    for entry in engine.agents.listings.conversations(OPENAI_CONNECTOR):
-        if caller.may_talk_to(entry.descriptor):
-            models.append(_model_info(entry))
+async def list_models(chat: ChatDep, caller: CallerDep, started_at: StartedAt) -> ModelList:
+    models = [_default_model(started_at), *(_model_info(entry) for entry in chat.models(caller))]
     return ModelList(object="list", data=models)
 
 
@@ -257,12 +191,13 @@ async def list_models(request: Request) -> ModelList:
     summary="One model this caller may use",
     responses=openai_errors(404),
 )
-async def get_model(request: Request, model: str) -> ModelInfo:
-    engine = engine_of(request)
+async def get_model(
+    chat: ChatDep, caller: CallerDep, started_at: StartedAt, model: str
+) -> ModelInfo:
     if model == DEFAULT_MODEL:
-        return _default_model(engine)
+        return _default_model(started_at)
     try:
-        entry = _agent_of(engine, Caller(request), model)
+        entry = chat.agent_of(caller, model)
     except ModelNotFound as exc:
         exc.field = None  # a path parameter, not a body field
         raise

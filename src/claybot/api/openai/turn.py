@@ -36,6 +36,13 @@ from claybot.kernel.errors import ClayError
 from claybot.kernel.event_types import EventType
 from claybot.kernel.events import Event, EventBus
 from claybot.kernel.sse import LF, sse_comment, sse_frame
+from claybot.wire.openai import (
+    AssistantMessage,
+    ChatCompletion,
+    Choice,
+    CompletionUsage,
+    TurnExtension,
+)
 
 PING_S = 15.0  # a comment line on a quiet stream, so proxies keep it open
 # Said in the content where a provider failed mid-reply: what it streamed is void,
@@ -249,7 +256,7 @@ class ChatTurn:
 
     # -- the whole answer ----------------------------------------------------------------
 
-    async def complete(self, timeout_s: float) -> dict[str, Any]:
+    async def complete(self, timeout_s: float) -> ChatCompletion:
         try:
             outcome = await self.turn.outcome(timeout_s)
         except TimeoutError:
@@ -259,21 +266,21 @@ class ChatTurn:
         texts = [reply.text async for reply in self.turn.replies() if reply.text]
         content = TURN_SEPARATOR.join(texts) if texts else outcome.text
         facts = await self._facts()
-        return {
-            "id": self.id,
-            "object": "chat.completion",
-            "created": self.created,
-            "model": self.model,
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": content},
-                    "finish_reason": "stop",
-                }
+        return ChatCompletion(
+            id=self.id,
+            object="chat.completion",
+            created=self.created,
+            model=self.model,
+            choices=[
+                Choice(
+                    index=0,
+                    message=AssistantMessage(role="assistant", content=content),
+                    finish_reason="stop",
+                )
             ],
-            "usage": facts.usage.to_openai(),
-            "claybot": self._extension(outcome, facts),
-        }
+            usage=CompletionUsage(**facts.usage.to_openai()),
+            claybot=TurnExtension.model_validate(self._extension(outcome, facts)),
+        )
 
     # -- the stream ---------------------------------------------------------------------
 
