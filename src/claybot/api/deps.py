@@ -13,15 +13,23 @@ from fastapi import Depends
 from starlette.requests import HTTPConnection
 
 from claybot.agents.system import AgentSystem
+from claybot.agents.webchat import WebchatConversations
+from claybot.api.dashboard_auth import DashboardAuth
+from claybot.config.home import HomePaths
+from claybot.cron.scheduler import CronScheduler
 from claybot.engine.configuration import LiveConfiguration
+from claybot.engine.feeds import ConversationFeed
+from claybot.engine.jobs_host import JobsHost
 from claybot.engine.keystore import DeferredApiKeyStore
 from claybot.engine.metrics import EngineMetrics
+from claybot.engine.status import StatusView
 from claybot.files.store import FileStore
 from claybot.heartbeat.scheduler import HeartbeatScheduler
 from claybot.jobs.service import JobService
 from claybot.kernel.events import EventBus
 from claybot.kernel.services import ServiceRegistry
 from claybot.permissions.requests import PermissionBroker
+from claybot.plugins import PluginManager
 from claybot.proactive.service import ProactiveService
 from claybot.providers.admin import ProviderAdmin
 
@@ -44,6 +52,14 @@ def service(kind: type[T]) -> Callable[[HTTPConnection], T]:
     return dependency
 
 
+def dashboard_auth_of(connection: HTTPConnection) -> DashboardAuth:
+    """The dashboard's sessions and login links, which the app holds
+    (``web/install.py``) rather than the engine."""
+    auth = connection.app.state.dashboard_auth
+    assert isinstance(auth, DashboardAuth)
+    return auth
+
+
 ProviderAdminDep = Annotated[ProviderAdmin, Depends(service(ProviderAdmin))]
 ConfigurationDep = Annotated[LiveConfiguration, Depends(service(LiveConfiguration))]
 PermissionsDep = Annotated[PermissionBroker, Depends(service(PermissionBroker))]
@@ -55,3 +71,11 @@ ProactiveDep = Annotated[ProactiveService, Depends(service(ProactiveService))]
 JobsDep = Annotated[JobService, Depends(service(JobService))]
 AgentsDep = Annotated[AgentSystem, Depends(service(AgentSystem))]
 EventsDep = Annotated[EventBus, Depends(service(EventBus))]
+CronDep = Annotated[CronScheduler, Depends(service(CronScheduler))]
+PluginsDep = Annotated[PluginManager, Depends(service(PluginManager))]
+StatusDep = Annotated[StatusView, Depends(service(StatusView))]
+ConversationFeedDep = Annotated[ConversationFeed, Depends(service(ConversationFeed))]
+DashboardAuthDep = Annotated[DashboardAuth, Depends(dashboard_auth_of)]
+JobsHostDep = Annotated[JobsHost, Depends(service(JobsHost))]
+HomePathsDep = Annotated[HomePaths, Depends(service(HomePaths))]
+WebchatDep = Annotated[WebchatConversations, Depends(service(WebchatConversations))]

@@ -34,10 +34,13 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from claybot.api.fanout import SEND_TIMEOUT_S, StreamWriter, fan_out_of
+from claybot.kernel.errors import ClayError
 from claybot.kernel.events import Subscription
 from claybot.kernel.sse import sse_frame
 
 log = logging.getLogger(__name__)
+
+SSE_PING_S = 15  # a quiet stream's ping: proxies and browsers keep it open
 
 HEADERS = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
@@ -131,3 +134,15 @@ async def _close_when_gone(receive: Receive, subscription: Subscription) -> None
     while (await receive())["type"] != "http.disconnect":
         pass
     subscription.close()
+
+
+def resume_after(last_event_id: str | None, since: int | None = None) -> int | None:
+    """The event id a reconnecting stream resumes after (the header wins over ``since``)."""
+    if last_event_id is None:
+        return since
+    try:
+        return int(last_event_id)
+    except ValueError as exc:
+        raise ClayError(
+            "Last-Event-ID must be an integer", code="invalid_request", field="Last-Event-ID"
+        ) from exc

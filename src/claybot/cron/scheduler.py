@@ -185,6 +185,15 @@ class CronScheduler:
     def next_run(self, task_id: str) -> datetime | None:
         return self._timer.get(task_id)
 
+    def preview(
+        self, schedule: str, timezone: str | None, count: int, at: datetime
+    ) -> list[datetime]:
+        """A schedule's next ``count`` runs after ``at``, in its time zone (the default
+        when None or blank): what a form shows before the task is saved (ClayError when
+        the schedule or the zone is wrong)."""
+        zone = (timezone or "").strip() or self.store.default_timezone
+        return CronSchedule.parse(schedule, zone).next_runs(at, count)
+
     # -- firing ---------------------------------------------------------------------
 
     async def _on_due(self, now: datetime) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from claybot.agents.control import AgentConversationControl
 from claybot.agents.system import AgentSystem
+from claybot.agents.webchat import WebchatConversations
 from claybot.config.home import HomePaths
 from claybot.config.settings import FileSettings, Settings
 from claybot.config.store import ConfigStore
@@ -23,12 +24,13 @@ from claybot.db.location import database_url
 from claybot.durable.group_commit import GroupCommitWriter
 from claybot.engine.assembly import Running, build_agents, build_schedulers
 from claybot.engine.configuration import LiveConfiguration
+from claybot.engine.feeds import ConversationFeed
 from claybot.engine.file_collection import collect_forever
 from claybot.engine.jobs_host import JobsHost
 from claybot.engine.keystore import BackgroundDatabase, DeferredApiKeyStore
 from claybot.engine.metrics import EngineMetrics
 from claybot.engine.options import EngineOptions
-from claybot.engine.status import StatusSources, engine_status
+from claybot.engine.status import StatusSources, StatusView
 from claybot.files.store import FileStore
 from claybot.heartbeat.scheduler import HeartbeatScheduler
 from claybot.jobs.service import JobService
@@ -86,9 +88,10 @@ class Engine:
         self.configuration = LiveConfiguration(
             self.config, self.events, self.plugins, self.providers
         )
-        self.services = self._services()
         self.started_at = datetime.now(UTC)
         self.tcp_port: int | None = None
+        self.status_view = StatusView(self._status_sources)
+        self.services = self._services()
         self._running: Running | None = None
         self.database = BackgroundDatabase(database_url(paths, self.options.env))
         self.jobs = JobsHost(
@@ -106,14 +109,26 @@ class Engine:
         services.provide(DeferredApiKeyStore, lambda: self.keys)
         admin = ProviderAdmin(self.configuration, self.providers, self.options.env)
         services.provide(ProviderAdmin, lambda: admin)
+        services.provide(PluginManager, lambda: self.plugins)
+        services.provide(StatusView, lambda: self.status_view)
+        services.provide(HomePaths, lambda: self.paths)
         services.provide(EventBus, lambda: self.events)
+        services.provide(JobsHost, lambda: self.jobs)
         # While the engine runs (before start and after stop there is none: a 500).
         services.provide(AgentSystem, lambda: self.agents)
         services.provide(PermissionBroker, lambda: self.permissions)
+        services.provide(CronScheduler, lambda: self.cron)
         services.provide(HeartbeatScheduler, lambda: self.heartbeat)
         services.provide(ProactiveService, lambda: self.proactive)
         # The job database opens in the background: the service waits for it per call.
         services.provide(JobService, lambda: JobService(self.jobs.database, self.jobs.workroot))
+        services.provide(
+            ConversationFeed,
+            lambda: ConversationFeed(self.events, self.agents, self.permissions),
+        )
+        services.provide(
+            WebchatConversations, lambda: WebchatConversations(self.agents, self.permissions)
+        )
         return services
 
     @property
@@ -270,19 +285,20 @@ class Engine:
     # -- status -----------------------------------------------------------------
 
     def status(self) -> dict[str, Any]:
+        return self.status_view.status()
+
+    def _status_sources(self) -> StatusSources:
         running = self._running
-        return engine_status(
-            StatusSources(
-                self.paths,
-                self.settings,
-                self.started_at,
-                self.tcp_port,
-                self.plugins,
-                self.providers,
-                self.registries,
-                self.sandbox,
-                self.tools,
-                self.database.key_store,
-                running.agents if running else None,
-            )
+        return StatusSources(
+            self.paths,
+            self.settings,
+            self.started_at,
+            self.tcp_port,
+            self.plugins,
+            self.providers,
+            self.registries,
+            self.sandbox,
+            self.tools,
+            self.database.key_store,
+            running.agents if running else None,
         )

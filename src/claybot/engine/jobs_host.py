@@ -12,12 +12,14 @@ import asyncio
 import contextlib
 import importlib
 import logging
+from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from claybot.config.settings import JobSettings
+from claybot.db.errors import StoreError
 from claybot.engine.keystore import BackgroundDatabase
 from claybot.kernel.events import EventBus
 from claybot.providers.router import InferenceRouter, router_for
@@ -30,6 +32,15 @@ if TYPE_CHECKING:
     from claybot.net.egress import EgressProxy
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class JobCounts:
+    """Jobs by status and workers by status, or why the job database cannot tell."""
+
+    jobs: dict[str, int] = field(default_factory=dict)
+    workers: dict[str, int] = field(default_factory=dict)
+    problem: str = ""
 
 
 class JobsHost:
@@ -67,6 +78,22 @@ class JobsHost:
     async def counts(self) -> dict[str, int]:
         """Jobs by status, in one GROUP BY (StoreError if the database cannot be reached)."""
         return await (await self.database()).jobs.counts()
+
+    async def counts_by_status(self, wait_s: float) -> JobCounts:
+        """Jobs and workers by status, waiting at most ``wait_s`` for the database to
+        open (a page that shows them should not wait for a slow start)."""
+        try:
+            async with asyncio.timeout(wait_s):
+                database = await self.database()
+            jobs = await database.jobs.counts()
+            workers: dict[str, int] = {}
+            for row in await database.workers.listing():
+                workers[row.status] = workers.get(row.status, 0) + 1
+        except TimeoutError:
+            return JobCounts(problem="the job database is still opening")
+        except StoreError as exc:
+            return JobCounts(problem=str(exc))
+        return JobCounts(jobs, workers)
 
     def start(self, settings: JobSettings, providers: InferenceRouter) -> None:
         """Start the in-engine worker once the database is open (in the background)."""

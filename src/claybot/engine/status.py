@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -35,6 +36,16 @@ class StatusSources:
     tools: ToolRegistry
     key_store: DeferredApiKeyStore | None
     agents: AgentSystem | None
+
+
+class StatusView:
+    """The engine's status as the doors read it: built from its parts as they are now."""
+
+    def __init__(self, sources: Callable[[], StatusSources]) -> None:
+        self._sources = sources
+
+    def status(self) -> dict[str, Any]:
+        return engine_status(self._sources())
 
 
 def engine_status(engine: StatusSources) -> dict[str, Any]:

@@ -22,7 +22,7 @@ import asyncio
 import json
 import time
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, Protocol, get_args
 
@@ -396,3 +396,9 @@ class EventBus:
 
     def recent(self, limit: int = 100) -> list[Event]:
         return [frame_event(frame) for frame in self._ring.after(self.last_id - limit, limit)]
+
+    def newest_of(self, types: Collection[str], scanned: int, limit: int) -> list[Event]:
+        """The newest ``limit`` events of ``types`` among the last ``scanned`` still in
+        the buffer, newest first."""
+        found = [event for event in self.recent(scanned) if event.type in types]
+        return list(reversed(found[-limit:])) if limit > 0 else []

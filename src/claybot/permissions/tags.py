@@ -117,6 +117,16 @@ def apply_grant(permissions: Permissions, tag: PermissionTag) -> Permissions:
     return permissions.model_copy(update={"readDirs": read_dirs, "writeDirs": write_dirs})
 
 
+def granted_tags(permissions: Permissions) -> list[str]:
+    """What an agent was granted, as tags: a write grant once (it implies read)."""
+    tags = [f"@write:{folder}" for folder in permissions.writeDirs]
+    tags += [f"@read:{folder}" for folder in permissions.readDirs
+             if folder not in permissions.writeDirs]  # fmt: skip
+    if permissions.network:
+        tags.append("@network")
+    return tags
+
+
 def revoked_tag(tag: str) -> PermissionTag:
     """A tag to take back: its path as held (normalised, not resolved again, so a folder
     since replaced by a link is still the one named)."""

@@ -49,6 +49,7 @@ from claybot.plugin_api.errors import (
 from claybot.plugin_api.registrar import PluginRegistrar
 from claybot.plugin_api.registries import Registries
 from claybot.plugins.catalog import PluginCatalog
+from claybot.plugins.instance_states import InstanceState, states_of
 from claybot.plugins.rules import (
     RunningInstance,
     check_exclusive,
@@ -178,6 +179,10 @@ class PluginManager:
             "failures": self.failure_summaries(),
             "catalog": self.catalog.describe(),
         }
+
+    def instance_states(self) -> list[InstanceState]:
+        """Each instance with its state and what can be done to it."""
+        return states_of(self.listing())
 
     def plugin_summaries(self) -> list[dict[str, Any]]:
         return [loaded.summary() for loaded in self._loaded.values()]

@@ -91,6 +91,16 @@ class CronSchedule:
                 return moment
         return None  # pragma: no cover - cronsim iterates forever for valid input
 
+    def next_runs(self, after: datetime, count: int) -> list[datetime]:
+        """The first ``count`` scheduled instants strictly after ``after``, oldest first."""
+        found: list[datetime] = []
+        for moment in self._iterate(after):
+            if len(found) >= count:
+                break
+            if moment > after:
+                found.append(moment)
+        return found
+
     def between(self, after: datetime, until: datetime, limit: int = 1000) -> list[datetime]:
         """Scheduled instants in (after, until], at most ``limit`` of them, oldest first."""
         found: list[datetime] = []

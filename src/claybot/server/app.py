@@ -14,6 +14,7 @@ from claybot.api.codeck.routes import router as codeck_router
 from claybot.api.dashboard_auth import DashboardAuth
 from claybot.api.dashboard_paths import CHAT_FORM_SLACK_BYTES, CHAT_PAGES
 from claybot.api.engine.cron_routes import router as cron_router
+from claybot.api.engine.dashboard_routes import control as dashboard_control
 from claybot.api.engine.file_routes import FILES_PATH
 from claybot.api.engine.file_routes import router as file_router
 from claybot.api.engine.heartbeat_routes import router as heartbeat_router
@@ -74,6 +75,7 @@ def create_app(
     app.include_router(registry_router)
     app.include_router(metrics_router)
     app.include_router(openai_router)
+    app.include_router(dashboard_control)  # the socket's: login links and sessions
     install_dashboard(app, dashboard_auth)
     openapi.install(app, lambda: (t.type for t in engine.provider_registry.types()))
     # An upload may be as large as a job's file, or a message's (plus the multipart

@@ -11,9 +11,8 @@ from fastapi.responses import Response
 
 from claybot.agents.descriptors import SubagentDescriptor
 from claybot.agents.system import AgentNotFound
-from claybot.api.engine.routes import engine_of
-from claybot.permissions.model import Permissions
-from claybot.permissions.tags import PermissionTagError
+from claybot.api.deps import AgentsDep
+from claybot.permissions.tags import PermissionTagError, granted_tags
 from claybot.web.rendering import page, see_other
 from claybot.web.routes import guard, guard_form
 
@@ -28,6 +27,7 @@ KINDS = ("user", "subagent", "cron", "heartbeat")
 @router.get("/agents")
 async def agents(
     request: Request,
+    system: AgentsDep,
     kind: Annotated[str | None, Query(max_length=20)] = None,
     q: Annotated[str | None, Query(max_length=200)] = None,
     page_number: Annotated[int, Query(alias="page", ge=1, le=100_000)] = 1,
@@ -37,7 +37,7 @@ async def agents(
         return session
     chosen_kind = kind if kind in KINDS else None
     first = (page_number - 1) * AGENTS_PER_PAGE
-    listed, total = engine_of(request).agents.listings.page(
+    listed, total = system.listings.page(
         kind=chosen_kind, text=q, offset=first, limit=AGENTS_PER_PAGE
     )
     return page(
@@ -57,13 +57,13 @@ async def agents(
 @router.get("/agents/{agent_id}")
 async def agent(
     request: Request,
+    system: AgentsDep,
     agent_id: str,
     before: Annotated[int | None, Query(ge=0)] = None,
 ) -> Response:
     session = await guard(request)
     if isinstance(session, Response):
         return session
-    system = engine_of(request).agents
     try:
         history = await system.histories.page(
             agent_id, after=None, before=before, limit=RECORDS_PER_PAGE
@@ -84,7 +84,7 @@ async def agent(
         tree=tree,
         subagents=subagents,
         tree_limit=SUBAGENTS_SHOWN,
-        grants=grant_tags(await system.permissions_of(agent_id)),
+        grants=granted_tags(await system.permissions_of(agent_id)),
         records=records,
         total=history.total,
         older=records[0]["seq"] if records and records[0]["seq"] > 0 else None,
@@ -94,31 +94,25 @@ async def agent(
 
 @router.post("/agents/{agent_id}/reset")
 async def reset(
-    request: Request, agent_id: str, csrf: Annotated[str | None, Form(max_length=200)] = None
+    request: Request,
+    system: AgentsDep,
+    agent_id: str,
+    csrf: Annotated[str | None, Form(max_length=200)] = None,
 ) -> Response:
     session = await guard_form(request, csrf)
     if isinstance(session, Response):
         return session
     try:
-        await engine_of(request).agents.reset(agent_id)
+        await system.reset(agent_id)
     except AgentNotFound:
         return page(request, "not_found.html", status_code=404, session=session, what=agent_id)
     return see_other(f"/agents/{agent_id}")
 
 
-def grant_tags(permissions: Permissions) -> list[str]:
-    """What an agent was granted, as tags: a write grant once (it implies read)."""
-    tags = [f"@write:{folder}" for folder in permissions.writeDirs]
-    tags += [f"@read:{folder}" for folder in permissions.readDirs
-             if folder not in permissions.writeDirs]  # fmt: skip
-    if permissions.network:
-        tags.append("@network")
-    return tags
-
-
 @router.post("/agents/{agent_id}/revoke")
 async def revoke(
     request: Request,
+    system: AgentsDep,
     agent_id: str,
     permission: Annotated[str, Form(max_length=5000)] = "",
     csrf: Annotated[str | None, Form(max_length=200)] = None,
@@ -127,7 +121,6 @@ async def revoke(
     session = await guard_form(request, csrf)
     if isinstance(session, Response):
         return session
-    system = engine_of(request).agents
     try:
         turn = await system.revoke_grant(agent_id, permission)
     except AgentNotFound:

@@ -12,11 +12,12 @@ from fastapi.responses import Response
 from pydantic import ValidationError
 
 from claybot.api.dashboard_auth import Session
-from claybot.api.engine.routes import engine_of
+from claybot.api.deps import CronDep, HeartbeatDep
+from claybot.cron.scheduler import CronScheduler
 from claybot.cron.task import CronTaskSpec
+from claybot.heartbeat.scheduler import HeartbeatScheduler
 from claybot.kernel.errors import ClayError
 from claybot.kernel.ids import new_id
-from claybot.scheduling.schedule import CronSchedule
 from claybot.web.rendering import page, see_other
 from claybot.web.routes import guard, guard_form
 
@@ -27,14 +28,14 @@ RUNS_SHOWN = 50
 
 async def _page(
     request: Request,
+    cron: CronScheduler,
+    heartbeat: HeartbeatScheduler,
     session: Session,
     status_code: int = 200,
     form: dict[str, str] | None = None,
     preview: list[datetime] | None = None,
     problem: str = "",
 ) -> Response:
-    engine = engine_of(request)
-    cron = engine.cron
     return page(
         request,
         "automations.html",
@@ -42,7 +43,7 @@ async def _page(
         session=session,
         tasks=cron.listing(),
         problems=[problem.to_dict() for problem in cron.problems],
-        heartbeat=await engine.heartbeat.listing(),
+        heartbeat=await heartbeat.listing(),
         form=form or {},
         preview=preview or [],
         problem=problem,
@@ -55,16 +56,18 @@ def _done() -> Response:
 
 
 @router.get("/automations")
-async def automations(request: Request) -> Response:
+async def automations(request: Request, cron: CronDep, heartbeat: HeartbeatDep) -> Response:
     session = await guard(request)
     if isinstance(session, Response):
         return session
-    return await _page(request, session)
+    return await _page(request, cron, heartbeat, session)
 
 
 @router.post("/automations/cron")
 async def new_cron_task(
     request: Request,
+    cron: CronDep,
+    heartbeat: HeartbeatDep,
     action: Annotated[Literal["preview", "create"], Form()],
     name: Annotated[str, Form(max_length=200)] = "",
     schedule: Annotated[str, Form(max_length=256)] = "",
@@ -77,14 +80,13 @@ async def new_cron_task(
     session = await guard_form(request, csrf)
     if isinstance(session, Response):
         return session
-    cron = engine_of(request).cron
     form = {"name": name, "schedule": schedule, "timezone": timezone, "prompt": prompt}
     try:
-        preview = _preview(schedule, timezone, cron.store.default_timezone)
+        preview = cron.preview(schedule, timezone, PREVIEW_RUNS, datetime.now(UTC))
     except ClayError as exc:
-        return await _page(request, session, 422, form, problem=str(exc))
+        return await _page(request, cron, heartbeat, session, 422, form, problem=str(exc))
     if action == "preview":
-        return await _page(request, session, 200, form, preview)
+        return await _page(request, cron, heartbeat, session, 200, form, preview)
     fields: dict[str, Any] = {"taskId": new_id(), "name": name.strip(), "schedule": schedule}
     if timezone.strip():
         fields["timezone"] = timezone.strip()
@@ -93,12 +95,15 @@ async def new_cron_task(
         _require_prompt(prompt)
         await cron.add(spec, prompt)
     except (ValidationError, ValueError, ClayError) as exc:
-        return await _page(request, session, 422, form, preview, problem=_problem_of(exc))
+        return await _page(
+            request, cron, heartbeat, session, 422, form, preview, problem=_problem_of(exc)
+        )
     return see_other("/automations")
 
 
 async def _task_page(
     request: Request,
+    cron: CronScheduler,
     session: Session,
     task_id: str,
     status_code: int = 200,
@@ -106,7 +111,6 @@ async def _task_page(
     preview: list[datetime] | None = None,
     problem: str = "",
 ) -> Response:
-    cron = engine_of(request).cron
     task = next((task for task in cron.listing() if task["taskId"] == task_id), None)
     if task is None:
         return page(request, "not_found.html", status_code=404, session=session, what=task_id)
@@ -126,16 +130,17 @@ async def _task_page(
 
 
 @router.get("/automations/cron/{task_id}")
-async def cron_task(request: Request, task_id: str) -> Response:
+async def cron_task(request: Request, cron: CronDep, task_id: str) -> Response:
     session = await guard(request)
     if isinstance(session, Response):
         return session
-    return await _task_page(request, session, task_id)
+    return await _task_page(request, cron, session, task_id)
 
 
 @router.post("/automations/cron/{task_id}/edit")
 async def edit_cron_task(
     request: Request,
+    cron: CronDep,
     task_id: str,
     action: Annotated[Literal["preview", "save"], Form()],
     name: Annotated[str, Form(max_length=200)] = "",
@@ -149,27 +154,30 @@ async def edit_cron_task(
     session = await guard_form(request, csrf)
     if isinstance(session, Response):
         return session
-    cron = engine_of(request).cron
     form = {"name": name, "schedule": schedule, "timezone": timezone, "prompt": prompt}
     try:
-        preview = _preview(schedule, timezone, cron.store.default_timezone)
+        preview = cron.preview(schedule, timezone, PREVIEW_RUNS, datetime.now(UTC))
     except ClayError as exc:
-        return await _task_page(request, session, task_id, 422, form, problem=str(exc))
+        return await _task_page(request, cron, session, task_id, 422, form, problem=str(exc))
     if action == "preview":
-        return await _task_page(request, session, task_id, 200, form, preview)
+        return await _task_page(request, cron, session, task_id, 200, form, preview)
     try:
         _require_prompt(prompt)
         await cron.edit(task_id, name=name.strip(), schedule=schedule,
                         timezone=timezone.strip() or None, prompt=prompt)  # fmt: skip
     except (ValidationError, ValueError, ClayError) as exc:
         status = exc.status if isinstance(exc, ClayError) else 422
-        return await _task_page(request, session, task_id, status, form, preview, _problem_of(exc))
+        return await _task_page(
+            request, cron, session, task_id, status, form, preview, _problem_of(exc)
+        )
     return see_other(f"/automations/cron/{task_id}")
 
 
 @router.post("/automations/cron/{task_id}/{verb}")
 async def act_on_cron_task(
     request: Request,
+    cron: CronDep,
+    heartbeat: HeartbeatDep,
     task_id: str,
     verb: Literal["run", "enable", "disable", "delete"],
     csrf: Annotated[str | None, Form(max_length=200)] = None,
@@ -177,7 +185,6 @@ async def act_on_cron_task(
     session = await guard_form(request, csrf)
     if isinstance(session, Response):
         return session
-    cron = engine_of(request).cron
     try:
         if verb == "run":
             await cron.run_now(task_id)
@@ -186,25 +193,21 @@ async def act_on_cron_task(
         else:
             await cron.set_enabled(task_id, verb == "enable")
     except ClayError as exc:
-        return await _page(request, session, exc.status, problem=str(exc))
+        return await _page(request, cron, heartbeat, session, exc.status, problem=str(exc))
     return see_other("/automations")
 
 
 @router.post("/automations/heartbeat/run")
 async def run_heartbeat(
-    request: Request, csrf: Annotated[str | None, Form(max_length=200)] = None
+    request: Request,
+    heartbeat: HeartbeatDep,
+    csrf: Annotated[str | None, Form(max_length=200)] = None,
 ) -> Response:
     session = await guard_form(request, csrf)
     if isinstance(session, Response):
         return session
-    engine_of(request).heartbeat.run_now(None)
+    heartbeat.run_now(None)
     return see_other("/automations")
-
-
-def _preview(schedule: str, timezone: str, default_zone: str) -> list[datetime]:
-    """A schedule's next runs in its zone (ClayError when either is wrong)."""
-    parsed = CronSchedule.parse(schedule, timezone.strip() or default_zone)
-    return _next_runs(parsed, PREVIEW_RUNS)
 
 
 def _require_prompt(prompt: str) -> None:
@@ -215,13 +218,3 @@ def _require_prompt(prompt: str) -> None:
 def _problem_of(exc: Exception) -> str:
     """What a refused form is told: a validation error's first message, else the error."""
     return exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
-
-
-def _next_runs(schedule: CronSchedule, count: int) -> list[datetime]:
-    runs: list[datetime] = []
-    moment: datetime | None = datetime.now(UTC)
-    while moment is not None and len(runs) < count:
-        moment = schedule.next_after(moment)
-        if moment is not None:
-            runs.append(moment)
-    return runs

@@ -1,9 +1,10 @@
 """The dashboard's Chat page: the webchat connector's conversations in a browser.
 
 A conversation is the webchat connector's (user, channel) pair, and its agent is the
-one the connector would reach: messages go in through ``Engine.post_inbound`` (durable
-when it returns), and the page follows the same event stream as
-``/v1/engine/webchat/events`` (``conversation_stream``): replies as they are written,
+one the connector would reach: messages go in as the connector's do
+(``AgentSystem.submit_inbound``, durable when it returns), and the page follows the
+same feed as ``/v1/engine/webchat/events`` (``ConversationFeed``): replies as they
+are written,
 tool calls, permission prompts. A person chatting here is the dashboard's user
 ``dashboard``; conversations other webchat users have are listed and can be read and
 answered the same way.
@@ -19,12 +20,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Form, Header, Query, Request
 from fastapi.responses import Response
 
-from claybot.agents.descriptors import UserDescriptor
 from claybot.agents.system import AgentNotFound
 from claybot.api.dashboard_paths import MESSAGE_MAX
-from claybot.api.engine.routes import engine_of, resume_after
-from claybot.api.engine.webchat_routes import conversation_stream
-from claybot.api.sse import EventStream
+from claybot.api.deps import AgentsDep, ConversationFeedDep, EventsDep, FilesDep, WebchatDep
+from claybot.api.sse import SSE_PING_S, EventStream, resume_after
 from claybot.api.uploads import chosen_files, read_upload
 from claybot.connectors.base import InboundMessage
 from claybot.connectors.webchat import WEBCHAT_CONNECTOR
@@ -49,26 +48,11 @@ def _conversation_path(user_id: str, channel_id: str) -> str:
 
 
 @router.get("/chat")
-async def conversations(request: Request) -> Response:
+async def conversations(request: Request, webchat: WebchatDep) -> Response:
     session = await guard(request)
     if isinstance(session, Response):
         return session
-    system = engine_of(request).agents
-    listed: list[dict[str, Any]] = []
-    for entry in system.listings.conversations(WEBCHAT_CONNECTOR):
-        descriptor = entry.descriptor
-        assert isinstance(descriptor, UserDescriptor)
-        listing = system.listings.agent(entry.agent_id)
-        listed.append(
-            {
-                "userId": descriptor.userId,
-                "channelId": descriptor.channelId,
-                "agentId": entry.agent_id,
-                "updatedAt": listing["updatedAt"],
-                "lifecycle": listing["lifecycle"],
-            }
-        )
-    listed.sort(key=lambda item: item["updatedAt"], reverse=True)
+    listed = webchat.listing()
     return page(
         request,
         "chat.html",
@@ -95,31 +79,30 @@ async def new_conversation(
 
 
 @router.get("/chat/{user_id}/{channel_id}")
-async def conversation(request: Request, user_id: str, channel_id: str) -> Response:
+async def conversation(
+    request: Request,
+    webchat: WebchatDep,
+    agents: AgentsDep,
+    events: EventsDep,
+    user_id: str,
+    channel_id: str,
+) -> Response:
     session = await guard(request)
     if isinstance(session, Response):
         return session
-    engine = engine_of(request)
-    descriptor = UserDescriptor(connector=WEBCHAT_CONNECTOR, userId=user_id, channelId=channel_id)
-    agent_id = engine.agents.agent_id_for(descriptor)
+    agent_id = webchat.agent_id(user_id, channel_id)
     records: list[dict[str, Any]] = []
     total = 0
     if agent_id is not None:
         try:
-            history = await engine.agents.histories.page(
+            history = await agents.histories.page(
                 agent_id, after=None, before=None, limit=RECORDS_SHOWN
             )
         except AgentNotFound:  # removed between the two calls
             agent_id = None
         else:
             records, total = history.records, history.total
-    prompts = [
-        item.to_dict()
-        for item in engine.permissions.list("pending")
-        if item.connector == WEBCHAT_CONNECTOR
-        and item.user_id == user_id
-        and item.channel_id == channel_id
-    ]
+    prompts = webchat.pending_prompts(user_id, channel_id)
     return page(
         request,
         "chat_conversation.html",
@@ -132,13 +115,14 @@ async def conversation(request: Request, user_id: str, channel_id: str) -> Respo
         total=total,
         prompts=prompts,
         # The stream starts after what the page shows: nothing is shown twice.
-        after=engine.events.last_id,
+        after=events.last_id,
     )
 
 
 @router.get("/chat/{user_id}/{channel_id}/events")
 async def conversation_events(
     request: Request,
+    feed: ConversationFeedDep,
     user_id: str,
     channel_id: str,
     after: Annotated[int | None, Query(ge=0)] = None,
@@ -153,13 +137,15 @@ async def conversation_events(
         resume = resume_after(last_event_id, after)
     except ClayError as exc:
         return Response(str(exc), status_code=400, media_type="text/plain")
-    stream: EventStream = conversation_stream(engine_of(request), user_id, channel_id, resume)
-    return stream
+    opened = feed.open(user_id, channel_id, resume)
+    return EventStream(opened.init, opened.subscription, opened.keep, ping_s=SSE_PING_S)
 
 
 @router.post("/chat/{user_id}/{channel_id}")
 async def send(
     request: Request,
+    agents: AgentsDep,
+    files: FilesDep,
     user_id: str,
     channel_id: str,
     text: Annotated[str, Form(max_length=MESSAGE_MAX)] = "",
@@ -179,20 +165,19 @@ async def send(
     if len(chosen) > FILES_MAX:
         return page(request, "problem.html", status_code=422, session=session, back=back,
                     message=f"A message carries at most {FILES_MAX} files.")  # fmt: skip
-    engine = engine_of(request)
     try:
-        files = tuple([await read_upload(engine.files, upload) for upload in chosen])
-        engine.files.check_message(stored.size for stored in files)
-        await engine.post_inbound(
+        stored = tuple([await read_upload(files, upload) for upload in chosen])
+        files.check_message(item.size for item in stored)
+        await agents.submit_inbound(
             InboundMessage(WEBCHAT_CONNECTOR, user_id, channel_id, text.strip() and text,
-                           files=files)
+                           files=stored)
         )  # fmt: skip
     except ClayError as exc:  # too large, over the quota, the engine stopping
         return page(request, "problem.html", status_code=exc.status, session=session,
                     back=back, message=str(exc))  # fmt: skip
     answer = done(request, back)
-    if files and answer.status_code == 204:
-        answer.headers[FILES_HEADER] = _files_header(files)
+    if stored and answer.status_code == 204:
+        answer.headers[FILES_HEADER] = _files_header(stored)
     return answer
 
 
@@ -205,6 +190,8 @@ def _files_header(files: tuple[FileReference, ...]) -> str:
 @router.post("/chat/{user_id}/{channel_id}/{verb}")
 async def act(
     request: Request,
+    webchat: WebchatDep,
+    agents: AgentsDep,
     user_id: str,
     channel_id: str,
     verb: str,
@@ -217,12 +204,10 @@ async def act(
     back = _conversation_path(user_id, channel_id)
     if verb not in ("reset", "stop"):
         return page(request, "not_found.html", status_code=404, session=session, what=verb)
-    system = engine_of(request).agents
-    descriptor = UserDescriptor(connector=WEBCHAT_CONNECTOR, userId=user_id, channelId=channel_id)
-    agent_id = system.agent_id_for(descriptor)
+    agent_id = webchat.agent_id(user_id, channel_id)
     if agent_id is not None:  # a conversation with no message yet has nothing to reset
         if verb == "reset":
-            await system.reset(agent_id)
+            await agents.reset(agent_id)
         else:
-            system.abort(agent_id)
+            agents.abort(agent_id)
     return done(request, back)

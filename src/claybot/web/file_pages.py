@@ -1,6 +1,6 @@
 """The files of the dashboard's conversations: ``/files/{id}``, behind its session.
 
-The answer is the API's (``serve_file``): an image inline, anything else a download,
+The answer is the API's (``api/file_answer.py``): an image inline, anything else a download,
 ``nosniff`` and sandboxed, so a stored page or script never runs on the engine's origin.
 A history card's image (``<img src="/files/{id}">``) is one of these.
 """
@@ -13,7 +13,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from claybot.api.deps import FilesDep
-from claybot.api.engine.file_routes import serve_file
+from claybot.api.file_answer import serve_file
 from claybot.files.store import FileNotFound
 from claybot.web.rendering import page
 from claybot.web.routes import guard

@@ -1,5 +1,6 @@
-"""Putting the dashboard into the engine's application: its socket routes and its auth
-at once, its pages the first time one is asked for.
+"""Putting the dashboard into the engine's application: its sessions at once, its pages
+the first time one is asked for. (The socket's routes for login links and sessions are
+the engine door's, which ``server/app.py`` includes.)
 
 The pages are about a sixth of the engine's import time (ten routers whose forms
 FastAPI turns into models, Jinja2, markdown-it), and an engine serves agents and the API
@@ -21,14 +22,12 @@ from starlette.types import Receive, Scope, Send
 
 from claybot.api.dashboard_auth import DashboardAuth
 from claybot.api.dashboard_paths import is_dashboard_path
-from claybot.api.engine.dashboard_routes import control
 
 SITE = "claybot.web.site"
 
 
 def install_dashboard(app: FastAPI, auth: DashboardAuth | None = None) -> None:
     app.state.dashboard_auth = auth or DashboardAuth()
-    app.include_router(control)  # the socket's: login links and sessions
     app.router.routes.append(DeferredPages(app.router))
 
 

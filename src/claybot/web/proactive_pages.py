@@ -41,11 +41,19 @@ class AgentForm(BaseModel):
         """What the form shows again after a problem: what was typed."""
         return {key: str(value) for key, value in self.model_dump(exclude={"csrf"}).items()}
 
-    def fields(self) -> dict[str, Any]:
-        """The agent's fields: an empty time zone or folder is left out (the default, or
-        the current one when editing)."""
-        fields: dict[str, Any] = {"name": self.name, "objective": self.objective,
-                                  "schedule": self.schedule, "runner": self.runner}  # fmt: skip
+    def create_input(self) -> CreateAgentInput:
+        """The agent to create (ValidationError: what is wrong, by field)."""
+        return CreateAgentInput.model_validate(self._fields())
+
+    def update_input(self) -> UpdateAgentInput:
+        """The agent's changes: every field of the form (ValidationError as above)."""
+        return UpdateAgentInput.model_validate(self._fields())
+
+    def _fields(self) -> dict[str, str]:
+        """An empty time zone or folder is left out (the default, or the current one
+        when editing)."""
+        fields = {"name": self.name, "objective": self.objective,
+                  "schedule": self.schedule, "runner": self.runner}  # fmt: skip
         if self.timezone.strip():
             fields["timezone"] = self.timezone.strip()
         if self.cwd.strip():
@@ -92,7 +100,7 @@ async def create(
         return session
     form = posted.shown()
     try:
-        created = await service.create(CreateAgentInput(**posted.fields()))
+        created = await service.create(posted.create_input())
     except ValidationError as exc:
         return await _list_page(request, service, session, 422, form, _first_problem(exc))
     except ClayError as exc:
@@ -158,7 +166,7 @@ async def edit(
         return session
     form = posted.shown()
     try:
-        await service.update(agent_id, UpdateAgentInput(**posted.fields()))
+        await service.update(agent_id, posted.update_input())
     except ValidationError as exc:
         return await _agent_page(
             request, service, session, agent_id, 422, form, _first_problem(exc)

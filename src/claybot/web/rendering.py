@@ -12,7 +12,7 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.templating import Jinja2Templates
 
-from claybot.api.engine.file_routes import INLINE_TYPES
+from claybot.api.file_answer import INLINE_TYPES
 
 HERE = Path(__file__).parent
 STATIC = HERE / "static"

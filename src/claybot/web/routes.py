@@ -9,24 +9,31 @@ referrers (a login link's token must not leave in a ``Referer``).
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import logging
 import secrets
 import time
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Form, Header, Query, Request
 from fastapi.responses import Response
 
 from claybot.api.dashboard_auth import SESSION_TTL_S, DashboardAuth, Session
-from claybot.api.engine.dashboard_routes import auth_of
-from claybot.api.engine.routes import SSE_PING_S, engine_of, resume_after
+from claybot.api.deps import (
+    AgentsDep,
+    DashboardAuthDep,
+    EventsDep,
+    JobsHostDep,
+    KeysDep,
+    StatusDep,
+    dashboard_auth_of,
+    services_of,
+)
 from claybot.api.key_check import check_key, client_address
-from claybot.api.sse import EventStream
+from claybot.api.sse import SSE_PING_S, EventStream, resume_after
 from claybot.db.errors import StoreError
-from claybot.engine.engine import Engine
+from claybot.engine.keystore import DeferredApiKeyStore
 from claybot.kernel.errors import ClayError
 from claybot.kernel.event_types import EventType
 from claybot.web.rendering import page, see_other, to_login
@@ -55,7 +62,7 @@ log = logging.getLogger(__name__)
 
 
 def session_of(request: Request) -> Session | None:
-    return auth_of(request).session(request.cookies.get(SESSION_COOKIE))
+    return dashboard_auth_of(request).session(request.cookies.get(SESSION_COOKIE))
 
 
 async def guard(request: Request, scope: str = "admin") -> Session | Response:
@@ -65,9 +72,10 @@ async def guard(request: Request, scope: str = "admin") -> Session | Response:
     if session is None:
         return to_login()
     if session.key_id is not None:
-        record = await engine_of(request).keys.get(session.key_id)
+        # Every page calls this first, so it finds its services itself (by type).
+        record = await services_of(request).get(DeferredApiKeyStore).get(session.key_id)
         if record is None or record.revoked:
-            auth_of(request).revoke(session.id)
+            dashboard_auth_of(request).revoke(session.id)
             return to_login()
     if not session.allows(scope):
         return page(request, "forbidden.html", status_code=403, session=session, scope=scope)
@@ -100,11 +108,13 @@ def set_session_cookie(request: Request, response: Response, cookie: str) -> Non
 
 @pages.get("/login")
 async def login(
-    request: Request, token: Annotated[str | None, Query(max_length=200)] = None
+    request: Request,
+    auth: DashboardAuthDep,
+    token: Annotated[str | None, Query(max_length=200)] = None,
 ) -> Response:
     if token is None:
         return _login_form(request)
-    redeemed = auth_of(request).redeem(token)
+    redeemed = auth.redeem(token)
     if redeemed is None:
         return page(request, "login.html", status_code=403, refused=True)
     cookie, _ = redeemed
@@ -134,6 +144,8 @@ def _login_form(
 @pages.post("/login")
 async def login_with_key(
     request: Request,
+    auth: DashboardAuthDep,
+    keys: KeysDep,
     key: Annotated[str, Form(max_length=200)] = "",
     csrf: Annotated[str | None, Form(max_length=200)] = None,
 ) -> Response:
@@ -145,10 +157,9 @@ async def login_with_key(
     presented = key.strip()
     if not presented:
         return _login_form(request, 401, "That key is unknown or revoked.")
-    auth = auth_of(request)
     client = client_address(request.scope)
     try:
-        checked = await check_key(engine_of(request).keys, auth.login_failures, client, presented)
+        checked = await check_key(keys, auth.login_failures, client, presented)
     except StoreError as exc:
         log.error("cannot check an API key: %s", exc, extra={"action": "keys.verify_failed"})
         problem = "API keys cannot be checked right now; try again shortly."
@@ -178,72 +189,59 @@ async def login_with_key(
 
 @pages.post("/logout")
 async def logout(
-    request: Request, csrf: Annotated[str | None, Form(max_length=200)] = None
+    request: Request,
+    auth: DashboardAuthDep,
+    csrf: Annotated[str | None, Form(max_length=200)] = None,
 ) -> Response:
     session = session_of(request)
     if session is None:
         return to_login()
     if not DashboardAuth.csrf_ok(session, csrf):
         return page(request, "refused.html", status_code=403, session=session)
-    auth_of(request).revoke(session.id)
+    auth.revoke(session.id)
     response = to_login()
     response.delete_cookie(SESSION_COOKIE, path="/")
     return response
 
 
 @pages.get("/")
-async def overview(request: Request) -> Response:
+async def overview(
+    request: Request,
+    status: StatusDep,
+    agents: AgentsDep,
+    jobs: JobsHostDep,
+    events: EventsDep,
+) -> Response:
     session = await guard(request)
     if isinstance(session, Response):
         return session
-    engine = engine_of(request)
-    status = engine.status()
-    started = datetime.fromisoformat(status["startedAt"].replace("Z", "+00:00"))
-    running, queued = engine.agents.listings.turn_counts()
-    jobs, workers, jobs_problem = await _job_counts(engine)
+    report = status.status()
+    started = datetime.fromisoformat(report["startedAt"].replace("Z", "+00:00"))
+    running, queued = agents.listings.turn_counts()
+    counts = await jobs.counts_by_status(JOB_COUNTS_WAIT_S)
+    errors = events.newest_of(ERROR_EVENTS, RECENT_SCANNED, ERRORS_SHOWN)
     return page(
         request,
         "overview.html",
         session=session,
-        status=status,
+        status=report,
         uptime=_duration((datetime.now(UTC) - started).total_seconds()),
-        kinds=engine.agents.listings.counts_by_kind(),
+        kinds=agents.listings.counts_by_kind(),
         running=running,
         queued=queued,
-        jobs=jobs,
-        workers=workers,
-        jobs_problem=jobs_problem,
-        errors=_recent_errors(engine),
-        after=engine.events.last_id,
+        jobs=counts.jobs,
+        workers=counts.workers,
+        jobs_problem=counts.problem,
+        errors=[event.to_dict() for event in errors],
+        after=events.last_id,
         rendered_at=time.strftime("%H:%M:%S UTC", time.gmtime()),
     )
-
-
-def _recent_errors(engine: Engine) -> list[dict[str, Any]]:
-    """The newest error events still in the bus's buffer, newest first."""
-    found = [event for event in engine.events.recent(RECENT_SCANNED) if event.type in ERROR_EVENTS]
-    return [event.to_dict() for event in reversed(found[-ERRORS_SHOWN:])]
-
-
-async def _job_counts(engine: Engine) -> tuple[dict[str, int], dict[str, int], str]:
-    """Jobs by status and workers by status, or why the job database cannot tell."""
-    try:
-        async with asyncio.timeout(JOB_COUNTS_WAIT_S):
-            database = await engine.jobs.database()
-        jobs = await database.jobs.counts()
-        workers: dict[str, int] = {}
-        for row in await database.workers.listing():
-            workers[row.status] = workers.get(row.status, 0) + 1
-    except TimeoutError:
-        return {}, {}, "the job database is still opening"
-    except StoreError as exc:
-        return {}, {}, str(exc)
-    return jobs, workers, ""
 
 
 @pages.get("/activity")
 async def activity(
     request: Request,
+    events: EventsDep,
     after: Annotated[int | None, Query(ge=0)] = None,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
 ) -> Response:
@@ -256,9 +254,8 @@ async def activity(
         resume = resume_after(last_event_id, after)
     except ClayError as exc:
         return Response(str(exc), status_code=400, media_type="text/plain")
-    engine = engine_of(request)
-    subscription = engine.events.subscribe(resume)
-    init = {"id": engine.events.last_id, "type": "init", "payload": {"gap": subscription.gap}}
+    subscription = events.subscribe(resume)
+    init = {"id": events.last_id, "type": "init", "payload": {"gap": subscription.gap}}
     return EventStream(init, subscription, ping_s=SSE_PING_S)
 
 

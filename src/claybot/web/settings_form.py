@@ -229,7 +229,9 @@ def values_of(
 ) -> tuple[dict[str, Any], list[FormProblem]]:
     """The settings a form's answer gives, typed by the model, and the inputs that
     could not be read as their type. An empty box or a value left at its default is
-    not sent; an unchecked box is ``False``."""
+    not sent; an unchecked box is ``False``. A dict rather than a model: the values
+    are a plugin's settings, whose own model (known only at run time) the engine
+    validates them with when it loads the instance."""
     settings: dict[str, Any] = {}
     problems: list[FormProblem] = []
     for field in fields:

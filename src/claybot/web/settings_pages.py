@@ -2,24 +2,23 @@
 settings model, unload) and the engine log's tail. Providers and credentials are
 ``provider_pages``, API keys ``key_pages``; they share the sub-navigation.
 
-Everything goes through the engine's own services: the plugin manager's listing,
-``configuration.load_plugin`` (which validates the settings, loads, then saves) and
+Everything goes through the engine's own services: the plugin manager's instance
+states, ``configuration.load_plugin`` (which validates the settings, loads, then saves) and
 ``unload_plugin``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import Response
 
 from claybot.api.dashboard_auth import Session
-from claybot.api.engine.routes import engine_of
-from claybot.engine.engine import Engine
+from claybot.api.deps import ConfigurationDep, HomePathsDep, PluginsDep
 from claybot.kernel.errors import ClayError
+from claybot.plugins import PluginManager
 from claybot.web.log_tail import SHOWN_LINES, read_tail
 from claybot.web.provider_pages import router as provider_pages
 from claybot.web.rendering import page, see_other
@@ -41,68 +40,35 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 # -- plugins ---------------------------------------------------------------------------------
 
 
-def _instances(engine: Engine) -> list[dict[str, Any]]:
-    """settings.json's instances with their state (loaded, failed or unloaded), and any
-    loaded one settings.json does not list; settings as listings show them (redacted)."""
-    listing = engine.plugins.listing()
-    loaded = {item["id"]: item for item in listing["loaded"]}
-    failures = {item["id"]: item for item in listing["failures"]}
-    names = {item["id"]: item["name"] for item in listing["catalog"]}
-    rows = []
-    for entry in listing["configured"]:
-        instance_id = entry["instanceId"]
-        failure = failures.get(instance_id)
-        if instance_id in loaded:
-            state = "loaded"
-        elif failure is not None:
-            state = "failed"
-        else:
-            state = "enabled, not loaded" if entry["enabled"] else "unloaded"
-        rows.append({
-            "id": instance_id,
-            "pluginId": entry["pluginId"],
-            "name": names.get(entry["pluginId"], entry["pluginId"]),
-            "state": state,
-            "problem": failure["message"] if failure else "",
-            "settings": json.dumps(entry["settings"]) if entry["settings"] else "",
-            "can_unload": instance_id in loaded or (failure is not None and entry["enabled"]),
-            "can_load": not entry["enabled"] and entry["pluginId"] in names,
-        })  # fmt: skip
-    configured = {row["id"] for row in rows}
-    rows += [
-        {"id": item["id"], "pluginId": item["pluginId"], "name": item["name"],
-         "state": "loaded", "problem": "", "settings": "", "can_unload": True, "can_load": False}
-        for item in listing["loaded"]
-        if item["id"] not in configured
-    ]  # fmt: skip
-    return rows
-
-
 @router.get("/settings")
-async def plugins(request: Request) -> Response:
+async def plugins(request: Request, manager: PluginsDep) -> Response:
     session = await guard(request)
     if isinstance(session, Response):
         return session
-    return _plugins_page(request, session)
+    return _plugins_page(request, manager, session)
 
 
 def _plugins_page(
-    request: Request, session: Session, status_code: int = 200, problem: str = ""
+    request: Request,
+    manager: PluginManager,
+    session: Session,
+    status_code: int = 200,
+    problem: str = "",
 ) -> Response:
-    engine = engine_of(request)
     return page(
         request,
         "settings_plugins.html",
         status_code=status_code,
         session=session,
-        instances=_instances(engine),
-        catalog=engine.plugins.listing()["catalog"],
+        instances=manager.instance_states(),
+        catalog=manager.catalog.describe(),
         problem=problem,
     )
 
 
 def _load_form(
     request: Request,
+    manager: PluginManager,
     session: Session,
     plugin_id: str,
     status_code: int = 200,
@@ -111,7 +77,7 @@ def _load_form(
     problem: str = "",
     problem_field: str = "",
 ) -> Response:
-    definition = engine_of(request).plugins.catalog.get(plugin_id)
+    definition = manager.catalog.get(plugin_id)
     if definition is None:
         return page(request, "not_found.html", status_code=404, session=session, what=plugin_id)
     fields = fields_of(definition.settings_model)
@@ -130,15 +96,17 @@ def _load_form(
 
 
 @router.get("/settings/plugins/{plugin_id}")
-async def load_form(request: Request, plugin_id: str) -> Response:
+async def load_form(request: Request, manager: PluginsDep, plugin_id: str) -> Response:
     session = await guard(request)
     if isinstance(session, Response):
         return session
-    return _load_form(request, session, plugin_id)
+    return _load_form(request, manager, session, plugin_id)
 
 
 @router.post("/settings/plugins/{plugin_id}")
-async def load_plugin(request: Request, plugin_id: str) -> Response:
+async def load_plugin(
+    request: Request, manager: PluginsDep, configuration: ConfigurationDep, plugin_id: str
+) -> Response:
     """Load an instance with the form's settings, typed by the plugin's model; the
     engine validates them. A refusal shows the form again with what was typed."""
     form = {key: value for key, value in (await request.form()).multi_items()
@@ -146,8 +114,7 @@ async def load_plugin(request: Request, plugin_id: str) -> Response:
     session = await guard_form(request, form.get("csrf"))
     if isinstance(session, Response):
         return session
-    engine = engine_of(request)
-    definition = engine.plugins.catalog.get(plugin_id)
+    definition = manager.catalog.get(plugin_id)
     if definition is None:
         return page(request, "not_found.html", status_code=404, session=session, what=plugin_id)
     fields = fields_of(definition.settings_model)
@@ -155,17 +122,17 @@ async def load_plugin(request: Request, plugin_id: str) -> Response:
     kept = submitted_values(fields, form)
     settings, problems = values_of(fields, form)
     if problems:
-        return _load_form(request, session, plugin_id, 422, kept, instance_id,
+        return _load_form(request, manager, session, plugin_id, 422, kept, instance_id,
                           "; ".join(p.message for p in problems),
                           FIELD_PREFIX + problems[0].field)  # fmt: skip
     try:
-        await engine.configuration.load_plugin(plugin_id, instance_id or None, settings)
+        await configuration.load_plugin(plugin_id, instance_id or None, settings)
     except ClayError as exc:
         # A bad form (settings, instance id) is 422; a conflict or a plugin that cannot
         # start keeps the engine's own status.
         status = 422 if exc.status == 400 else exc.status
         where = (exc.field or "").replace("settings.", FIELD_PREFIX, 1)
-        return _load_form(request, session, plugin_id, status, kept, instance_id,
+        return _load_form(request, manager, session, plugin_id, status, kept, instance_id,
                           exc.message, where)  # fmt: skip
     return see_other("/settings")
 
@@ -173,6 +140,8 @@ async def load_plugin(request: Request, plugin_id: str) -> Response:
 @router.post("/settings/instances/{instance_id}/{verb}")
 async def instance_action(
     request: Request,
+    manager: PluginsDep,
+    configuration: ConfigurationDep,
     instance_id: str,
     verb: Literal["load", "unload"],
     csrf: Annotated[str | None, Form(max_length=200)] = None,
@@ -180,19 +149,17 @@ async def instance_action(
     session = await guard_form(request, csrf)
     if isinstance(session, Response):
         return session
-    engine = engine_of(request)
     try:
         if verb == "unload":
-            await engine.configuration.unload_plugin(instance_id)
+            await configuration.unload_plugin(instance_id)
         else:  # an unloaded instance, again with the settings it was saved with
-            entry = next(
-                (e for e in engine.plugins.configured() if e["instanceId"] == instance_id), None
-            )
+            entry = next((e for e in manager.configured() if e["instanceId"] == instance_id), None)
             if entry is None:
-                return _plugins_page(request, session, 404, f"No plugin instance {instance_id}.")
-            await engine.configuration.load_plugin(entry["pluginId"], instance_id, None)
+                problem = f"No plugin instance {instance_id}."
+                return _plugins_page(request, manager, session, 404, problem)
+            await configuration.load_plugin(entry["pluginId"], instance_id, None)
     except ClayError as exc:
-        return _plugins_page(request, session, exc.status, exc.message)
+        return _plugins_page(request, manager, session, exc.status, exc.message)
     return see_other("/settings")
 
 
@@ -200,13 +167,15 @@ async def instance_action(
 
 
 @router.get("/settings/log")
-async def log(request: Request, level: Annotated[str, Query(max_length=16)] = "debug") -> Response:
+async def log(
+    request: Request, paths: HomePathsDep, level: Annotated[str, Query(max_length=16)] = "debug"
+) -> Response:
     """The log's last lines at ``level`` or above (any other value: every level)."""
     session = await guard(request)
     if isinstance(session, Response):
         return session
     minimum = level.lower() if level.lower() in LOG_LEVELS else "debug"
-    path = engine_of(request).paths.logs / "engine.log"
+    path = paths.logs / "engine.log"
     tail = await asyncio.to_thread(read_tail, path, minimum)  # file reads off the loop
     return page(
         request,

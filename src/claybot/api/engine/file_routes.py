@@ -3,7 +3,6 @@ one back. The socket is the owner's; on TCP these need ``admin`` (``tcp_auth``).
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated
 
 from fastapi import APIRouter, Form, Query, UploadFile
@@ -11,9 +10,9 @@ from fastapi.responses import FileResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from claybot.api.deps import FilesDep
+from claybot.api.file_answer import serve_file
 from claybot.api.responses import errors
 from claybot.api.uploads import read_upload
-from claybot.files.store import FileStore
 from claybot.wire.base import AnswerRoute
 from claybot.wire.files import StoredFile
 
@@ -28,9 +27,6 @@ class FileUpload(BaseModel):
 
 
 router = APIRouter(prefix=FILES_PATH, route_class=AnswerRoute)
-# Shown in the browser (an image in a history card); anything else is a download, so
-# that no stored page or script ever runs on the engine's origin.
-INLINE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 
 
 @router.post(
@@ -61,18 +57,3 @@ async def download(
     name: Annotated[str | None, Query(max_length=255)] = None,
 ) -> FileResponse:
     return await serve_file(files, fileId, name)
-
-
-async def serve_file(store: FileStore, file_id: str, name: str | None) -> FileResponse:
-    """A stored file as the browser should get it: an image inline, anything else as a
-    download, never sniffed into a page and sandboxed if opened (FileNotFound: 404).
-    The dashboard's ``/files/{id}`` serves the same answer."""
-    reference = await asyncio.to_thread(store.reference, file_id, name or file_id[:12])
-    inline = reference.mimeType in INLINE_TYPES
-    return FileResponse(
-        store.path_of(file_id),
-        media_type=reference.mimeType if inline else "application/octet-stream",
-        filename=reference.name,
-        content_disposition_type="inline" if inline else "attachment",
-        headers={"X-Content-Type-Options": "nosniff", "Content-Security-Policy": "sandbox"},
-    )

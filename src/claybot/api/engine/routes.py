@@ -15,12 +15,12 @@ from claybot.api.bounds import INT64_MAX
 from claybot.api.deps import ConfigurationDep, KeysDep
 from claybot.api.engine.history_stream import whole_history_response
 from claybot.api.responses import BODY_ERRORS, errors
-from claybot.api.sse import EventStream
+from claybot.api.sse import SSE_PING_S, EventStream, resume_after
 from claybot.api.uploads import attached
 from claybot.connectors.base import InboundMessage
 from claybot.engine.engine import Engine
 from claybot.engine.status import seed_status
-from claybot.kernel.errors import ClayError, NotFound
+from claybot.kernel.errors import NotFound
 from claybot.wire.agents import (
     AgentList,
     AgentReset,
@@ -44,7 +44,6 @@ from claybot.wire.plugins import PluginListing, PluginLoaded, PluginUnloaded
 from claybot.wire.status import EngineStatus
 
 router = APIRouter(prefix="/v1/engine", route_class=AnswerRoute)
-SSE_PING_S = 15
 RESET_WAIT_S = 10.0
 PAGE_LIMIT = 100  # history records in a page when the client names no limit
 
@@ -290,18 +289,6 @@ async def revoke_key(
 
 
 # -- events -------------------------------------------------------------------------------
-
-
-def resume_after(last_event_id: str | None, since: int | None = None) -> int | None:
-    """The event id a reconnecting stream resumes after (the header wins over ``since``)."""
-    if last_event_id is None:
-        return since
-    try:
-        return int(last_event_id)
-    except ValueError as exc:
-        raise ClayError(
-            "Last-Event-ID must be an integer", code="invalid_request", field="Last-Event-ID"
-        ) from exc
 
 
 @router.get(
