@@ -10,8 +10,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from typing_extensions import TypedDict
+
 from claybot.config.auth import AuthEntry
 from claybot.config.settings import ProviderSettings
+
+
+class ToolCallJson(TypedDict):
+    """A tool call as history records keep it."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any]  # the JSON object the model sent, before the tool validates it
 
 
 @dataclass(frozen=True)
@@ -20,7 +30,7 @@ class ToolCall:
     name: str
     arguments: dict[str, Any]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ToolCallJson:
         return {"id": self.id, "name": self.name, "arguments": self.arguments}
 
 
