@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, TypeGuard, get_args, runtime_checkable
 
 from typing_extensions import TypedDict
 
@@ -47,11 +47,16 @@ class Attachment:
 
     @property
     def is_image(self) -> bool:
-        return self.mime_type in IMAGE_TYPES
+        return is_image_type(self.mime_type)
 
 
 # What vision models take as image parts (OpenAI and Anthropic alike).
-IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+ImageType = Literal["image/png", "image/jpeg", "image/gif", "image/webp"]
+IMAGE_TYPES: frozenset[str] = frozenset(get_args(ImageType))
+
+
+def is_image_type(mime_type: str) -> TypeGuard[ImageType]:
+    return mime_type in IMAGE_TYPES
 
 
 @dataclass(frozen=True, slots=True)
