@@ -9,11 +9,11 @@ the user agent the connector reaches (none until its first message).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from claybot.agents.descriptors import UserDescriptor
 from claybot.agents.system import AgentSystem
 from claybot.connectors.webchat import WEBCHAT_CONNECTOR
+from claybot.kernel.event_types import PermissionRequest as PermissionRequestJson
 from claybot.permissions.requests import PermissionBroker
 
 
@@ -57,7 +57,7 @@ class WebchatConversations:
         """The conversation's agent (None until its first message)."""
         return self._agents.agent_id_for(_descriptor(user_id, channel_id))
 
-    def pending_prompts(self, user_id: str, channel_id: str) -> list[dict[str, Any]]:
+    def pending_prompts(self, user_id: str, channel_id: str) -> list[PermissionRequestJson]:
         """The permission prompts that wait for an answer in this conversation."""
         return [
             item.to_dict()

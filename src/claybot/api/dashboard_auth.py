@@ -32,7 +32,8 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+
+from typing_extensions import TypedDict
 
 from claybot.api.ratelimit import FailureLimiter
 
@@ -49,6 +50,17 @@ def _digest(token: str) -> bytes:
     return hashlib.sha256(token.encode()).digest()
 
 
+class SessionJson(TypedDict):
+    """A dashboard session as its owner sees it listed (no token, no CSRF secret)."""
+
+    id: str
+    createdAt: str  # ISO 8601, UTC, whole seconds, with a ``Z``
+    expiresAt: str
+    lastSeenAt: str
+    via: str
+    scopes: list[str]
+
+
 @dataclass
 class Session:
     id: str  # a public name for it (listing, revoking); not the cookie's token
@@ -63,7 +75,7 @@ class Session:
     def allows(self, scope: str) -> bool:
         return "admin" in self.scopes or scope in self.scopes
 
-    def to_dict(self, wall: Callable[[float], float]) -> dict[str, Any]:
+    def to_dict(self, wall: Callable[[float], float]) -> SessionJson:
         return {
             "id": self.id,
             "createdAt": _iso(wall(self.created_at)),

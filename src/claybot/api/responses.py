@@ -12,6 +12,7 @@ document's components once, by ``openapi.refine`` (``ERROR_MODELS``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -69,27 +70,37 @@ RETRY_AFTER: dict[str, Any] = {
 BODY_ERRORS = (400, 413, 422)
 
 
-def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """``responses=`` for a route: each status with the error body and what it means.
+@dataclass(frozen=True)
+class ErrorTable:
+    """One door's errors: ``errors(404, 409)`` is the ``responses=`` of a route there,
+    each status with the door's error body, what it means, and ``Retry-After`` where
+    trying again later may work.
 
     The content is spelled out as JSON, so a route that answers text/plain (whose
     ``model`` FastAPI would file under the route's media type) declares its errors
     the same way.
     """
-    return _table(statuses, DESCRIPTIONS, ErrorBody)
+
+    descriptions: dict[int, str]
+    model: type[BaseModel]
+    retry_statuses: frozenset[int] = frozenset(WRITE_ERRORS)  # answered with Retry-After
+
+    def __call__(self, *statuses: int) -> dict[int | str, dict[str, Any]]:
+        """The table, in FastAPI's own type for ``responses=`` (OpenAPI response
+        objects by status): routes add their own entries to it, so a dict it is."""
+        schema = {"$ref": f"{SCHEMAS_REF}{self.model.__name__}"}
+        body = {"application/json": {"schema": schema}}
+        table: dict[int | str, dict[str, Any]] = {}
+        for status in sorted(set(statuses)):
+            response: dict[str, Any] = {"description": self.descriptions[status], "content": body}
+            if status in self.retry_statuses:
+                response["headers"] = RETRY_AFTER
+            table[status] = response
+        return table
 
 
-def _table(
-    statuses: tuple[int, ...], descriptions: dict[int, str], model: type[BaseModel]
-) -> dict[int | str, dict[str, Any]]:
-    body = {"application/json": {"schema": {"$ref": f"{SCHEMAS_REF}{model.__name__}"}}}
-    table: dict[int | str, dict[str, Any]] = {}
-    for status in sorted(set(statuses)):
-        response: dict[str, Any] = {"description": descriptions[status], "content": body}
-        if status in (503, 507):
-            response["headers"] = RETRY_AFTER
-        table[status] = response
-    return table
+# The engine's own errors (``errors.py``).
+errors = ErrorTable(DESCRIPTIONS, ErrorBody)
 
 
 class SeedError(BaseModel):
@@ -118,9 +129,8 @@ SEED_DESCRIPTIONS: dict[int, str] = {
 }
 
 
-def seed_errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """``responses=`` for seed 002's routes: their errors in the seed's shape."""
-    return _table(statuses, SEED_DESCRIPTIONS, SeedError)
+# Seed 002's routes: their errors in the seed's shape.
+seed_errors = ErrorTable(SEED_DESCRIPTIONS, SeedError)
 
 
 OPENAI_DESCRIPTIONS: dict[int, str] = {
@@ -140,9 +150,8 @@ OPENAI_DESCRIPTIONS: dict[int, str] = {
 }
 
 
-def openai_errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """``responses=`` for the OpenAI-compatible door: its errors in OpenAI's shape."""
-    return _table(statuses, OPENAI_DESCRIPTIONS, OpenAIError)
+# The OpenAI-compatible door: its errors in OpenAI's shape.
+openai_errors = ErrorTable(OPENAI_DESCRIPTIONS, OpenAIError)
 
 
 class CodeckError(BaseModel):
@@ -164,12 +173,8 @@ CODECK_DESCRIPTIONS: dict[int, str] = {
 }
 
 
-def codeck_errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """``responses=`` for the routes codeck's web client calls: its error shape."""
-    table = _table(statuses, CODECK_DESCRIPTIONS, CodeckError)
-    if 429 in table:
-        table[429]["headers"] = RETRY_AFTER
-    return table
+# The routes codeck's web client calls: its error shape.
+codeck_errors = ErrorTable(CODECK_DESCRIPTIONS, CodeckError, frozenset({429, *WRITE_ERRORS}))
 
 
 # The models the tables above name: ``openapi.refine`` adds them to the components.

@@ -115,7 +115,7 @@ def _offline_edit(store: ConfigStore, edit: Any) -> list[dict[str, Any]]:
     providers: list[ProviderSettings] = edit(list(current.providers))
     updated: Settings = current.model_copy(update={"providers": providers})
     store.write_settings(updated)
-    return [p.to_public_dict() for p in providers]
+    return [dict(p.to_public_dict()) for p in providers]
 
 
 @app.command("add")

@@ -5,12 +5,20 @@ from __future__ import annotations
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, RootModel
+from typing_extensions import TypedDict
 
 from claybot.kernel.errors import InvalidInput
 
 REDACTED = "***"
 AuthType = Literal["apiKey", "token", "oauth"]
 AUTH_TYPES: tuple[str, ...] = get_args(AuthType)
+
+
+class RedactedAuthEntry(TypedDict):
+    """An auth.json entry as it may be shown: its type and its fields' names."""
+
+    type: AuthType
+    fields: list[str]  # sorted; never a value
 
 
 class AuthEntry(BaseModel):
@@ -22,7 +30,7 @@ class AuthEntry(BaseModel):
         value = (self.model_extra or {}).get(key)
         return value if isinstance(value, str) else None
 
-    def redacted(self) -> dict[str, Any]:
+    def redacted(self) -> RedactedAuthEntry:
         """What may be shown: the field names, never their values."""
         return {"type": self.type, "fields": sorted((self.model_extra or {}).keys())}
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NotRequired, cast
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
+from typing_extensions import TypedDict
 
 from claybot.config.redaction import redact_named
 from claybot.kernel.clock import UnknownTimeZone, zone
@@ -17,6 +18,8 @@ class CamelModel(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 
     def to_json_dict(self) -> dict[str, Any]:
+        """The model as settings.json holds it (camelCase, no nulls). A dict: one method
+        for every section, each with its own keys."""
         return self.model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
@@ -38,6 +41,16 @@ class EngineSettings(CamelModel):
         return value
 
 
+class PublicProviderJson(TypedDict):
+    """A provider entry as it may be shown: settings.json's, its secret options redacted."""
+
+    id: str
+    type: NotRequired[str]  # left out: the id names the type
+    enabled: bool
+    model: NotRequired[str]
+    options: dict[str, Any]
+
+
 class ProviderSettings(CamelModel):
     id: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     # The provider implementation; defaults to ``id`` so {"id": "openai"} just works,
@@ -51,11 +64,12 @@ class ProviderSettings(CamelModel):
     def provider_type(self) -> str:
         return self.type or self.id
 
-    def to_public_dict(self) -> dict[str, Any]:
+    def to_public_dict(self) -> PublicProviderJson:
         """What may be shown: options whose names say secret (``apiKey``...) redacted."""
         data = self.to_json_dict()
         data["options"] = redact_named(self.options)
-        return data
+        # The dump has exactly these keys (the model forbids others), in this order.
+        return cast(PublicProviderJson, data)
 
 
 class PluginInstanceSettings(CamelModel):

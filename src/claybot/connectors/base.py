@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from claybot.files.reference import FileReference
+from claybot.kernel.event_types import OutgoingMessagePayload
 from claybot.permissions.prompts import (
     PermissionOutcome,
     PermissionPrompt,
@@ -52,8 +53,9 @@ class OutgoingMessage:
     # their caption.
     files: tuple[FileReference, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
+    def to_dict(self) -> OutgoingMessagePayload:
+        """The message as its ``agent.outgoing`` event and the outbox carry it."""
+        data: OutgoingMessagePayload = {
             "id": self.id,
             "agentId": self.agent_id,
             "connector": self.connector,

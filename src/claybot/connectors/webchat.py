@@ -9,7 +9,7 @@ a browser that reconnects with ``Last-Event-ID`` misses nothing still buffered.
 
 from __future__ import annotations
 
-from typing import Any
+from claybot.kernel.events import EventJson
 
 WEBCHAT_CONNECTOR = "webchat"
 PERMISSION_EVENTS = frozenset({"permission.requested", "permission.granted", "permission.denied"})
@@ -20,7 +20,7 @@ LIVE_EVENTS = frozenset(
 
 
 def conversation_event(
-    event: dict[str, Any], user_id: str, channel_id: str, agent_id: str | None = None
+    event: EventJson, user_id: str, channel_id: str, agent_id: str | None = None
 ) -> bool:
     """Whether an engine event belongs on this webchat conversation's stream
     (``agent_id``: the conversation's agent, once it has one)."""

@@ -50,6 +50,8 @@ def parse_jsonl(
 
     A complete line in the middle that is no JSON object is damaged: skipped, or with
     ``placeholder`` replaced by the record it builds, so a reader sees it is there.
+    Records are dicts: JSON objects as read from disk, before the reader that knows
+    their kind (history, inbox, ledger) validates them.
     """
     records: list[dict[str, Any]] = []
     good_end = 0
@@ -146,7 +148,8 @@ def garbled(line: bytes) -> bool:
 
 
 def parse_line(line: bytes) -> dict[str, Any] | None:
-    """A line's record, or None when it is no JSON object (a damaged line)."""
+    """A line's record, or None when it is no JSON object (a damaged line). A dict: a
+    JSON object as read from disk, before the reader that knows its kind validates it."""
     try:
         value = orjson.loads(line)
     except orjson.JSONDecodeError:

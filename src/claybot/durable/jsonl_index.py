@@ -116,7 +116,8 @@ class JsonlIndex:
     ) -> tuple[list[dict[str, Any]], int]:
         """A page of records and the file's record count, in one refresh: with
         ``after``, the ``limit`` records numbered above it; without, the newest
-        ``limit`` records below ``before`` (or below the end)."""
+        ``limit`` records below ``before`` (or below the end). Records are dicts: JSON
+        objects as read from disk, before the reader that knows their kind validates them."""
         with self._lock:
             covered = self._refresh()
             if after is not None:
@@ -133,7 +134,8 @@ class JsonlIndex:
         self, first: int, stop: int, placeholder: Placeholder | None = None
     ) -> tuple[list[dict[str, Any]], int]:
         """Records ``first..stop-1`` parsed, each with its number as ``seq`` first; a
-        line that is no JSON object becomes ``placeholder``'s record (or is left out)."""
+        line that is no JSON object becomes ``placeholder``'s record (or is left out).
+        Records are dicts: JSON objects as read from disk, not yet validated."""
         numbered, count = self.lines(first, stop)
         return _parsed(numbered, placeholder), count
 

@@ -6,6 +6,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from claybot.kernel.event_types import FileReferenceJson
+
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 UNSAFE_NAME = re.compile(r"[\x00-\x1f\x7f/\\]")
 # What Linux, macOS and Windows file systems take as one name: 255 bytes (of UTF-8).
@@ -33,7 +35,7 @@ class FileReference:
     def is_image(self) -> bool:
         return self.mimeType.startswith("image/")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> FileReferenceJson:
         return {"id": self.id, "name": self.name, "mimeType": self.mimeType,
                 "size": self.size, "sha256": self.id}  # fmt: skip
 

@@ -20,7 +20,17 @@ with it. Subclasses set ``code`` (and, when they differ, ``status`` and
 
 from __future__ import annotations
 
-from typing import Any
+from typing import NotRequired
+
+from typing_extensions import TypedDict
+
+
+class ErrorObject(TypedDict):
+    """A ``ClayError`` as the API's ``error`` object (and a plugin failure's fields)."""
+
+    code: str
+    message: str
+    field: NotRequired[str]  # only when one input is to blame
 
 
 class ClayError(Exception):
@@ -47,9 +57,9 @@ class ClayError(Exception):
         if retry_after_s is not None:
             self.retry_after_s = retry_after_s
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ErrorObject:
         """The error as the API's ``error`` object: ``field`` only when one input is to blame."""
-        body: dict[str, Any] = {"code": self.code, "message": self.message}
+        body: ErrorObject = {"code": self.code, "message": self.message}
         if self.field is not None:
             body["field"] = self.field
         return body

@@ -97,6 +97,17 @@ class AgentGrantRevoked(TypedDict):
 
 
 @with_config(_CLOSED)
+class FileReferenceJson(TypedDict):
+    """A file as messages, history records and the API carry it (``FileReference``)."""
+
+    id: str  # the content's SHA-256
+    name: str
+    mimeType: str
+    size: int
+    sha256: str  # the same as ``id``, under the name seed 001's clients read
+
+
+@with_config(_CLOSED)
 class OutgoingMessagePayload(TypedDict):
     id: str
     agentId: str
@@ -106,7 +117,7 @@ class OutgoingMessagePayload(TypedDict):
     text: str
     inReplyTo: str | None
     final: bool
-    files: NotRequired[list[dict[str, Any]]]  # FileReference, for a message with files
+    files: NotRequired[list[FileReferenceJson]]  # for a message with files
 
 
 @with_config(_CLOSED)

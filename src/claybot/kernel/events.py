@@ -22,11 +22,12 @@ import asyncio
 import json
 import time
 from array import array
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple, Protocol, get_args
+from typing import Any, Literal, NamedTuple, Protocol, cast, get_args
 
 import orjson
+from typing_extensions import TypedDict
 
 from claybot.kernel.sse import sse_frame
 
@@ -38,6 +39,15 @@ DropReason = Literal["overflowed", "stalled"]
 DROP_REASONS: tuple[DropReason, ...] = get_args(DropReason)
 
 
+class EventJson(TypedDict):
+    """An event as the stream sends it (the ``data`` of its SSE frame)."""
+
+    id: int
+    type: str
+    payload: dict[str, Any]  # the type's payload (``event_types``), or a plugin's own
+    timestamp: str
+
+
 class Event(NamedTuple):
     """One event. A named tuple: every emit makes one, listeners or not, and a frozen
     dataclass took three times as long to build."""
@@ -47,7 +57,7 @@ class Event(NamedTuple):
     payload: dict[str, Any]
     timestamp: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> EventJson:
         return {
             "id": self.id,
             "type": self.type,
@@ -63,7 +73,7 @@ class Event(NamedTuple):
         return encode_frame(self.id, self.to_dict())
 
 
-def encode_frame(event_id: int, event: dict[str, Any]) -> bytes:
+def encode_frame(event_id: int, event: EventJson) -> bytes:
     try:
         data = orjson.dumps(event)
     except TypeError:  # a payload orjson cannot take (a huge int, a foreign type)
@@ -312,7 +322,7 @@ class Subscription:
 class EventSink(Protocol):
     """Where a producer of events sends them: an ``EventBus``, or ``DiscardedEvents``."""
 
-    def emit(self, type: str, payload: dict[str, Any] | None = None) -> object: ...
+    def emit(self, type: str, payload: Mapping[str, Any] | None = None) -> object: ...
 
 
 class DiscardedEvents:
@@ -320,7 +330,7 @@ class DiscardedEvents:
     ``agent.*`` events of a conversation no stream shows (a job's progress is its log
     and its status), and an ``EventBus`` would encode and keep each one."""
 
-    def emit(self, type: str, payload: dict[str, Any] | None = None) -> None:
+    def emit(self, type: str, payload: Mapping[str, Any] | None = None) -> None:
         return None
 
 
@@ -349,15 +359,17 @@ class EventBus:
     def subscriber_count(self) -> int:
         return len(self._subscribers)
 
-    def emit(self, type: str, payload: dict[str, Any] | None = None) -> Event:
+    def emit(self, type: str, payload: Mapping[str, Any] | None = None) -> Event:
         event_id = self._next_id
         self._next_id = event_id + 1
-        payload = payload or {}
+        # A payload is a dict, mostly built as its ``event_types`` TypedDict (which mypy
+        # takes only as a Mapping): a cast, not a copy, on every emit.
+        body = cast("dict[str, Any]", payload) if payload else {}
         stamp = self._stamp()
         # Encoded once, here: every stream sends the same bytes, and the ring keeps them.
-        frame = {"id": event_id, "type": type, "payload": payload, "timestamp": stamp}
+        frame: EventJson = {"id": event_id, "type": type, "payload": body, "timestamp": stamp}
         self._ring.append(event_id, encode_frame(event_id, frame))
-        event = Event(event_id, type, payload, stamp)
+        event = Event(event_id, type, body, stamp)
         for listener in self._listeners:
             listener(event)
         return event

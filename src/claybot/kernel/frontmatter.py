@@ -18,7 +18,10 @@ class FrontMatterError(ValueError):
 
 
 def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
-    """(the front matter mapping, the body with surrounding blank lines removed)."""
+    """(the front matter mapping, the body with surrounding blank lines removed).
+
+    The mapping is a dict because it is YAML as written, not yet validated: each kind
+    of task file validates it into its own model (``CronTaskSpec``, ``HeartbeatFront``)."""
     match = FRONT_MATTER.match(text.replace("\r\n", "\n"))
     if match is None:
         raise FrontMatterError("no front matter: the file must start with a '---' block")

@@ -22,7 +22,8 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+
+from typing_extensions import TypedDict
 
 from claybot.kernel.backoff import Backoff
 
@@ -35,6 +36,16 @@ HEALTHY_AFTER_S = 60.0  # a run this long before failing resets the back-off
 SideTask = Callable[[], Awaitable[None]]
 
 
+class SideTaskJson(TypedDict):
+    """A side task's status as ``GET /v1/engine/status`` lists it."""
+
+    name: str
+    running: bool
+    restarts: int
+    lastError: str | None
+    lastFailureAt: str | None  # ISO 8601, UTC, with a ``Z``
+
+
 @dataclass(frozen=True)
 class SideTaskStatus:
     name: str
@@ -43,7 +54,7 @@ class SideTaskStatus:
     last_error: str | None
     last_failure_at: datetime | None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> SideTaskJson:
         failed_at = self.last_failure_at
         return {
             "name": self.name,

@@ -26,6 +26,8 @@ def tool_description(server: str, tool: mcp_types.Tool) -> str:
 
 
 def tool_schema(tool: mcp_types.Tool) -> dict[str, Any]:
+    """The tool's input schema as an object schema the model can be given. A dict: a
+    JSON Schema document is arbitrary JSON, the MCP server's own."""
     schema = dict(tool.input_schema)
     schema.setdefault("type", "object")
     if schema["type"] == "object":

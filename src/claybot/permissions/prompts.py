@@ -7,7 +7,8 @@ both sides use these types, so they live with the permissions, below the connect
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+
+from typing_extensions import TypedDict
 
 from claybot.kernel.errors import Conflict, NotFound
 
@@ -23,6 +24,20 @@ def asker_in_conversation(label: str, connector: str, user_id: str, channel_id: 
     if label == conversation_label(connector, user_id, channel_id):
         return "this conversation"
     return label
+
+
+class PermissionPromptJson(TypedDict):
+    """A prompt's fields, the start of a request as the API and its events send it."""
+
+    requestId: str
+    agentId: str
+    agentLabel: str
+    permission: str
+    reason: str
+    connector: str
+    userId: str
+    channelId: str
+    expiresAt: int
 
 
 @dataclass(frozen=True)
@@ -49,7 +64,7 @@ class PermissionPrompt:
     def text(self) -> str:
         return f"Permission request from {self.asker}: {self.permission}\nReason: {self.reason}"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> PermissionPromptJson:
         return {
             "requestId": self.request_id,
             "agentId": self.agent_id,

@@ -22,6 +22,7 @@ from typing import Any, Literal
 from claybot.durable.atomic import append_durably
 from claybot.durable.jsonl import encode_record, read_jsonl
 from claybot.kernel.event_types import EventType
+from claybot.kernel.event_types import PermissionRequest as PermissionRequestJson
 from claybot.kernel.events import EventBus
 from claybot.kernel.ids import new_id
 from claybot.permissions.prompts import (
@@ -76,7 +77,8 @@ class PermissionRequest:
     def outcome(self) -> PermissionOutcome:
         return PermissionOutcome(self.id, self.approved, self.decided_by or "")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> PermissionRequestJson:
+        """The request as the API lists it and its ``permission.*`` events carry it."""
         return {
             **self.prompt().to_dict(),
             "createdAt": self.created_at,

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Protocol, runtime_checkable
 
 from pydantic import BaseModel
+from typing_extensions import TypedDict
 
 from claybot.config.redaction import public_settings
 from claybot.plugin_api.api import PluginApi, S
@@ -36,6 +37,16 @@ class PluginInstance(Protocol):
     async def unload(self) -> None:
         """Stop what ``load`` started (tasks, connections, connectors)."""
         ...
+
+
+class PluginDescription(TypedDict):
+    """A plugin as the catalog lists it."""
+
+    id: str
+    name: str
+    description: str
+    exclusive: bool
+    settingsSchema: dict[str, Any] | None  # None: the model has no JSON schema
 
 
 @dataclass(frozen=True)
@@ -62,6 +73,8 @@ class PluginDefinition(Generic[S]):
             raise TypeError(f"plugin {self.id!r}: create must be callable")
 
     def settings_schema(self) -> dict[str, Any] | None:
+        """The settings model's JSON schema (by alias), or None when it has none. A dict:
+        a JSON Schema document is arbitrary JSON."""
         try:
             return self.settings_model.model_json_schema(by_alias=True)
         except Exception:  # a third-party model without a JSON schema must not break listings
@@ -69,11 +82,12 @@ class PluginDefinition(Generic[S]):
 
     def public_settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
         """Stored settings as they may be shown: the secrets its model marks, or whose
-        names say so, redacted."""
+        names say so, redacted. A dict: its keys are the plugin's own settings model's,
+        which ClayBot does not know."""
         view: dict[str, Any] = public_settings(self.settings_model, settings)
         return view
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> PluginDescription:
         return {
             "id": self.id,
             "name": self.name,

@@ -15,9 +15,15 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from claybot.kernel.errors import ClayError
+from claybot.kernel.errors import ClayError, ErrorObject
 
 LoadFailureKind = Literal["not_ready", "auth_failed", "settings_invalid", "timeout", "error"]
+
+
+class LoadFailureObject(ErrorObject):
+    """A failed load as the API's ``error`` object: the house error's fields and why."""
+
+    kind: LoadFailureKind
 
 
 class PluginError(ClayError):
@@ -152,7 +158,7 @@ class PluginLoadFailed(PluginError):
         elif kind in ("auth_failed", "settings_invalid"):
             self.status = 400
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> LoadFailureObject:
         return {**super().to_dict(), "kind": self.kind}
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+
+from typing_extensions import TypedDict
 
 from claybot.connectors.base import Connector
 from claybot.providers.base import ImageProvider
@@ -19,6 +20,21 @@ from claybot.tools.base import ToolRegistry
 # The ``pluginId`` of a connector the engine itself provides (seed 000 has a string
 # there for every connector), which has no plugin behind it.
 BUILTIN_PLUGIN_ID = "builtin"
+
+
+class ConnectorSummary(TypedDict):
+    """A registered connector as the engine's status lists it."""
+
+    id: str
+    pluginId: str  # ``BUILTIN_PLUGIN_ID`` for the engine's own
+    name: str
+    loadedAt: str  # ISO 8601, UTC, with a ``Z``
+
+
+class ImageProviderSummary(TypedDict):
+    id: str
+    name: str  # the id again (seed 000's clients show a name)
+    label: str
 
 
 @dataclass(frozen=True)
@@ -32,7 +48,7 @@ class ConnectorEntry:
     def id(self) -> str:
         return self.connector.id
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> ConnectorSummary:
         return {
             "id": self.id,
             "pluginId": self.plugin_id or BUILTIN_PLUGIN_ID,
@@ -77,7 +93,7 @@ class ConnectorRegistry:
     def entries(self) -> list[ConnectorEntry]:
         return list(self._entries.values())
 
-    def summaries(self) -> list[dict[str, Any]]:
+    def summaries(self) -> list[ConnectorSummary]:
         return [entry.summary() for entry in self._entries.values()]
 
 
@@ -99,7 +115,7 @@ class ImageProviderRegistry:
     def providers(self) -> list[ImageProvider]:
         return list(self._providers.values())
 
-    def summaries(self) -> list[dict[str, Any]]:
+    def summaries(self) -> list[ImageProviderSummary]:
         return [{"id": p.id, "name": p.id, "label": p.label} for p in self._providers.values()]
 
 

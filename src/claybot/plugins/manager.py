@@ -47,7 +47,7 @@ from claybot.plugin_api.errors import (
     UnknownPlugin,
 )
 from claybot.plugin_api.registrar import PluginRegistrar
-from claybot.plugin_api.registries import Registries
+from claybot.plugin_api.registries import ConnectorSummary, Registries
 from claybot.plugins.catalog import PluginCatalog
 from claybot.plugins.instance_states import InstanceState, states_of
 from claybot.plugins.rules import (
@@ -187,7 +187,7 @@ class PluginManager:
     def plugin_summaries(self) -> list[dict[str, Any]]:
         return [loaded.summary() for loaded in self._loaded.values()]
 
-    def connector_summaries(self) -> list[dict[str, Any]]:
+    def connector_summaries(self) -> list[ConnectorSummary]:
         return self.registries.connectors.summaries()
 
     def failure_summaries(self) -> list[dict[str, Any]]:

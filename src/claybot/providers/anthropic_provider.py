@@ -22,9 +22,10 @@ import asyncio
 import json
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypeAlias
 
 import orjson
+from typing_extensions import TypedDict
 
 from claybot.config.auth import AuthEntry
 from claybot.config.settings import ProviderSettings
@@ -55,6 +56,18 @@ from claybot.providers.options import (
 
 if TYPE_CHECKING:
     import anthropic
+    from anthropic.types import (
+        AssistantMessageParam,
+        ImageBlockParam,
+        MessageParam,
+        TextBlockParam,
+        ToolParam,
+        ToolResultBlockParam,
+        ToolUseBlockParam,
+    )
+
+    # What a user turn holds here: a user's images and text, and tool results.
+    UserBlock: TypeAlias = TextBlockParam | ImageBlockParam | ToolResultBlockParam
 
 DEFAULT_MODEL = "claude-sonnet-4-6"
 MESSAGES_PATH = "/v1/messages"
@@ -70,36 +83,38 @@ EMPTY_TEXT = "(empty)"
 # -- our messages to the Messages API --------------------------------------------------------
 
 
-def to_anthropic_messages(request: InferenceRequest) -> list[dict[str, Any]]:
+def to_anthropic_messages(request: InferenceRequest) -> list[MessageParam]:
     """Our messages as Anthropic turns.
 
     Tool results are ``tool_result`` blocks in a user turn; consecutive ones share
     that turn, because the API wants every result of one assistant turn together
     right after it.
     """
-    turns: list[dict[str, Any]] = []
+    turns: list[MessageParam] = []
+    user: list[UserBlock] | None = None  # the last turn's blocks, while it is a user's
     for message in request.messages:
         if message.role == "tool":
             block = _tool_result(message)
-            if turns and turns[-1]["role"] == "user" and _only_tool_results(turns[-1]):
-                turns[-1]["content"].append(block)
+            if user is not None and _only_tool_results(user):
+                user.append(block)
             else:
-                turns.append({"role": "user", "content": [block]})
+                user = [block]
+                turns.append({"role": "user", "content": user})
         elif message.role == "assistant":
             turn = _assistant_turn(message)
             if turn is not None:
                 turns.append(turn)
+                user = None
+        elif user is not None:
+            user.extend(_user_blocks(message))  # text may follow tool results in one turn
         else:
-            blocks = _user_blocks(message)
-            if turns and turns[-1]["role"] == "user":
-                turns[-1]["content"].extend(blocks)  # text may follow tool results in one turn
-            else:
-                turns.append({"role": "user", "content": blocks})
+            user = _user_blocks(message)
+            turns.append({"role": "user", "content": user})
     return turns
 
 
-def _tool_result(message: ChatMessage) -> dict[str, Any]:
-    block: dict[str, Any] = {
+def _tool_result(message: ChatMessage) -> ToolResultBlockParam:
+    block: ToolResultBlockParam = {
         "type": "tool_result",
         "tool_use_id": message.tool_call_id or "",
         "content": message.text,
@@ -109,9 +124,9 @@ def _tool_result(message: ChatMessage) -> dict[str, Any]:
     return block
 
 
-def _assistant_turn(message: ChatMessage) -> dict[str, Any] | None:
+def _assistant_turn(message: ChatMessage) -> AssistantMessageParam | None:
     """None for a message that said nothing: an empty turn would be refused."""
-    content: list[dict[str, Any]] = []
+    content: list[TextBlockParam | ToolUseBlockParam] = []
     if message.text.strip():
         content.append({"type": "text", "text": message.text})
     content.extend(
@@ -121,9 +136,9 @@ def _assistant_turn(message: ChatMessage) -> dict[str, Any] | None:
     return {"role": "assistant", "content": content} if content else None
 
 
-def _user_blocks(message: ChatMessage) -> list[dict[str, Any]]:
+def _user_blocks(message: ChatMessage) -> list[UserBlock]:
     """A user's message: its images first (as the API advises), then its text."""
-    blocks: list[dict[str, Any]] = [
+    blocks: list[UserBlock] = [
         {"type": "image", "source": {"type": "base64", "media_type": mime, "data": data}}
         for mime, data in (image_parts(message, MAX_IMAGE_BYTES) if message.files else ())
     ]
@@ -189,11 +204,11 @@ def turns_json(run: EncodedRun) -> orjson.Fragment:
     return orjson.Fragment(b"".join(parts))
 
 
-def _only_tool_results(turn: dict[str, Any]) -> bool:
-    return all(block["type"] == "tool_result" for block in turn["content"])
+def _only_tool_results(blocks: list[UserBlock]) -> bool:
+    return all(block["type"] == "tool_result" for block in blocks)
 
 
-def to_anthropic_tools(tools: list[ToolSchema]) -> list[dict[str, Any]]:
+def to_anthropic_tools(tools: list[ToolSchema]) -> list[ToolParam]:
     return [
         {"name": tool.name, "description": tool.description, "input_schema": tool.parameters}
         for tool in tools
@@ -338,6 +353,19 @@ def locate(settings: ProviderSettings, auth: AuthEntry | None, env: Mapping[str,
     return replace(endpoint, base_url=endpoint.base_url or f"https://{VENDOR_HOST}")
 
 
+class MessagesBody(TypedDict):
+    """The body of a Messages API call as we send it: what ``messages.create`` takes as
+    its arguments, but for ``messages``, which may be JSON already encoded."""
+
+    model: str
+    max_tokens: int
+    messages: list[MessageParam] | orjson.Fragment
+    system: NotRequired[str]
+    tools: NotRequired[list[ToolParam]]
+    temperature: NotRequired[float]
+    stream: NotRequired[bool]
+
+
 class AnthropicProvider:
     def __init__(
         self,
@@ -376,11 +404,15 @@ class AnthropicProvider:
         return self._model
 
     def request_body(
-        self, request: InferenceRequest, *, stream: bool, messages: Any = None
-    ) -> dict[str, Any]:
+        self,
+        request: InferenceRequest,
+        *,
+        stream: bool,
+        messages: orjson.Fragment | None = None,
+    ) -> MessagesBody:
         """The JSON body of the call, as ``messages.create`` takes its arguments
         (``messages``: the turns already as JSON, else built as dicts)."""
-        body: dict[str, Any] = {
+        body: MessagesBody = {
             "model": self._model,
             "max_tokens": request.max_output_tokens or self._max_tokens,
             "messages": to_anthropic_messages(request) if messages is None else messages,

@@ -8,10 +8,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, TypeGuard, get_args, runtime_checkable
+
+from typing_extensions import TypedDict
 
 from claybot.config.auth import AuthEntry
 from claybot.config.settings import ProviderSettings
+
+
+class ToolCallJson(TypedDict):
+    """A tool call as history records keep it."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any]  # the JSON object the model sent, before the tool validates it
 
 
 @dataclass(frozen=True)
@@ -20,7 +30,7 @@ class ToolCall:
     name: str
     arguments: dict[str, Any]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ToolCallJson:
         return {"id": self.id, "name": self.name, "arguments": self.arguments}
 
 
@@ -37,11 +47,16 @@ class Attachment:
 
     @property
     def is_image(self) -> bool:
-        return self.mime_type in IMAGE_TYPES
+        return is_image_type(self.mime_type)
 
 
 # What vision models take as image parts (OpenAI and Anthropic alike).
-IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+ImageType = Literal["image/png", "image/jpeg", "image/gif", "image/webp"]
+IMAGE_TYPES: frozenset[str] = frozenset(get_args(ImageType))
+
+
+def is_image_type(mime_type: str) -> TypeGuard[ImageType]:
+    return mime_type in IMAGE_TYPES
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,16 +10,16 @@ from __future__ import annotations
 import base64
 from pathlib import Path
 
-from claybot.providers.base import Attachment, ChatMessage
+from claybot.providers.base import Attachment, ChatMessage, ImageType, is_image_type
 
 
-def image_parts(message: ChatMessage, max_bytes: int) -> list[tuple[str, str]]:
+def image_parts(message: ChatMessage, max_bytes: int) -> list[tuple[ImageType, str]]:
     """The message's images as (MIME type, base64 data), those that can be sent."""
-    parts = []
+    parts: list[tuple[ImageType, str]] = []
     for attachment in message.files:
-        data = _read(attachment, max_bytes)
-        if data is not None:
-            parts.append((attachment.mime_type, base64.b64encode(data).decode("ascii")))
+        mime_type = attachment.mime_type
+        if is_image_type(mime_type) and (data := _read(attachment, max_bytes)) is not None:
+            parts.append((mime_type, base64.b64encode(data).decode("ascii")))
     return parts
 
 

@@ -28,10 +28,11 @@ import asyncio
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, NotRequired
 from urllib.parse import urlsplit
 
 import orjson
+from typing_extensions import TypedDict
 
 from claybot.config.auth import AuthEntry
 from claybot.config.settings import ProviderSettings
@@ -63,6 +64,11 @@ from claybot.providers.options import (
 if TYPE_CHECKING:
     import openai
     from openai._types import RequestOptions
+    from openai.types.chat import (
+        ChatCompletionContentPartParam,
+        ChatCompletionMessageParam,
+        ChatCompletionToolParam,
+    )
 
 DEFAULT_MODEL = "gpt-5.4-mini"
 COMPLETIONS_PATH = "/chat/completions"
@@ -103,15 +109,15 @@ def messages_json(request: InferenceRequest) -> orjson.Fragment:
     return orjson.Fragment(b"".join(parts))
 
 
-def to_openai_messages(request: InferenceRequest) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = []
+def to_openai_messages(request: InferenceRequest) -> list[ChatCompletionMessageParam]:
+    messages: list[ChatCompletionMessageParam] = []
     if request.system_prompt:
         messages.append({"role": "system", "content": request.system_prompt})
     messages.extend(_message(message) for message in request.messages)
     return messages
 
 
-def _message(message: ChatMessage) -> dict[str, Any]:
+def _message(message: ChatMessage) -> ChatCompletionMessageParam:
     if message.role == "tool":
         # The API has no error flag on tool results; say it in the content.
         content = f"Error: {message.text}" if message.is_error else message.text
@@ -137,7 +143,7 @@ def _message(message: ChatMessage) -> dict[str, Any]:
     if message.files:
         images = image_parts(message, MAX_IMAGE_BYTES)
         if images:
-            parts: list[dict[str, Any]] = [{"type": "text", "text": message.text}]
+            parts: list[ChatCompletionContentPartParam] = [{"type": "text", "text": message.text}]
             parts += (
                 {"type": "image_url", "image_url": {"url": f"data:{mime};base64,{data}"}}
                 for mime, data in images
@@ -146,7 +152,7 @@ def _message(message: ChatMessage) -> dict[str, Any]:
     return {"role": "user", "content": message.text}
 
 
-def to_openai_tools(tools: list[ToolSchema]) -> list[dict[str, Any]]:
+def to_openai_tools(tools: list[ToolSchema]) -> list[ChatCompletionToolParam]:
     return [
         {
             "type": "function",
@@ -163,7 +169,7 @@ def to_openai_tools(tools: list[ToolSchema]) -> list[dict[str, Any]]:
 # -- the response back to ours ---------------------------------------------------------
 
 
-def decode_arguments(raw: str | None) -> dict[str, Any]:
+def _decode_arguments(raw: str | None) -> dict[str, Any]:
     """Tool arguments as an object; what the model wrote is kept when it is not one."""
     try:
         value = json.loads(raw or "{}")
@@ -183,7 +189,7 @@ def from_openai_response(provider_id: str, model: str, response: Any) -> Inferen
         ToolCall(
             call.get("id") or f"call_{position}",
             (call.get("function") or {}).get("name") or "",
-            decode_arguments((call.get("function") or {}).get("arguments")),
+            _decode_arguments((call.get("function") or {}).get("arguments")),
         )
         for position, call in enumerate(message.get("tool_calls") or [])
         if call.get("type", "function") == "function"
@@ -250,7 +256,7 @@ class StreamedCompletion:
     def result(self, provider_id: str, model: str) -> InferenceResult:
         calls = tuple(
             ToolCall(
-                pieces.id or f"call_{position}", pieces.name, decode_arguments(pieces.arguments)
+                pieces.id or f"call_{position}", pieces.name, _decode_arguments(pieces.arguments)
             )
             for position, (_, pieces) in enumerate(sorted(self._calls.items()))
             if pieces.name
@@ -287,13 +293,34 @@ def describe_error(exc: Exception, *, secret: str, endpoint: str) -> str:
     return redact(text[:MAX_ERROR_CHARS], secret)
 
 
-def max_tokens_field(base_url: str) -> str:
+MaxTokensField = Literal["max_completion_tokens", "max_tokens"]
+
+
+def max_tokens_field(base_url: str) -> MaxTokensField:
     """OpenAI deprecated ``max_tokens`` (its reasoning models refuse it); many compatible
     servers know only ``max_tokens``."""
     return "max_completion_tokens" if urlsplit(base_url).hostname == VENDOR_HOST else "max_tokens"
 
 
 # -- the provider ------------------------------------------------------------------------
+
+
+class StreamOptions(TypedDict):
+    include_usage: bool
+
+
+class CompletionBody(TypedDict):
+    """The body of a chat completion as we send it: what ``chat.completions.create``
+    takes as its arguments, but for ``messages``, which may be JSON already encoded."""
+
+    model: str
+    messages: list[ChatCompletionMessageParam] | orjson.Fragment
+    tools: NotRequired[list[ChatCompletionToolParam]]
+    max_completion_tokens: NotRequired[int]  # OpenAI's own API (see max_tokens_field)
+    max_tokens: NotRequired[int]  # the compatible servers'
+    temperature: NotRequired[float]
+    stream: NotRequired[bool]
+    stream_options: NotRequired[StreamOptions]
 
 
 def locate(settings: ProviderSettings, auth: AuthEntry | None, env: Mapping[str, str]) -> Endpoint:
@@ -348,18 +375,26 @@ class OpenAIProvider:
         return self._model
 
     def request_body(
-        self, request: InferenceRequest, *, stream: bool, messages: Any = None
-    ) -> dict[str, Any]:
+        self,
+        request: InferenceRequest,
+        *,
+        stream: bool,
+        messages: orjson.Fragment | None = None,
+    ) -> CompletionBody:
         """The JSON body of the call, as ``chat.completions.create`` takes its arguments
         (``messages``: the messages already as JSON, else built as dicts)."""
-        if messages is None:
-            messages = to_openai_messages(request)
-        body: dict[str, Any] = {"model": self._model, "messages": messages}
+        body: CompletionBody = {
+            "model": self._model,
+            "messages": to_openai_messages(request) if messages is None else messages,
+        }
         if request.tools:
             body["tools"] = to_openai_tools(list(request.tools))
         max_tokens = request.max_output_tokens or self._max_tokens
         if max_tokens:
-            body[self._max_tokens_field] = max_tokens
+            if self._max_tokens_field == "max_tokens":
+                body["max_tokens"] = max_tokens
+            else:
+                body["max_completion_tokens"] = max_tokens
         if self._temperature is not None:
             body["temperature"] = self._temperature
         if stream:

@@ -31,7 +31,9 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
+
+from typing_extensions import TypedDict
 
 from claybot.kernel.processes import ProcessGroup, drain, signal_group, start_group
 from claybot.permissions.model import Permissions
@@ -82,6 +84,18 @@ class SandboxConfig:
     limits: ResourceLimits = DEFAULT_LIMITS
     max_output_bytes: int = 1_000_000
     kill_grace_s: float = KILL_GRACE_S
+
+
+class SandboxStatus(TypedDict):
+    """Whether agents' commands are confined, and what by (``GET /v1/engine/status``)."""
+
+    confined: bool
+    backend: Literal["bwrap"] | None
+    bwrap: str | None  # the bubblewrap binary's path
+    problem: str  # why commands cannot be confined; "" when they can
+    processLimit: str | None
+    unconfined: list[str]  # the owners whose runners run commands unconfined
+    summary: str
 
 
 @dataclass(frozen=True)
@@ -241,7 +255,7 @@ class Sandbox:
                     return prefix
         return None
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> SandboxStatus:
         """For ``GET /v1/engine/status``: whether commands are confined, and what by."""
         support = self._support
         return {

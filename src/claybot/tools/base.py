@@ -85,7 +85,8 @@ class ToolDefinition(Generic[Args]):
 @functools.cache
 def argument_schema(parameters: type[BaseModel]) -> dict[str, Any]:
     """An argument model's JSON schema (shared; do not modify). Generating one costs
-    about a millisecond, and every job builds its tools afresh."""
+    about a millisecond, and every job builds its tools afresh. A dict: a JSON Schema
+    document is arbitrary JSON, and it is sent to the model as it is."""
     return parameters.model_json_schema()
 
 
@@ -123,8 +124,3 @@ class ToolRegistry:
 
     def visible_to(self, kind: AgentKind) -> list[ToolDefinition[Any]]:
         return [tool for tool in self._tools.values() if kind in tool.visible_to]
-
-    def describe(self) -> list[dict[str, Any]]:
-        return [
-            {"name": tool.name, "description": tool.description} for tool in self._tools.values()
-        ]
