@@ -12,13 +12,20 @@ from typing import Annotated, TypeVar
 from fastapi import Depends
 from starlette.requests import HTTPConnection
 
+from claybot.agents.system import AgentSystem
+from claybot.api.dashboard_auth import DashboardAuth
+from claybot.cron.scheduler import CronScheduler
+from claybot.engine.address import EngineAddress
 from claybot.engine.configuration import LiveConfiguration
+from claybot.engine.feeds import ConversationFeed, EngineFeed
 from claybot.engine.keystore import DeferredApiKeyStore
 from claybot.engine.metrics import EngineMetrics
+from claybot.engine.status import StatusView
 from claybot.files.store import FileStore
 from claybot.heartbeat.scheduler import HeartbeatScheduler
 from claybot.kernel.services import ServiceRegistry
 from claybot.permissions.requests import PermissionBroker
+from claybot.plugins import PluginManager
 from claybot.proactive.service import ProactiveService
 from claybot.providers.admin import ProviderAdmin
 
@@ -41,6 +48,14 @@ def service(kind: type[T]) -> Callable[[HTTPConnection], T]:
     return dependency
 
 
+def dashboard_auth_of(connection: HTTPConnection) -> DashboardAuth:
+    """The dashboard's sessions and login links, which the app holds
+    (``web/install.py``) rather than the engine."""
+    auth = connection.app.state.dashboard_auth
+    assert isinstance(auth, DashboardAuth)
+    return auth
+
+
 ProviderAdminDep = Annotated[ProviderAdmin, Depends(service(ProviderAdmin))]
 ConfigurationDep = Annotated[LiveConfiguration, Depends(service(LiveConfiguration))]
 PermissionsDep = Annotated[PermissionBroker, Depends(service(PermissionBroker))]
@@ -49,3 +64,11 @@ MetricsDep = Annotated[EngineMetrics, Depends(service(EngineMetrics))]
 FilesDep = Annotated[FileStore, Depends(service(FileStore))]
 KeysDep = Annotated[DeferredApiKeyStore, Depends(service(DeferredApiKeyStore))]
 ProactiveDep = Annotated[ProactiveService, Depends(service(ProactiveService))]
+AgentsDep = Annotated[AgentSystem, Depends(service(AgentSystem))]
+CronDep = Annotated[CronScheduler, Depends(service(CronScheduler))]
+PluginsDep = Annotated[PluginManager, Depends(service(PluginManager))]
+StatusDep = Annotated[StatusView, Depends(service(StatusView))]
+AddressDep = Annotated[EngineAddress, Depends(service(EngineAddress))]
+EngineFeedDep = Annotated[EngineFeed, Depends(service(EngineFeed))]
+ConversationFeedDep = Annotated[ConversationFeed, Depends(service(ConversationFeed))]
+DashboardAuthDep = Annotated[DashboardAuth, Depends(dashboard_auth_of)]

@@ -21,14 +21,16 @@ from claybot.connectors.outbox import ConnectorOutbox
 from claybot.cron.scheduler import CronScheduler
 from claybot.db.location import database_url
 from claybot.durable.group_commit import GroupCommitWriter
+from claybot.engine.address import EngineAddress
 from claybot.engine.assembly import Running, build_agents, build_schedulers
 from claybot.engine.configuration import LiveConfiguration
+from claybot.engine.feeds import ConversationFeed, EngineFeed
 from claybot.engine.file_collection import collect_forever
 from claybot.engine.jobs_host import JobsHost
 from claybot.engine.keystore import BackgroundDatabase, DeferredApiKeyStore
 from claybot.engine.metrics import EngineMetrics
 from claybot.engine.options import EngineOptions
-from claybot.engine.status import StatusSources, engine_status
+from claybot.engine.status import StatusReport, StatusSources, StatusView
 from claybot.files.store import FileStore
 from claybot.heartbeat.scheduler import HeartbeatScheduler
 from claybot.kernel.collector import pace_collector
@@ -85,9 +87,10 @@ class Engine:
         self.configuration = LiveConfiguration(
             self.config, self.events, self.plugins, self.providers
         )
-        self.services = self._services()
         self.started_at = datetime.now(UTC)
         self.tcp_port: int | None = None
+        self.status_view = StatusView(self._status_sources)
+        self.services = self._services()
         self._running: Running | None = None
         self.database = BackgroundDatabase(database_url(paths, self.options.env))
         self.jobs = JobsHost(
@@ -105,10 +108,24 @@ class Engine:
         services.provide(DeferredApiKeyStore, lambda: self.keys)
         admin = ProviderAdmin(self.configuration, self.providers, self.options.env)
         services.provide(ProviderAdmin, lambda: admin)
+        services.provide(PluginManager, lambda: self.plugins)
+        services.provide(StatusView, lambda: self.status_view)
+        address = EngineAddress(lambda: self.settings.engine.host, lambda: self.tcp_port)
+        services.provide(EngineAddress, lambda: address)
         # While the engine runs (before start and after stop there is none: a 500).
+        services.provide(AgentSystem, lambda: self.agents)
         services.provide(PermissionBroker, lambda: self.permissions)
+        services.provide(CronScheduler, lambda: self.cron)
         services.provide(HeartbeatScheduler, lambda: self.heartbeat)
         services.provide(ProactiveService, lambda: self.proactive)
+        services.provide(
+            EngineFeed,
+            lambda: EngineFeed(self.events, self.status, self.agents, self.cron, self.heartbeat),
+        )
+        services.provide(
+            ConversationFeed,
+            lambda: ConversationFeed(self.events, self.agents, self.permissions),
+        )
         return services
 
     @property
@@ -264,20 +281,21 @@ class Engine:
 
     # -- status -----------------------------------------------------------------
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> StatusReport:
+        return self.status_view.status()
+
+    def _status_sources(self) -> StatusSources:
         running = self._running
-        return engine_status(
-            StatusSources(
-                self.paths,
-                self.settings,
-                self.started_at,
-                self.tcp_port,
-                self.plugins,
-                self.providers,
-                self.registries,
-                self.sandbox,
-                self.tools,
-                self.database.key_store,
-                running.agents if running else None,
-            )
+        return StatusSources(
+            self.paths,
+            self.settings,
+            self.started_at,
+            self.tcp_port,
+            self.plugins,
+            self.providers,
+            self.registries,
+            self.sandbox,
+            self.tools,
+            self.database.key_store,
+            running.agents if running else None,
         )

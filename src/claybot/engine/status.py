@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
 
 from claybot import __version__
 from claybot.agents.system import AgentSystem
@@ -15,6 +16,7 @@ from claybot.connectors.webchat import WEBCHAT_CONNECTOR
 from claybot.engine.keystore import DeferredApiKeyStore
 from claybot.plugin_api.registries import BUILTIN_PLUGIN_ID
 from claybot.plugins import PluginManager, Registries
+from claybot.plugins.manager import PluginFailureSummary, PluginSummary
 from claybot.providers.configured import ConfiguredProviders
 from claybot.sandbox import Sandbox
 from claybot.tools.base import ToolRegistry
@@ -37,7 +39,85 @@ class StatusSources:
     agents: AgentSystem | None
 
 
-def engine_status(engine: StatusSources) -> dict[str, Any]:
+class TcpInfo(TypedDict):
+    host: str
+    port: int | None
+
+
+class ProviderInfo(TypedDict):
+    id: str
+    name: str
+    label: str
+    type: str
+    enabled: bool
+    model: str | None
+
+
+class InferenceProviderInfo(TypedDict):
+    id: str
+    name: str
+    label: str
+    model: str
+
+
+class DatabaseInfo(TypedDict):
+    ready: bool
+    error: str | None
+
+
+class AgentCounts(TypedDict):
+    total: int
+    loaded: int
+    pendingItems: int
+    problems: list[dict[str, str]]
+    stuck: list[dict[str, str | int]]
+
+
+class StatusReport(TypedDict):
+    """What the engine runs (``wire.status.EngineStatus`` without ``ok`` and ``status``),
+    in the order the answer has always had. The lists lower layers build (connectors,
+    image providers, the sandbox) are typed there."""
+
+    version: str
+    pid: int
+    home: str
+    startedAt: str
+    socketPath: str
+    tcp: TcpInfo
+    plugins: list[PluginSummary]
+    connectors: list[dict[str, Any]]
+    providers: list[ProviderInfo]
+    inferenceProviders: list[InferenceProviderInfo]
+    imageProviders: list[dict[str, Any]]
+    database: DatabaseInfo
+    providerFailures: dict[str, str]
+    sandbox: dict[str, Any]
+    pluginFailures: list[PluginFailureSummary]
+    tools: list[str]
+    agents: AgentCounts
+    sideTasks: list[dict[str, Any]]
+
+
+class SeedStatus(TypedDict):
+    plugins: list[PluginSummary]
+    providers: list[str]
+    connectors: list[dict[str, Any]]
+    inferenceProviders: list[InferenceProviderInfo]
+    imageProviders: list[dict[str, Any]]
+    tools: list[str]
+
+
+class StatusView:
+    """The engine's status as the doors read it: built from its parts as they are now."""
+
+    def __init__(self, sources: Callable[[], StatusSources]) -> None:
+        self._sources = sources
+
+    def status(self) -> StatusReport:
+        return engine_status(self._sources())
+
+
+def engine_status(engine: StatusSources) -> StatusReport:
     agents = engine.agents
     keys = engine.key_store
     started_at = engine.started_at.isoformat().replace("+00:00", "Z")
@@ -91,7 +171,7 @@ def engine_status(engine: StatusSources) -> dict[str, Any]:
     }
 
 
-def seed_status(status: dict[str, Any]) -> dict[str, Any]:
+def seed_status(status: StatusReport) -> SeedStatus:
     """Seed 000's status object, as the original ClayBot's clients read it from the
     answer's ``status`` (its dashboard shows these lists; its CLI's ``providers``
     command reads ``providers`` as the ids of the providers the engine runs and looks

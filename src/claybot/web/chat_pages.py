@@ -28,6 +28,7 @@ from claybot.api.sse import EventStream
 from claybot.api.uploads import chosen_files, read_upload
 from claybot.connectors.base import InboundMessage
 from claybot.connectors.webchat import WEBCHAT_CONNECTOR
+from claybot.engine.feeds import ConversationFeed
 from claybot.files.reference import FileReference
 from claybot.kernel.errors import ClayError
 from claybot.web.rendering import done, page
@@ -153,7 +154,8 @@ async def conversation_events(
         resume = resume_after(last_event_id, after)
     except ClayError as exc:
         return Response(str(exc), status_code=400, media_type="text/plain")
-    stream: EventStream = conversation_stream(engine_of(request), user_id, channel_id, resume)
+    feed = engine_of(request).services.get(ConversationFeed)
+    stream: EventStream = conversation_stream(feed, user_id, channel_id, resume)
     return stream
 
 

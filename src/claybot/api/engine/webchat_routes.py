@@ -4,24 +4,21 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, Header, Query
 
-from claybot.agents.descriptors import UserDescriptor
-from claybot.api.engine.routes import SSE_PING_S, engine_of, resume_after
+from claybot.api.deps import AgentsDep, ConversationFeedDep, FilesDep
+from claybot.api.engine.routes import SSE_PING_S, resume_after
 from claybot.api.responses import BODY_ERRORS, errors
 from claybot.api.sse import EventStream
 from claybot.api.uploads import attached
 from claybot.connectors.base import InboundMessage
-from claybot.connectors.webchat import LIVE_EVENTS, WEBCHAT_CONNECTOR, conversation_event
-from claybot.engine.engine import Engine
-from claybot.kernel.events import frame_event
+from claybot.connectors.webchat import WEBCHAT_CONNECTOR
+from claybot.engine.feeds import ConversationFeed
 from claybot.wire.agents import MessageAccepted
 from claybot.wire.base import AnswerRoute
 from claybot.wire.bodies import NAME_PATTERN, WebchatMessage
 
 router = APIRouter(prefix="/v1/engine/webchat", route_class=AnswerRoute)
-WEBCHAT_MARK = f'"{WEBCHAT_CONNECTOR}"'.encode()
-LIVE_MARKS = tuple(f'"{kind}"'.encode() for kind in LIVE_EVENTS)
 
 
 @router.post(
@@ -30,19 +27,18 @@ LIVE_MARKS = tuple(f'"{kind}"'.encode() for kind in LIVE_EVENTS)
     summary="Post a webchat message (durable on return)",
     responses=errors(*BODY_ERRORS, 404, 503),
 )
-async def post_message(request: Request, body: WebchatMessage) -> MessageAccepted:
-    engine = engine_of(request)
+async def post_message(agents: AgentsDep, files: FilesDep, body: WebchatMessage) -> MessageAccepted:
     message = InboundMessage(
         WEBCHAT_CONNECTOR,
         body.userId,
         body.channelId,
         body.text,
         body.messageId,
-        files=await attached(engine.files, body.files),
+        files=await attached(files, body.files),
     )
-    posted = await engine.post_inbound(message)  # too large, stopping: the shared handlers
+    turn = await agents.submit_inbound(message)  # too large, stopping: the shared handlers
     return MessageAccepted(
-        ok=True, agentId=posted.agent_id, messageId=posted.message_id, duplicate=posted.duplicate
+        ok=True, agentId=turn.agent_id, messageId=turn.id, duplicate=turn.duplicate
     )
 
 
@@ -54,46 +50,20 @@ async def post_message(request: Request, body: WebchatMessage) -> MessageAccepte
     responses=errors(400, 422),
 )
 async def events(
-    request: Request,
+    feed: ConversationFeedDep,
     user_id: Annotated[str, Query(alias="userId", pattern=NAME_PATTERN, max_length=256)],
     channel_id: Annotated[
         str, Query(alias="channelId", pattern=NAME_PATTERN, max_length=256)
     ] = "web",
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
 ) -> EventStream:
-    return conversation_stream(engine_of(request), user_id, channel_id, resume_after(last_event_id))
+    return conversation_stream(feed, user_id, channel_id, resume_after(last_event_id))
 
 
 def conversation_stream(
-    engine: Engine, user_id: str, channel_id: str, after: int | None
+    feed: ConversationFeed, user_id: str, channel_id: str, after: int | None
 ) -> EventStream:
-    """One webchat conversation's events after event ``after`` (all still buffered when
-    None), opened by an init frame that lists its pending permission prompts. The
-    dashboard's Chat page follows the same stream."""
-    subscription = engine.events.subscribe(after)
-    pending = [
-        item.to_dict()
-        for item in engine.permissions.list("pending")
-        if item.connector == WEBCHAT_CONNECTOR
-        and item.user_id == user_id
-        and item.channel_id == channel_id
-    ]
-    init = {"id": engine.events.last_id, "type": "init", "payload": {"pendingPermissions": pending}}
-
-    descriptor = UserDescriptor(connector=WEBCHAT_CONNECTOR, userId=user_id, channelId=channel_id)
-    agent_id = engine.agents.agent_id_for(descriptor)  # None until the first message
-
-    def in_conversation(frame: bytes) -> bool:
-        # Only a frame that names the webchat connector, or a live event (which names
-        # the agent only), can belong here: the rest of the bus is skipped undecoded.
-        nonlocal agent_id
-        if WEBCHAT_MARK in frame:
-            return conversation_event(frame_event(frame).to_dict(), user_id, channel_id)
-        if not any(mark in frame for mark in LIVE_MARKS):
-            return False
-        agent_id = agent_id or engine.agents.agent_id_for(descriptor)
-        if agent_id is None or agent_id.encode() not in frame:
-            return False
-        return conversation_event(frame_event(frame).to_dict(), user_id, channel_id, agent_id)
-
-    return EventStream(init, subscription, in_conversation, ping_s=SSE_PING_S)
+    """One webchat conversation's events after event ``after`` as a stream (see
+    ``ConversationFeed.open``). The dashboard's Chat page follows the same stream."""
+    opened = feed.open(user_id, channel_id, after)
+    return EventStream(opened.init, opened.subscription, opened.keep, ping_s=SSE_PING_S)
