@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -31,10 +31,20 @@ class TaskFileError(ValueError):
     """A TASK.md that cannot be used, with the reason (reported with its path)."""
 
 
+class GateFields(TypedDict):
+    """A gate as listings show it (``wire.schedules.TaskGate``)."""
+
+    command: str
+    timeoutMs: int
+
+
 class Gate(BaseModel):
     model_config = ConfigDict(extra="forbid")
     command: str = Field(min_length=1, max_length=4000)
     timeoutMs: int = Field(default=30_000, ge=100, le=300_000)
+
+    def fields(self) -> GateFields:
+        return {"command": self.command, "timeoutMs": self.timeoutMs}
 
 
 class CronTaskSpec(BaseModel):
