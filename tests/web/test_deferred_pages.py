@@ -17,7 +17,7 @@ async def test_the_first_requests_load_the_pages_once_and_all_get_their_page(
     engine: Engine,
 ) -> None:
     app = FastAPI()
-    app.state.engine = engine
+    app.state.services = engine.services
     install_dashboard(app)
     routes = app.router.routes
     assert sum(isinstance(route, DeferredPages) for route in routes) == 1

@@ -58,6 +58,8 @@ def parse_descriptor(data: Any) -> AgentDescriptor:
 
 
 def descriptor_to_dict(descriptor: AgentDescriptor) -> dict[str, Any]:
+    """A dict: it is written verbatim to descriptor.json, the index and history records,
+    and shown as is, so its fields are the descriptor model's own, whatever its type."""
     return descriptor.model_dump()
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TypedDict
 
 from claybot.agents.descriptors import (
     AgentDescriptor,
@@ -20,7 +20,6 @@ from claybot.agents.descriptors import (
     UserDescriptor,
     descriptor_key,
     descriptor_label,
-    descriptor_to_dict,
 )
 from claybot.agents.durable_port import AgentStore, IndexEntry
 from claybot.kernel.errors import NotFound
@@ -35,6 +34,14 @@ class AgentNotFound(NotFound, LookupError):
 
 
 UNKNOWN = -(2**63)  # an updatedAt not looked up yet
+
+
+class SubagentNode(TypedDict):
+    """A subagent in the tree below an agent, with its own below it."""
+
+    agentId: str
+    label: str
+    children: list[SubagentNode]
 
 
 class AgentDirectory:
@@ -146,7 +153,7 @@ class AgentDirectory:
     def children_of(self, parent_id: str) -> Iterator[str]:
         return iter(self._children.get(parent_id, ()))
 
-    def subagent_tree(self, root_id: str, limit: int) -> tuple[list[dict[str, Any]], int]:
+    def subagent_tree(self, root_id: str, limit: int) -> tuple[list[SubagentNode], int]:
         """The subagents below ``root_id``, each with its own (``children``), oldest first,
         and how many there are in all; at most ``limit`` are given."""
         children = self._children
@@ -154,9 +161,9 @@ class AgentDirectory:
         total = 0
         seen = {root_id}
 
-        def below(parent_id: str) -> list[dict[str, Any]]:
+        def below(parent_id: str) -> list[SubagentNode]:
             nonlocal given, total
-            nodes: list[dict[str, Any]] = []
+            nodes: list[SubagentNode] = []
             for child_id in children.get(parent_id, ()):
                 if child_id in seen:  # a cycle can only come from hand-edited files
                     continue
@@ -177,16 +184,3 @@ class AgentDirectory:
             return nodes
 
         return below(root_id), total
-
-    # -- listings -----------------------------------------------------------------------
-
-    def listing(self, agent_id: str, live: int | None) -> dict[str, Any]:
-        entry = self._entries[agent_id]
-        return {
-            "agentId": agent_id,
-            "descriptor": descriptor_to_dict(entry.descriptor),
-            "type": entry.descriptor.type,
-            "label": descriptor_label(entry.descriptor),
-            "createdAt": entry.created_at,
-            "updatedAt": self.updated_at(agent_id, live),
-        }

@@ -40,6 +40,19 @@ class AgentHistories:
         )
         return HistoryPage(records, total)
 
+    async def window(
+        self, agent_id: str, *, after: int | None, before: int | None, limit: int
+    ) -> HistoryPage:
+        """A page as the API asks for it: without ``after``, the newest ``limit`` records
+        (below ``before`` if given); with ``after``, the oldest ``limit`` above it, of
+        which those from ``before`` on are left out (after < seq < before)."""
+        if after is None or before is None:
+            return await self.page(agent_id, after=after, before=before, limit=limit)
+        page = await self.page(agent_id, after=after, before=None, limit=limit)
+        return HistoryPage(
+            [record for record in page.records if record["seq"] < before], page.total
+        )
+
     async def between(
         self, agent_id: str, *, from_at: int | None, to_at: int | None, limit: int
     ) -> list[dict[str, Any]]:

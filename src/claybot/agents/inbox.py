@@ -43,6 +43,7 @@ class InboxItem:
         return (self.agent_id, self.id)
 
     def to_record(self) -> dict[str, Any]:
+        """A dict: the inbox log's JSONL line, written verbatim (its bytes are the format)."""
         record: dict[str, Any] = {
             "op": self.kind,
             "agentId": self.agent_id,
@@ -87,10 +88,12 @@ class AgentInbox:
 
 
 def sent_record(key: ItemKey, outgoing_id: str) -> dict[str, Any]:
+    """A dict: the inbox log's JSONL line, written verbatim (its bytes are the format)."""
     return {"op": "sent", "agentId": key[0], "id": key[1], "outgoingId": outgoing_id}
 
 
 def done_record(item: InboxItem) -> dict[str, Any]:
+    """A dict: the inbox log's JSONL line, written verbatim (its bytes are the format)."""
     return {"op": "done", "agentId": item.agent_id, "id": item.id}
 
 
@@ -122,7 +125,8 @@ def unfinished(
 def pending_records(
     pending: dict[ItemKey, InboxItem], sent: dict[ItemKey, set[str]]
 ) -> Iterator[dict[str, Any]]:
-    """What a compacted log holds: each unfinished item and its delivery marks."""
+    """What a compacted log holds: each unfinished item and its delivery marks (dicts:
+    the log's JSONL lines, written verbatim)."""
     for key, item in list(pending.items()):
         yield item.to_record()
         for outgoing_id in sorted(sent.get(key, ())):

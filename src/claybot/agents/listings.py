@@ -7,17 +7,49 @@ The API, the dashboard, the status and the agents' own tools read agents through
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, NotRequired, TypedDict
 
 from claybot.agents.descriptors import (
     FetchStrategy,
     SubagentDescriptor,
     UserDescriptor,
     descriptor_label,
+    descriptor_to_dict,
 )
 from claybot.agents.directory import AgentDirectory
 from claybot.agents.durable_port import AgentStore, InboxStore, IndexEntry
 from claybot.agents.residency import Residency
+from claybot.tools.base import AgentKind
+
+Lifecycle = Literal["active", "sleeping"]  # in memory, or on disk only
+
+
+class AgentListing(TypedDict):
+    """An agent as the API lists it (``wire.agents.AgentListing``), in the answer's order."""
+
+    agentId: str
+    descriptor: dict[str, Any]  # ``descriptor_to_dict``
+    type: AgentKind
+    label: str
+    createdAt: int  # unix ms
+    updatedAt: int  # unix ms
+    lifecycle: Lifecycle
+    pending: int  # items waiting in its inbox (0 when sleeping)
+    problem: NotRequired[dict[str, str]]  # ``AgentProblem.to_dict``
+    stuck: NotRequired[dict[str, str | int]]  # ``StuckAgent.to_dict``
+
+
+class BackgroundAgent(TypedDict):
+    """A subagent as stored (``wire.agents.BackgroundAgent``)."""
+
+    agentId: str
+    name: str
+    parentAgentId: str
+    createdAt: int
+    updatedAt: int
+    status: Literal["idle"]
+    lifecycle: Lifecycle
+    pending: Literal[0]
 
 
 class AgentListings:
@@ -33,19 +65,28 @@ class AgentListings:
         self._store = store
         self._inbox = inbox
 
-    def agents(self) -> list[dict[str, Any]]:
+    def agents(self) -> list[AgentListing]:
         """Every agent (as ``agent`` lists it), most recently active first."""
         result = [self.agent(entry.agent_id) for entry in self._directory]
         result.sort(key=lambda item: item["updatedAt"], reverse=True)
         return result
 
-    def agent(self, agent_id: str) -> dict[str, Any]:
+    def agent(self, agent_id: str) -> AgentListing:
         """One agent: its entry, how recent it is, whether it is in memory, its damage."""
         residency = self._residency
         agent = residency.loaded.get(agent_id)
-        listed = self._directory.listing(agent_id, residency.live_updated_at(agent_id))
-        listed["lifecycle"] = "active" if agent is not None else "sleeping"
-        listed["pending"] = len(agent.inbox) if agent is not None else 0
+        entry = self._directory.entry(agent_id)
+        descriptor = entry.descriptor
+        listed: AgentListing = {
+            "agentId": agent_id,
+            "descriptor": descriptor_to_dict(descriptor),
+            "type": descriptor.type,
+            "label": descriptor_label(descriptor),
+            "createdAt": entry.created_at,
+            "updatedAt": self._directory.updated_at(agent_id, residency.live_updated_at(agent_id)),
+            "lifecycle": "active" if agent is not None else "sleeping",
+            "pending": len(agent.inbox) if agent is not None else 0,
+        }
         if agent_id in residency.problems:
             listed["problem"] = residency.problems[agent_id].to_dict()
         if agent_id in residency.stuck:
@@ -54,7 +95,7 @@ class AgentListings:
 
     def page(
         self, *, kind: str | None, text: str | None, offset: int, limit: int
-    ) -> tuple[list[dict[str, Any]], int]:
+    ) -> tuple[list[AgentListing], int]:
         """A page of agents, most recently active first, of one ``kind`` and holding
         ``text`` in their id or name if given, and how many match: filtered and sorted on
         the directory's entries, with a listing built only for the rows returned (at
@@ -79,7 +120,7 @@ class AgentListings:
         chosen = matching[offset : offset + limit]
         return [self.agent(agent_id) for _, agent_id in chosen], len(matching)
 
-    async def background(self) -> list[dict[str, Any]]:
+    async def background(self) -> list[BackgroundAgent]:
         """Subagents as stored (no live inbox status, seed 000), each with its
         ``lifecycle`` (in memory or not) and, as seed 000 has it, ``pending`` 0."""
         entries = [
@@ -88,7 +129,7 @@ class AgentListings:
         # A damaged state lists from its descriptor; the damage is in ``problems``.
         states = await self._store.read_states([entry.agent_id for entry in entries])
         loaded = self._residency.loaded
-        result = []
+        result: list[BackgroundAgent] = []
         for entry in entries:
             descriptor = entry.descriptor
             assert isinstance(descriptor, SubagentDescriptor)

@@ -311,6 +311,22 @@ class AgentSystem:
         agent = self.residency.loaded.get(agent_id)
         return agent.abort() if agent is not None else False
 
+    def stop(self, agent_id: str) -> bool:
+        """``abort`` for an agent named from outside: ``AgentNotFound`` if there is none."""
+        if agent_id not in self.directory:
+            raise AgentNotFound(agent_id)
+        return self.abort(agent_id)
+
+    async def reset_within(self, agent_id: str, message: str | None, wait_s: float) -> bool:
+        """Reset the agent's context and wait up to ``wait_s`` for it: False when a long
+        turn is still running after that (the reset is queued behind it)."""
+        turn = await self.reset(agent_id, message)
+        try:
+            await turn.outcome(wait_s)
+        except TimeoutError:
+            return False
+        return True
+
     async def reset(
         self, agent_id: str, message: str | None = None, *, item_id: str | None = None
     ) -> Turn:

@@ -17,8 +17,9 @@ from claybot.agents.webchat import WebchatConversations
 from claybot.api.dashboard_auth import DashboardAuth
 from claybot.config.home import HomePaths
 from claybot.cron.scheduler import CronScheduler
+from claybot.engine.address import EngineAddress
 from claybot.engine.configuration import LiveConfiguration
-from claybot.engine.feeds import ConversationFeed
+from claybot.engine.feeds import ConversationFeed, EngineFeed
 from claybot.engine.jobs_host import JobsHost
 from claybot.engine.keystore import DeferredApiKeyStore
 from claybot.engine.metrics import EngineMetrics
@@ -79,3 +80,5 @@ DashboardAuthDep = Annotated[DashboardAuth, Depends(dashboard_auth_of)]
 JobsHostDep = Annotated[JobsHost, Depends(service(JobsHost))]
 HomePathsDep = Annotated[HomePaths, Depends(service(HomePaths))]
 WebchatDep = Annotated[WebchatConversations, Depends(service(WebchatConversations))]
+AddressDep = Annotated[EngineAddress, Depends(service(EngineAddress))]
+EngineFeedDep = Annotated[EngineFeed, Depends(service(EngineFeed))]

@@ -173,7 +173,7 @@ def add(
             fail(describe_validation_error(exc))
         except ScheduleError as exc:
             fail(str(exc))
-        return store.create(spec, prompt).to_dict()
+        return dict[str, Any](store.create(spec, prompt).to_dict())
 
     task, running = mutate(home, remote, online=online, offline=offline)
     where = "" if running else " (the engine schedules it when it starts)"

@@ -135,7 +135,7 @@ def add(
         from claybot.cron.task import Gate
 
         with _said_plainly():
-            return (
+            return dict[str, Any](
                 _store(config)
                 .add(
                     title,

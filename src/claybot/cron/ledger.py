@@ -187,8 +187,10 @@ class RunLedger:
 
 
 def started_record(task_id: str, at_ms: int, now_ms: int) -> dict[str, Any]:
+    """A dict: the ledger's JSONL line, written verbatim (its bytes are the format)."""
     return {"op": "started", "task": task_id, "at": at_ms, "t": now_ms}
 
 
 def skipped_records(task_id: str, at_ms: list[int], reason: str) -> list[dict[str, Any]]:
+    """Dicts: the ledger's JSONL lines, written verbatim (their bytes are the format)."""
     return [{"op": "skipped", "task": task_id, "at": at, "reason": reason} for at in at_ms]

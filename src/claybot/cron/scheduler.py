@@ -23,13 +23,12 @@ import logging
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 from claybot.cron.due import decide, next_instants
 from claybot.cron.ledger import Run, RunLedger, skipped_records, started_record
 from claybot.cron.run import CronHost, RunKey
 from claybot.cron.runner import CronRunner, LatenessHook
-from claybot.cron.store import TASK_FILE, CronStore, CronTask, TaskProblem
+from claybot.cron.store import TASK_FILE, CronStore, CronTask, CronTaskListing, TaskProblem
 from claybot.cron.task import CronTaskNotFound, CronTaskSpec
 from claybot.cron.warm import AgentWarmer
 from claybot.cron.watch import TaskFolders, watch_task_files
@@ -406,7 +405,7 @@ class CronScheduler:
                     self.problems.append(found)
                     self._report(found)
 
-    def listing(self) -> list[dict[str, Any]]:
+    def listing(self) -> list[CronTaskListing]:
         result = []
         for task in sorted(self.tasks.values(), key=lambda t: t.spec.name):
             runs = self.ledger.runs(task.id)

@@ -13,10 +13,11 @@ import shutil
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 from claybot.cron.task import (
     CronTaskSpec,
+    GateFields,
     TaskFileError,
     parse_task_file,
     render_task_file,
@@ -34,6 +35,37 @@ FILES_DIR = "files"
 EMPTY_MEMORY = "No memory yet.\n"
 MAX_TASK_FILE_BYTES = 256 * 1024
 MAX_MEMORY_BYTES = 256 * 1024
+
+
+class CronTaskFields(TypedDict):
+    """A task as the API shows it (``wire.cron.CronTask``): its front matter in the
+    file's order, with the zone it runs in, where it lives and its prompt."""
+
+    taskId: str
+    name: str
+    schedule: str
+    timezone: str
+    enabled: bool
+    description: str
+    deleteAfterRun: bool
+    agentId: str | None
+    gate: GateFields | None
+    misfire: Literal["skip", "run-once"]
+    overlap: Literal["skip", "queue"]
+    createdBy: str | None
+    slug: str
+    path: str
+    prompt: str
+
+
+class CronTaskListing(CronTaskFields):
+    """A task as ``GET /v1/engine/cron/tasks`` lists it (``wire.cron.CronTaskListing``)."""
+
+    nextRunAt: str | None
+    lastRun: dict[str, Any] | None  # the ledger's last finished run, as it recorded it
+    running: bool
+    id: str
+    lastRunAt: str | None
 
 
 @dataclass(frozen=True)
@@ -57,10 +89,21 @@ class CronTask:
     def files_dir(self) -> Path:
         return self.directory / FILES_DIR
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> CronTaskFields:
+        spec = self.spec
         return {
-            **self.spec.model_dump(),
+            "taskId": spec.taskId,
+            "name": spec.name,
+            "schedule": spec.schedule,
             "timezone": self.schedule.timezone,
+            "enabled": spec.enabled,
+            "description": spec.description,
+            "deleteAfterRun": spec.deleteAfterRun,
+            "agentId": spec.agentId,
+            "gate": spec.gate.fields() if spec.gate else None,
+            "misfire": spec.misfire,
+            "overlap": spec.overlap,
+            "createdBy": spec.createdBy,
             "slug": self.slug,
             "path": str(self.directory / TASK_FILE),
             "prompt": self.prompt,
@@ -68,7 +111,7 @@ class CronTask:
 
     def listing(
         self, last_run: dict[str, Any] | None, next_run: datetime | None, running: bool
-    ) -> dict[str, Any]:
+    ) -> CronTaskListing:
         """The task as ``GET /v1/engine/cron/tasks`` lists it, with its next and last
         run. ``id`` and ``lastRunAt`` are seed 000's names (the original ClayBot
         dashboard reads them): the task's id, and the instant of its last run."""
@@ -199,6 +242,7 @@ class CronStore:
         return len(data)
 
     def read_state(self, task: CronTask) -> dict[str, Any]:
+        """A dict: STATE.json is the task's own, read as it is on disk ({} if unreadable)."""
         try:
             value = json.loads((task.directory / STATE_FILE).read_text())
         except (OSError, ValueError):

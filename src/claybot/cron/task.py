@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from claybot.kernel.errors import NotFound
+from claybot.kernel.errors import InvalidInput, NotFound
 from claybot.kernel.frontmatter import FrontMatterError, join_front_matter, split_front_matter
 from claybot.scheduling.schedule import FIELD_COUNT
 
@@ -30,10 +31,20 @@ class TaskFileError(ValueError):
     """A TASK.md that cannot be used, with the reason (reported with its path)."""
 
 
+class GateFields(TypedDict):
+    """A gate as listings show it (``wire.schedules.TaskGate``)."""
+
+    command: str
+    timeoutMs: int
+
+
 class Gate(BaseModel):
     model_config = ConfigDict(extra="forbid")
     command: str = Field(min_length=1, max_length=4000)
     timeoutMs: int = Field(default=30_000, ge=100, le=300_000)
+
+    def fields(self) -> GateFields:
+        return {"command": self.command, "timeoutMs": self.timeoutMs}
 
 
 class CronTaskSpec(BaseModel):
@@ -66,6 +77,18 @@ class CronTaskSpec(BaseModel):
                 f"{value!r} must have 5 fields: minute hour day-of-month month day-of-week"
             )
         return " ".join(fields)
+
+
+def new_task_spec(task_id: str, fields: Mapping[str, Any]) -> CronTaskSpec:
+    """A new task's front matter from what a client sent: ``InvalidInput`` naming the
+    first field that is wrong (the schedule's expression and zone are checked when the
+    task is added)."""
+    try:
+        return CronTaskSpec.model_validate({"taskId": task_id, **fields})
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"])
+        raise InvalidInput(f"{where}: {error['msg']}", field=where) from exc
 
 
 def parse_task_file(text: str) -> tuple[CronTaskSpec, str]:

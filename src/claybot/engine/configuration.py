@@ -16,6 +16,7 @@ from claybot.config.store import ConfigStore
 from claybot.kernel.event_types import EventType
 from claybot.kernel.events import EventBus
 from claybot.plugins import LoadedPlugin, PluginManager
+from claybot.plugins.manager import PluginSummary
 from claybot.providers.configured import ConfiguredProviders
 
 __all__ = ["LiveConfiguration"]
@@ -90,11 +91,11 @@ class LiveConfiguration:
     # from disk rather than patched here, so memory and file cannot disagree.
     async def load_plugin(
         self, plugin_id: str, instance_id: str | None, settings: dict[str, Any] | None
-    ) -> dict[str, Any]:
+    ) -> PluginSummary:
         loaded: LoadedPlugin = await self.plugins.load(plugin_id, instance_id, settings)
         self.reread()
         await self.rebuild_providers()  # the plugin may have registered a provider type
-        return {"id": loaded.instance_id, "pluginId": loaded.plugin_id, "name": loaded.name}
+        return loaded.summary()
 
     async def unload_plugin(self, instance_id: str) -> None:
         await self.plugins.unload(instance_id)

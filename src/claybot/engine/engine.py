@@ -1,7 +1,7 @@
 """The engine: wires stores, agents, providers, plugins and listeners together.
 
-``Engine.start`` / ``Engine.stop`` are the only startup and shutdown path; the
-HTTP layer gets the running engine through ``app.state.engine``.
+``Engine.start`` / ``Engine.stop`` are the only startup and shutdown path. The doors
+never hold the engine: they get its services by type (``services``, ``_services()``).
 """
 
 from __future__ import annotations
@@ -22,15 +22,16 @@ from claybot.connectors.outbox import ConnectorOutbox
 from claybot.cron.scheduler import CronScheduler
 from claybot.db.location import database_url
 from claybot.durable.group_commit import GroupCommitWriter
+from claybot.engine.address import EngineAddress
 from claybot.engine.assembly import Running, build_agents, build_schedulers
 from claybot.engine.configuration import LiveConfiguration
-from claybot.engine.feeds import ConversationFeed
+from claybot.engine.feeds import ConversationFeed, EngineFeed
 from claybot.engine.file_collection import collect_forever
 from claybot.engine.jobs_host import JobsHost
 from claybot.engine.keystore import BackgroundDatabase, DeferredApiKeyStore
 from claybot.engine.metrics import EngineMetrics
 from claybot.engine.options import EngineOptions
-from claybot.engine.status import StatusSources, StatusView
+from claybot.engine.status import StatusReport, StatusSources, StatusView
 from claybot.files.store import FileStore
 from claybot.heartbeat.scheduler import HeartbeatScheduler
 from claybot.jobs.service import JobService
@@ -114,6 +115,8 @@ class Engine:
         services.provide(HomePaths, lambda: self.paths)
         services.provide(EventBus, lambda: self.events)
         services.provide(JobsHost, lambda: self.jobs)
+        address = EngineAddress(lambda: self.settings.engine.host, lambda: self.tcp_port)
+        services.provide(EngineAddress, lambda: address)
         # While the engine runs (before start and after stop there is none: a 500).
         services.provide(AgentSystem, lambda: self.agents)
         services.provide(PermissionBroker, lambda: self.permissions)
@@ -122,6 +125,10 @@ class Engine:
         services.provide(ProactiveService, lambda: self.proactive)
         # The job database opens in the background: the service waits for it per call.
         services.provide(JobService, lambda: JobService(self.jobs.database, self.jobs.workroot))
+        services.provide(
+            EngineFeed,
+            lambda: EngineFeed(self.events, self.status, self.agents, self.cron, self.heartbeat),
+        )
         services.provide(
             ConversationFeed,
             lambda: ConversationFeed(self.events, self.agents, self.permissions),
@@ -284,7 +291,7 @@ class Engine:
 
     # -- status -----------------------------------------------------------------
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> StatusReport:
         return self.status_view.status()
 
     def _status_sources(self) -> StatusSources:

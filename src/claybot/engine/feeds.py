@@ -1,4 +1,4 @@
-"""The event feeds the doors stream over SSE: one webchat conversation's.
+"""The event feeds the doors stream over SSE: the engine's, and one webchat conversation's.
 
 A feed is an init frame (a snapshot the client starts from), a subscription to the
 bus at the position the client resumes from, and for a conversation the test that
@@ -15,10 +15,13 @@ from typing import Any
 from claybot.agents.descriptors import UserDescriptor
 from claybot.agents.system import AgentSystem
 from claybot.connectors.webchat import LIVE_EVENTS, WEBCHAT_CONNECTOR, conversation_event
+from claybot.cron.scheduler import CronScheduler
+from claybot.engine.status import StatusReport
+from claybot.heartbeat.scheduler import HeartbeatScheduler
 from claybot.kernel.events import EventBus, Subscription, frame_event
 from claybot.permissions.requests import PermissionBroker
 
-__all__ = ["ConversationFeed", "Feed"]
+__all__ = ["ConversationFeed", "EngineFeed", "Feed"]
 
 WEBCHAT_MARK = f'"{WEBCHAT_CONNECTOR}"'.encode()
 LIVE_MARKS = tuple(f'"{kind}"'.encode() for kind in LIVE_EVENTS)
@@ -31,6 +34,44 @@ class Feed:
     init: dict[str, Any]
     subscription: Subscription
     keep: Callable[[bytes], bool] | None = None
+
+
+class EngineFeed:
+    """``GET /v1/engine/events``: the engine's state, then every event after it."""
+
+    def __init__(
+        self,
+        events: EventBus,
+        status: Callable[[], StatusReport],
+        agents: AgentSystem,
+        cron: CronScheduler,
+        heartbeat: HeartbeatScheduler,
+    ) -> None:
+        self._events = events
+        self._status = status
+        self._agents = agents
+        self._cron = cron
+        self._heartbeat = heartbeat
+
+    async def open(self, after: int | None) -> Feed:
+        """The events after event ``after`` (all still buffered when None), opened by an
+        init frame with the status, the schedules and the background agents."""
+        events = self._events
+        subscription = events.subscribe(after)
+        init = {
+            "id": events.last_id,
+            "type": "init",
+            "payload": {
+                "status": self._status(),
+                "cron": self._cron.listing(),
+                "heartbeat": (await self._heartbeat.listing())["tasks"],
+                "backgroundAgents": await self._agents.listings.background(),
+                "replayed": subscription.replayed,
+                "gap": subscription.gap,
+            },
+            "timestamp": None,
+        }
+        return Feed(init, subscription)
 
 
 class ConversationFeed:

@@ -6,7 +6,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TypedDict
 
 from claybot import __version__
 from claybot.agents.system import AgentSystem
@@ -14,10 +14,13 @@ from claybot.config.home import HomePaths
 from claybot.config.settings import Settings
 from claybot.connectors.webchat import WEBCHAT_CONNECTOR
 from claybot.engine.keystore import DeferredApiKeyStore
-from claybot.plugin_api.registries import BUILTIN_PLUGIN_ID
+from claybot.kernel.supervise import SideTaskJson
+from claybot.plugin_api.registries import BUILTIN_PLUGIN_ID, ConnectorSummary, ImageProviderSummary
 from claybot.plugins import PluginManager, Registries
+from claybot.plugins.manager import PluginFailureSummary, PluginSummary
 from claybot.providers.configured import ConfiguredProviders
 from claybot.sandbox import Sandbox
+from claybot.sandbox.exec import SandboxStatus
 from claybot.tools.base import ToolRegistry
 
 
@@ -38,17 +41,89 @@ class StatusSources:
     agents: AgentSystem | None
 
 
+class TcpInfo(TypedDict):
+    host: str
+    port: int | None
+
+
+class ProviderInfo(TypedDict):
+    id: str
+    name: str
+    label: str
+    type: str
+    enabled: bool
+    model: str | None
+
+
+class InferenceProviderInfo(TypedDict):
+    id: str
+    name: str
+    label: str
+    model: str
+
+
+class DatabaseInfo(TypedDict):
+    ready: bool
+    error: str | None
+
+
+class AgentCounts(TypedDict):
+    total: int
+    loaded: int
+    pendingItems: int
+    problems: list[dict[str, str]]
+    stuck: list[dict[str, str | int]]
+
+
+class StatusReport(TypedDict):
+    """What the engine runs (``wire.status.EngineStatus`` without ``ok`` and ``status``),
+    in the order the answer has always had. The lists lower layers build (connectors,
+    image providers, the sandbox) are typed there."""
+
+    version: str
+    pid: int
+    home: str
+    startedAt: str
+    socketPath: str
+    tcp: TcpInfo
+    plugins: list[PluginSummary]
+    connectors: list[ConnectorSummary]
+    providers: list[ProviderInfo]
+    inferenceProviders: list[InferenceProviderInfo]
+    imageProviders: list[ImageProviderSummary]
+    database: DatabaseInfo
+    providerFailures: dict[str, str]
+    sandbox: SandboxStatus
+    pluginFailures: list[PluginFailureSummary]
+    tools: list[str]
+    agents: AgentCounts
+    sideTasks: list[SideTaskJson]
+
+
+class SeedStatus(TypedDict):
+    plugins: list[PluginSummary]
+    providers: list[str]
+    connectors: list[ConnectorSummary]
+    inferenceProviders: list[InferenceProviderInfo]
+    imageProviders: list[ImageProviderSummary]
+    tools: list[str]
+
+
 class StatusView:
     """The engine's status as the doors read it: built from its parts as they are now."""
 
     def __init__(self, sources: Callable[[], StatusSources]) -> None:
         self._sources = sources
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> StatusReport:
         return engine_status(self._sources())
 
+    @property
+    def started_at(self) -> datetime:
+        return self._sources().started_at
 
-def engine_status(engine: StatusSources) -> dict[str, Any]:
+
+def engine_status(engine: StatusSources) -> StatusReport:
     agents = engine.agents
     keys = engine.key_store
     started_at = engine.started_at.isoformat().replace("+00:00", "Z")
@@ -102,7 +177,7 @@ def engine_status(engine: StatusSources) -> dict[str, Any]:
     }
 
 
-def seed_status(status: dict[str, Any]) -> dict[str, Any]:
+def seed_status(status: StatusReport) -> SeedStatus:
     """Seed 000's status object, as the original ClayBot's clients read it from the
     answer's ``status`` (its dashboard shows these lists; its CLI's ``providers``
     command reads ``providers`` as the ids of the providers the engine runs and looks
@@ -127,7 +202,7 @@ def _unbuilt_label(engine: StatusSources, provider_type: str, model: str | None)
     return f"{kind} ({model})" if model else kind
 
 
-def _builtin_connectors(loaded_at: str) -> list[dict[str, Any]]:
+def _builtin_connectors(loaded_at: str) -> list[ConnectorSummary]:
     """The connectors that are views of the event stream rather than plugins."""
     return [
         {"id": connector_id, "pluginId": BUILTIN_PLUGIN_ID, "name": name, "loadedAt": loaded_at}

@@ -15,9 +15,9 @@ import asyncio
 import contextlib
 import logging
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
-from claybot.heartbeat.store import HeartbeatStore, HeartbeatTask
+from claybot.heartbeat.store import HeartbeatStore, HeartbeatTask, HeartbeatTaskFields
 from claybot.kernel.clock import Clock, from_ms, to_ms
 from claybot.kernel.event_types import EventType
 from claybot.kernel.events import EventBus
@@ -61,6 +61,15 @@ def batch_prompt(tasks: list[tuple[HeartbeatTask, str | None]], at: datetime) ->
         if gate_output:
             parts += ["", "[Gate output]", gate_output]
     return "\n".join(parts)
+
+
+class HeartbeatListing(TypedDict):
+    """The tasks and the beat as the API lists them (``wire.heartbeat.HeartbeatTaskList``)."""
+
+    tasks: list[HeartbeatTaskFields]
+    problems: list[dict[str, str]]  # a task file's path and what is wrong with it
+    nextRunAt: str
+    intervalS: float
 
 
 class HeartbeatScheduler:
@@ -219,7 +228,7 @@ class HeartbeatScheduler:
         if reply is not None and reply.strip() and reply.strip() != HEARTBEAT_OK:
             await self.host.forward_beat(message_id, reply.strip())
 
-    async def listing(self) -> dict[str, Any]:
+    async def listing(self) -> HeartbeatListing:
         tasks, problems = await asyncio.to_thread(self.store.scan)
         last = self.last_run_at.isoformat() if self.last_run_at else None
         return {

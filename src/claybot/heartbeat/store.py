@@ -11,11 +11,11 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from claybot.cron.task import Gate, slugify
+from claybot.cron.task import Gate, GateFields, slugify
 from claybot.durable.atomic import atomic_write_bytes, atomic_write_json
 from claybot.kernel.errors import Conflict, InvalidInput, NotFound
 from claybot.kernel.frontmatter import FrontMatterError, join_front_matter, split_front_matter
@@ -58,6 +58,17 @@ class HeartbeatFront(BaseModel):
     createdBy: str | None = Field(default=None, min_length=1, max_length=64)
 
 
+class HeartbeatTaskFields(TypedDict):
+    """A task as the API shows it (``wire.heartbeat.HeartbeatTask``)."""
+
+    id: str
+    title: str
+    prompt: str
+    gate: GateFields | None
+    path: str
+    lastRunAt: str | None  # the last beat, one time for all tasks
+
+
 @dataclass(frozen=True)
 class HeartbeatTask:
     id: str
@@ -67,12 +78,12 @@ class HeartbeatTask:
     path: Path
     created_by: str | None = None
 
-    def to_dict(self, last_run_at: str | None = None) -> dict[str, Any]:
+    def to_dict(self, last_run_at: str | None = None) -> HeartbeatTaskFields:
         return {
             "id": self.id,
             "title": self.title,
             "prompt": self.prompt,
-            "gate": self.gate.model_dump() if self.gate else None,
+            "gate": self.gate.fields() if self.gate else None,
             "path": str(self.path),
             "lastRunAt": last_run_at,
         }
@@ -162,6 +173,8 @@ class HeartbeatStore:
             raise HeartbeatTaskNotFound(task_id) from None
 
     def read_state(self) -> dict[str, Any]:
+        """A dict: the file is read as it is on disk ({} if unreadable), and the scheduler
+        checks each value it takes from it."""
         try:
             value = json.loads((self.root / STATE_FILE).read_text())
         except (OSError, ValueError):

@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib.metadata import Distribution, EntryPoint, distributions
-from typing import Any
+from typing import Any, TypedDict
 
 from claybot.config.redaction import redact_value
 from claybot.config.settings import PluginInstanceSettings
@@ -34,6 +34,26 @@ ENTRY_POINT_GROUP = "claybot.plugins"
 OWN_DISTRIBUTION = "claybot"
 
 DistributionSource = Callable[[], Iterable[Distribution]]
+
+
+class ConfiguredEntry(TypedDict):
+    """A settings.json entry as listings show it (``wire.plugins.ConfiguredPlugin``)."""
+
+    instanceId: str
+    pluginId: str
+    enabled: bool
+    settings: dict[str, Any]  # the plugin's own settings, secrets redacted
+
+
+class CatalogEntry(TypedDict):
+    """An installed plugin as listings show it (``wire.plugins.CatalogPlugin``)."""
+
+    id: str
+    name: str
+    description: str
+    exclusive: bool
+    settingsSchema: dict[str, Any] | None  # a JSON schema
+    builtin: bool
 
 
 @dataclass(frozen=True)
@@ -181,7 +201,7 @@ class PluginCatalog:
     def is_builtin(self, plugin_id: str) -> bool:
         return plugin_id in self._builtin_ids
 
-    def public_entry(self, entry: PluginInstanceSettings) -> dict[str, Any]:
+    def public_entry(self, entry: PluginInstanceSettings) -> ConfiguredEntry:
         """A settings.json entry as listings show it: its settings' secrets redacted."""
         definition = self.get(entry.plugin_id)
         # A plugin that is not installed has no model to say which values are secret.
@@ -190,10 +210,22 @@ class PluginCatalog:
             if definition is not None
             else redact_value(entry.settings)
         )
-        return {**entry.to_json_dict(), "settings": settings}
+        return {
+            "instanceId": entry.instance_id,
+            "pluginId": entry.plugin_id,
+            "enabled": entry.enabled,
+            "settings": settings,
+        }
 
-    def describe(self) -> list[dict[str, Any]]:
+    def describe(self) -> list[CatalogEntry]:
         return [
-            {**definition.describe(), "builtin": self.is_builtin(definition.id)}
+            {
+                "id": definition.id,
+                "name": definition.name,
+                "description": definition.description,
+                "exclusive": definition.exclusive,
+                "settingsSchema": definition.settings_schema(),
+                "builtin": self.is_builtin(definition.id),
+            }
             for definition in self.definitions()
         ]

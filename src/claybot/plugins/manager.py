@@ -19,7 +19,7 @@ import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from pydantic import BaseModel, ValidationError
 
@@ -48,7 +48,7 @@ from claybot.plugin_api.errors import (
 )
 from claybot.plugin_api.registrar import PluginRegistrar
 from claybot.plugin_api.registries import ConnectorSummary, Registries
-from claybot.plugins.catalog import PluginCatalog
+from claybot.plugins.catalog import CatalogEntry, ConfiguredEntry, PluginCatalog
 from claybot.plugins.instance_states import InstanceState, states_of
 from claybot.plugins.rules import (
     RunningInstance,
@@ -72,6 +72,33 @@ def _iso(moment: datetime) -> str:
     return moment.isoformat().replace("+00:00", "Z")
 
 
+class PluginSummary(TypedDict):
+    """A loaded instance as listings show it (``wire.plugins.PluginSummary``)."""
+
+    id: str
+    pluginId: str
+    name: str
+
+
+class PluginFailureSummary(TypedDict):
+    """An instance that failed to load, and why (``wire.plugins.PluginFailure``)."""
+
+    id: str
+    pluginId: str
+    at: str
+    code: str
+    message: str
+    field: NotRequired[str]
+    kind: NotRequired[LoadFailureKind]
+
+
+class PluginListing(TypedDict):
+    loaded: list[PluginSummary]
+    configured: list[ConfiguredEntry]
+    failures: list[PluginFailureSummary]
+    catalog: list[CatalogEntry]
+
+
 @dataclass
 class LoadedPlugin:
     instance_id: str
@@ -90,7 +117,7 @@ class LoadedPlugin:
     def name(self) -> str:
         return self.definition.name
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> PluginSummary:
         return {"id": self.instance_id, "pluginId": self.plugin_id, "name": self.name}
 
 
@@ -101,13 +128,22 @@ class PluginFailure:
     error: PluginError
     at: datetime
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
+    def to_dict(self) -> PluginFailureSummary:
+        # The error's fields as ``ClayError.to_dict`` and ``PluginLoadFailed.to_dict``
+        # write them: ``field`` only when one input is to blame, then ``kind``.
+        error = self.error
+        failure: PluginFailureSummary = {
             "id": self.instance_id,
             "pluginId": self.plugin_id,
             "at": _iso(self.at),
-            **self.error.to_dict(),
+            "code": error.code,
+            "message": error.message,
         }
+        if error.field is not None:
+            failure["field"] = error.field
+        if isinstance(error, PluginLoadFailed):
+            failure["kind"] = error.kind
+        return failure
 
 
 def _settings_field(error: ValidationError) -> str:
@@ -171,7 +207,7 @@ class PluginManager:
     def loaded(self) -> list[LoadedPlugin]:
         return list(self._loaded.values())
 
-    def listing(self) -> dict[str, Any]:
+    def listing(self) -> PluginListing:
         """What is loaded, what settings.json configures, what failed, what can be loaded."""
         return {
             "loaded": self.plugin_summaries(),
@@ -184,16 +220,16 @@ class PluginManager:
         """Each instance with its state and what can be done to it."""
         return states_of(self.listing())
 
-    def plugin_summaries(self) -> list[dict[str, Any]]:
+    def plugin_summaries(self) -> list[PluginSummary]:
         return [loaded.summary() for loaded in self._loaded.values()]
 
     def connector_summaries(self) -> list[ConnectorSummary]:
         return self.registries.connectors.summaries()
 
-    def failure_summaries(self) -> list[dict[str, Any]]:
+    def failure_summaries(self) -> list[PluginFailureSummary]:
         return [failure.to_dict() for failure in self.failures.values()]
 
-    def configured(self) -> list[dict[str, Any]]:
+    def configured(self) -> list[ConfiguredEntry]:
         """The settings.json entries with their secrets redacted: what listings show."""
         return [self.catalog.public_entry(entry) for entry in self._settings.entries()]
 
@@ -482,7 +518,10 @@ class PluginManager:
         )
 
     def _emit_loaded(self, loaded: LoadedPlugin) -> None:
-        self._events.emit(PLUGIN_LOADED, loaded.summary())
+        self._events.emit(
+            PLUGIN_LOADED,
+            {"id": loaded.instance_id, "pluginId": loaded.plugin_id, "name": loaded.name},
+        )
 
     def _emit_unloaded(self, loaded: LoadedPlugin) -> None:
         self._events.emit(PLUGIN_UNLOADED, {"id": loaded.instance_id, "pluginId": loaded.plugin_id})

@@ -56,7 +56,6 @@ def create_app(
         ),
         responses=errors(500),  # any route, for a bug; the details stay in the engine log
     )
-    app.state.engine = engine
     app.state.services = engine.services
     app.state.request_shutdown = request_shutdown
     app.state.artifact_links = artifact_links or ArtifactLinks()

@@ -122,7 +122,7 @@ async def _task_page(
         session=session,
         task=task,
         runs=await cron.run_history(task_id, RUNS_SHOWN),
-        form=form or {field: str(task[field] or "") for field in fields},
+        form=form or {field: str(task.get(field) or "") for field in fields},
         preview=preview or [],
         problem=problem,
         default_zone=cron.store.default_timezone,

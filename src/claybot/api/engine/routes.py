@@ -10,16 +10,23 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Header, Path, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
-from claybot.agents.system import AgentNotFound
 from claybot.api.bounds import INT64_MAX
-from claybot.api.deps import ConfigurationDep, KeysDep
+from claybot.api.deps import (
+    AgentsDep,
+    ConfigurationDep,
+    EngineFeedDep,
+    FilesDep,
+    KeysDep,
+    PluginsDep,
+    StatusDep,
+)
 from claybot.api.engine.history_stream import whole_history_response
 from claybot.api.responses import BODY_ERRORS, errors
 from claybot.api.sse import SSE_PING_S, EventStream, resume_after
 from claybot.api.uploads import attached
 from claybot.connectors.base import InboundMessage
-from claybot.engine.engine import Engine
 from claybot.engine.status import seed_status
+from claybot.files.store import FileStore
 from claybot.kernel.errors import NotFound
 from claybot.wire.agents import (
     AgentList,
@@ -48,17 +55,11 @@ RESET_WAIT_S = 10.0
 PAGE_LIMIT = 100  # history records in a page when the client names no limit
 
 
-def engine_of(request: Request) -> Engine:
-    engine = request.app.state.engine
-    assert isinstance(engine, Engine)
-    return engine
-
-
-def stored_file_path(engine: Engine) -> FilePath:
-    """Where the engine's file store keeps a file's bytes ("" for what is no file id)."""
+def stored_file_path(files: FileStore) -> FilePath:
+    """Where the file store keeps a file's bytes ("" for what is no file id)."""
 
     def file_path(file_id: str) -> str:
-        location = engine.files.location(file_id)
+        location = files.location(file_id)
         return "" if location is None else str(location)
 
     return file_path
@@ -68,8 +69,8 @@ def stored_file_path(engine: Engine) -> FilePath:
 
 
 @router.get("/status", summary="Engine status with named plugins, connectors and providers")
-async def status(request: Request) -> EngineStatus:
-    status = engine_of(request).status()
+async def status(view: StatusDep) -> EngineStatus:
+    status = view.status()
     return EngineStatus.model_validate({"ok": True, **status, "status": seed_status(status)})
 
 
@@ -100,16 +101,14 @@ async def shutdown(request: Request) -> Ok:
 
 
 @router.get("/agents", summary="Every agent, most recently active first")
-async def list_agents(request: Request) -> AgentList:
-    return AgentList.model_validate(
-        {"ok": True, "agents": engine_of(request).agents.listings.agents()}
-    )
+async def list_agents(agents: AgentsDep) -> AgentList:
+    return AgentList.model_validate({"ok": True, "agents": agents.listings.agents()})
 
 
 @router.get("/agents/background", summary="Background agents, derived from persisted state")
-async def background_agents(request: Request) -> BackgroundAgentList:
-    agents = await engine_of(request).agents.listings.background()
-    return BackgroundAgentList.model_validate({"ok": True, "agents": agents})
+async def background_agents(agents: AgentsDep) -> BackgroundAgentList:
+    listed = await agents.listings.background()
+    return BackgroundAgentList.model_validate({"ok": True, "agents": listed})
 
 
 @router.get(
@@ -127,7 +126,8 @@ async def background_agents(request: Request) -> BackgroundAgentList:
     ),
 )
 async def agent_history(
-    request: Request,
+    agents: AgentsDep,
+    files: FilesDep,
     agentId: str,
     limit: Annotated[
         int | None, Query(ge=1, le=1000, description="records in a page (default 100)")
@@ -139,25 +139,18 @@ async def agent_history(
         int | None, Query(ge=-1, le=INT64_MAX, description="records numbered above this")
     ] = None,
 ) -> AgentHistory | StreamingResponse:
-    engine = engine_of(request)
-    file_path = stored_file_path(engine)
+    file_path = stored_file_path(files)
     if limit is None and before is None and after is None:
-        total, chunks = await engine.agents.histories.whole(agentId)
+        total, chunks = await agents.histories.whole(agentId)
         return whole_history_response(agentId, total, seed_chunks(chunks, file_path))
     limit = PAGE_LIMIT if limit is None else limit
-    if after is not None and before is not None:
-        # Paging forward from ``after``; the records from ``before`` on are left out.
-        page = await engine.agents.histories.page(agentId, after=after, before=None, limit=limit)
-        records = [record for record in page.records if record["seq"] < before]
-    else:
-        page = await engine.agents.histories.page(agentId, after=after, before=before, limit=limit)
-        records = page.records
+    page = await agents.histories.window(agentId, after=after, before=before, limit=limit)
     return AgentHistory.model_validate(
         {
             "ok": True,
             "agentId": agentId,
             "total": page.total,
-            "records": seed_records(records, file_path),
+            "records": seed_records(page.records, file_path),
         }
     )
 
@@ -168,17 +161,11 @@ async def agent_history(
     responses=errors(*BODY_ERRORS, 404, 503),
 )
 async def reset_agent(
-    request: Request,
+    agents: AgentsDep,
     agentId: str,
     body: Annotated[ResetAgent | None, Body()] = None,
 ) -> AgentReset:
-    engine = engine_of(request)
-    turn = await engine.agents.reset(agentId, body.message if body else None)
-    try:
-        await turn.outcome(RESET_WAIT_S)
-        done = True
-    except TimeoutError:
-        done = False  # a long turn is still running; the reset is queued behind it
+    done = await agents.reset_within(agentId, body.message if body else None, RESET_WAIT_S)
     return AgentReset(ok=True, agentId=agentId, status="done" if done else "queued")
 
 
@@ -187,11 +174,8 @@ async def reset_agent(
     summary="Stop the agent's running turn (what /stop does in a chat)",
     responses=errors(404),
 )
-async def stop_agent(request: Request, agentId: str) -> AgentStopped:
-    engine = engine_of(request)
-    if not engine.agents.exists(agentId):
-        raise AgentNotFound(agentId)
-    return AgentStopped(ok=True, agentId=agentId, stopped=engine.agents.abort(agentId))
+async def stop_agent(agents: AgentsDep, agentId: str) -> AgentStopped:
+    return AgentStopped(ok=True, agentId=agentId, stopped=agents.stop(agentId))
 
 
 # -- messages -----------------------------------------------------------------------
@@ -204,20 +188,19 @@ async def stop_agent(request: Request, agentId: str) -> AgentStopped:
     summary="Post a message from the local connector",
     responses=errors(*BODY_ERRORS, 404, 503),
 )
-async def post_message(request: Request, body: PostMessage) -> Response:
-    engine = engine_of(request)
-    posted = await engine.post_inbound(
+async def post_message(agents: AgentsDep, files: FilesDep, body: PostMessage) -> Response:
+    turn = await agents.submit_inbound(
         InboundMessage(
             connector=body.connector,
             user_id=body.userId,
             channel_id=body.channelId,
             text=body.text,
             message_id=body.messageId,
-            files=await attached(engine.files, body.files),
+            files=await attached(files, body.files),
         )
     )
     accepted = MessageAccepted(
-        ok=True, agentId=posted.agent_id, messageId=posted.message_id, duplicate=posted.duplicate
+        ok=True, agentId=turn.agent_id, messageId=turn.id, duplicate=turn.duplicate
     )
     # The busiest route: its answer is serialised here, once. Returned as a model, FastAPI
     # would dump it, validate the dump against the same model and serialise that again.
@@ -228,8 +211,8 @@ async def post_message(request: Request, body: PostMessage) -> Response:
 
 
 @router.get("/plugins", summary="Loaded and configured plugin instances, and the catalog")
-async def list_plugins(request: Request) -> PluginListing:
-    return PluginListing.model_validate({"ok": True, **engine_of(request).plugins.listing()})
+async def list_plugins(plugins: PluginsDep) -> PluginListing:
+    return PluginListing.model_validate({"ok": True, **plugins.listing()})
 
 
 @router.post(
@@ -299,23 +282,9 @@ async def revoke_key(
     responses=errors(400, 422),
 )
 async def events(
-    request: Request,
+    feed: EngineFeedDep,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
     since: Annotated[int | None, Query(description="same as the Last-Event-ID header")] = None,
 ) -> EventStream:
-    engine = engine_of(request)
-    subscription = engine.events.subscribe(resume_after(last_event_id, since))
-    init = {
-        "id": engine.events.last_id,
-        "type": "init",
-        "payload": {
-            "status": engine.status(),
-            "cron": engine.cron.listing(),
-            "heartbeat": (await engine.heartbeat.listing())["tasks"],
-            "backgroundAgents": await engine.agents.listings.background(),
-            "replayed": subscription.replayed,
-            "gap": subscription.gap,
-        },
-        "timestamp": None,
-    }
-    return EventStream(init, subscription, ping_s=SSE_PING_S)
+    opened = await feed.open(resume_after(last_event_id, since))
+    return EventStream(opened.init, opened.subscription, ping_s=SSE_PING_S)

@@ -24,7 +24,7 @@ from fastapi.responses import StreamingResponse
 
 from claybot.agents.descriptors import UserDescriptor
 from claybot.agents.durable_port import IndexEntry
-from claybot.api.deps import AgentsDep, ConfigurationDep, EventsDep, FilesDep
+from claybot.api.deps import AgentsDep, ConfigurationDep, EventsDep, FilesDep, StatusDep
 from claybot.api.openai.bodies import ChatCompletionRequest
 from claybot.api.openai.chat import Caller, OpenAiChat
 from claybot.api.openai.conversation import (
@@ -89,10 +89,9 @@ def openai_chat(
     return OpenAiChat(agents, events, files, configuration)
 
 
-def engine_started_at(request: Request) -> datetime:
+def engine_started_at(status: StatusDep) -> datetime:
     """When the engine started: the ``created`` of the model ``claybot``."""
-    started: datetime = request.app.state.engine.started_at
-    return started
+    return status.started_at
 
 
 CallerDep = Annotated[Caller, Depends(caller_of)]
