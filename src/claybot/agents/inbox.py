@@ -12,15 +12,41 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NotRequired, TypedDict
 
 from claybot.agents.turn import Turn
 
 ItemKind = Literal["message", "reset", "revoke"]
 ITEM_KINDS = frozenset({"message", "reset", "revoke"})
 ItemKey = tuple[str, str]  # (agent id, item id)
+
+
+# The inbox log's lines, in the order their keys are written (their bytes are the format).
+class ItemRecord(TypedDict):
+    op: ItemKind
+    agentId: str
+    id: str
+    at: int
+    text: NotRequired[str]
+    context: NotRequired[dict[str, Any]]
+
+
+class SentRecord(TypedDict):
+    op: Literal["sent"]
+    agentId: str
+    id: str
+    outgoingId: str
+
+
+class DoneRecord(TypedDict):
+    op: Literal["done"]
+    agentId: str
+    id: str
+
+
+InboxRecord = ItemRecord | SentRecord | DoneRecord
 
 
 @dataclass
@@ -42,9 +68,8 @@ class InboxItem:
     def key(self) -> tuple[str, str]:
         return (self.agent_id, self.id)
 
-    def to_record(self) -> dict[str, Any]:
-        """A dict: the inbox log's JSONL line, written verbatim (its bytes are the format)."""
-        record: dict[str, Any] = {
+    def to_record(self) -> ItemRecord:
+        record: ItemRecord = {
             "op": self.kind,
             "agentId": self.agent_id,
             "id": self.id,
@@ -57,7 +82,7 @@ class InboxItem:
         return record
 
     @staticmethod
-    def from_record(record: dict[str, Any]) -> InboxItem:
+    def from_record(record: Mapping[str, Any]) -> InboxItem:
         return InboxItem(
             kind=record["op"],
             id=str(record["id"]),
@@ -87,18 +112,16 @@ class AgentInbox:
         return iter(self._items)
 
 
-def sent_record(key: ItemKey, outgoing_id: str) -> dict[str, Any]:
-    """A dict: the inbox log's JSONL line, written verbatim (its bytes are the format)."""
+def sent_record(key: ItemKey, outgoing_id: str) -> SentRecord:
     return {"op": "sent", "agentId": key[0], "id": key[1], "outgoingId": outgoing_id}
 
 
-def done_record(item: InboxItem) -> dict[str, Any]:
-    """A dict: the inbox log's JSONL line, written verbatim (its bytes are the format)."""
+def done_record(item: InboxItem) -> DoneRecord:
     return {"op": "done", "agentId": item.agent_id, "id": item.id}
 
 
 def unfinished(
-    records: Iterable[dict[str, Any]],
+    records: Iterable[Mapping[str, Any]],
 ) -> tuple[dict[ItemKey, InboxItem], dict[ItemKey, set[str]]]:
     """The items not done, in acceptance order, and the outgoing ids each had delivered;
     an item written twice (a checkpoint races an append) counts once."""
@@ -124,9 +147,8 @@ def unfinished(
 
 def pending_records(
     pending: dict[ItemKey, InboxItem], sent: dict[ItemKey, set[str]]
-) -> Iterator[dict[str, Any]]:
-    """What a compacted log holds: each unfinished item and its delivery marks (dicts:
-    the log's JSONL lines, written verbatim)."""
+) -> Iterator[InboxRecord]:
+    """What a compacted log holds: each unfinished item and its delivery marks."""
     for key, item in list(pending.items()):
         yield item.to_record()
         for outgoing_id in sorted(sent.get(key, ())):

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from claybot.agents.inbox import (
     InboxItem,
+    InboxRecord,
     ItemKey,
     done_record,
     pending_records,
@@ -31,22 +32,22 @@ class InboxLedger(ABC):
         self._appended = 0
 
     @abstractmethod
-    def _write(self, record: dict[str, Any]) -> asyncio.Future[None]:
+    def _write(self, record: InboxRecord) -> asyncio.Future[None]:
         """Append ``record``; the future resolves once it is durable."""
 
     @abstractmethod
-    def _write_nowait(self, record: dict[str, Any]) -> None:
+    def _write_nowait(self, record: InboxRecord) -> None:
         """Append ``record`` in the next batch; nobody waits for it."""
 
     def _appended_one(self) -> None:
         self._appended += 1
 
-    def _restore(self, records: Iterable[dict[str, Any]]) -> list[InboxItem]:
+    def _restore(self, records: Iterable[Mapping[str, Any]]) -> list[InboxItem]:
         """Take the records read back at boot; answer the items still to process."""
         self._pending, self._sent = unfinished(records)
         return list(self._pending.values())
 
-    def _kept_records(self) -> Iterator[dict[str, Any]]:
+    def _kept_records(self) -> Iterator[InboxRecord]:
         """What a checkpoint keeps: each unfinished item and its delivery marks."""
         return pending_records(self._pending, self._sent)
 

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
 
-from claybot.agents.inbox import InboxItem
+from claybot.agents.inbox import InboxItem, InboxRecord
 from claybot.agents.inbox_ledger import InboxLedger
 from claybot.durable.atomic import atomic_write_bytes
 from claybot.durable.group_commit import GroupCommitWriter, replay_journal
@@ -47,10 +46,10 @@ class InboxLog(InboxLedger):
         self._rewrite()
         return items
 
-    def _write(self, record: dict[str, Any]) -> asyncio.Future[None]:
+    def _write(self, record: InboxRecord) -> asyncio.Future[None]:
         return self.writer.append(self.path, encode_record(record))
 
-    def _write_nowait(self, record: dict[str, Any]) -> None:
+    def _write_nowait(self, record: InboxRecord) -> None:
         self.writer.append_nowait(self.path, encode_record(record))
 
     def _appended_one(self) -> None:

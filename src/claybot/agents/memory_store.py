@@ -25,7 +25,7 @@ from claybot.agents.durable_port import (
     StoredAgent,
 )
 from claybot.agents.history import Record, damaged_record, history_tail, turn_records
-from claybot.agents.inbox import InboxItem
+from claybot.agents.inbox import InboxItem, InboxRecord
 from claybot.agents.inbox_ledger import InboxLedger
 from claybot.agents.state import AgentState
 from claybot.durable.jsonl import encode_record, parse_line
@@ -46,7 +46,7 @@ class MemoryImage:
     set_aside: dict[str, dict[str, Any]] = field(default_factory=dict)
     histories: dict[str, list[bytes]] = field(default_factory=dict)
     history_written_ms: dict[str, int] = field(default_factory=dict)
-    inbox: list[dict[str, Any]] = field(default_factory=list)
+    inbox: list[InboxRecord] = field(default_factory=list)
 
     def copy(self) -> MemoryImage:
         return MemoryImage(
@@ -295,10 +295,10 @@ class MemoryInbox(InboxLedger):
         kept = list(self._kept_records())
         self._disk.write_now(lambda image: setattr(image, "inbox", kept))
 
-    def _write(self, record: dict[str, Any]) -> asyncio.Future[None]:
+    def _write(self, record: InboxRecord) -> asyncio.Future[None]:
         return self._disk.write(lambda image: image.inbox.append(record))
 
-    def _write_nowait(self, record: dict[str, Any]) -> None:
+    def _write_nowait(self, record: InboxRecord) -> None:
         self._disk.write_nowait(lambda image: image.inbox.append(record))
 
     async def checkpoint(self) -> None:

@@ -35,7 +35,7 @@ from claybot.agents.durable_port import (
     StoredAgent,
 )
 from claybot.agents.history import Record, damaged_record, history_tail, turn_records
-from claybot.agents.inbox import InboxItem
+from claybot.agents.inbox import InboxItem, InboxRecord
 from claybot.agents.inbox_ledger import InboxLedger
 from claybot.agents.state import AgentState
 from claybot.db.errors import StoreError, wrap_database_errors
@@ -406,7 +406,7 @@ class PostgresInbox(InboxLedger):
         return rewrite
 
     @staticmethod
-    def _append(record: dict[str, Any]) -> Change:
+    def _append(record: InboxRecord) -> Change:
         value = _json(record)
 
         async def append(db: AsyncConnection) -> None:
@@ -414,10 +414,10 @@ class PostgresInbox(InboxLedger):
 
         return append
 
-    def _write(self, record: dict[str, Any]) -> asyncio.Future[None]:
+    def _write(self, record: InboxRecord) -> asyncio.Future[None]:
         return self._writer.write(self._append(record))
 
-    def _write_nowait(self, record: dict[str, Any]) -> None:
+    def _write_nowait(self, record: InboxRecord) -> None:
         self._writer.write_nowait(self._append(record))
 
     async def checkpoint(self) -> None:

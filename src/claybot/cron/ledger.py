@@ -11,9 +11,10 @@ task once it grows.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from claybot.durable.atomic import atomic_write_bytes
 from claybot.durable.group_commit import GroupCommitWriter
@@ -97,7 +98,7 @@ class RunLedger:
                 run.update(status="skipped", reason=record.get("reason"))
         return sorted(runs.values(), key=lambda run: run["at"], reverse=True)
 
-    def _fold(self, record: dict[str, Any]) -> None:
+    def _fold(self, record: Mapping[str, Any]) -> None:
         try:
             op, task_id = record["op"], str(record["task"])
         except (KeyError, TypeError):
@@ -129,7 +130,7 @@ class RunLedger:
         elif op == "skipped":
             runs.skipped += 1
 
-    async def _append(self, records: list[dict[str, Any]]) -> None:
+    async def _append(self, records: Sequence[Mapping[str, Any]]) -> None:
         data = b"".join(encode_record(record) for record in records)
         await self._writer.append(self.path, data)
         # Only what is on disk counts: a record the disk refused changes nothing.
@@ -146,7 +147,7 @@ class RunLedger:
     async def started(self, task_id: str, at_ms: int, now_ms: int) -> None:
         await self._append([started_record(task_id, at_ms, now_ms)])
 
-    async def record(self, records: list[dict[str, Any]]) -> None:
+    async def record(self, records: Sequence[StartedRecord | SkippedRecord]) -> None:
         """Several records in one append (one sync): runs that fire together."""
         if records:
             await self._append(records)
@@ -186,11 +187,26 @@ class RunLedger:
             self._compacting = False
 
 
-def started_record(task_id: str, at_ms: int, now_ms: int) -> dict[str, Any]:
-    """A dict: the ledger's JSONL line, written verbatim (its bytes are the format)."""
+class StartedRecord(TypedDict):
+    """A run began (``t``: when; ``at``: the instant it is for). A ledger line, in the
+    order its keys are written."""
+
+    op: Literal["started"]
+    task: str
+    at: int
+    t: int
+
+
+class SkippedRecord(TypedDict):
+    op: Literal["skipped"]
+    task: str
+    at: int
+    reason: str
+
+
+def started_record(task_id: str, at_ms: int, now_ms: int) -> StartedRecord:
     return {"op": "started", "task": task_id, "at": at_ms, "t": now_ms}
 
 
-def skipped_records(task_id: str, at_ms: list[int], reason: str) -> list[dict[str, Any]]:
-    """Dicts: the ledger's JSONL lines, written verbatim (their bytes are the format)."""
+def skipped_records(task_id: str, at_ms: list[int], reason: str) -> list[SkippedRecord]:
     return [{"op": "skipped", "task": task_id, "at": at, "reason": reason} for at in at_ms]

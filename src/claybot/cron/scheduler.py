@@ -25,7 +25,14 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from claybot.cron.due import decide, next_instants
-from claybot.cron.ledger import Run, RunLedger, skipped_records, started_record
+from claybot.cron.ledger import (
+    Run,
+    RunLedger,
+    SkippedRecord,
+    StartedRecord,
+    skipped_records,
+    started_record,
+)
 from claybot.cron.run import CronHost, RunKey
 from claybot.cron.runner import CronRunner, LatenessHook
 from claybot.cron.store import TASK_FILE, CronStore, CronTask, CronTaskListing, TaskProblem
@@ -232,7 +239,7 @@ class CronScheduler:
                 else:
                     starts.append((task, RunKey(task.id, decision.run)))
         # One append and one sync for every run that fires now, before any of them starts.
-        records = [
+        records: list[StartedRecord | SkippedRecord] = [
             r for task, times, reason in skips for r in skipped_records(task.id, times, reason)
         ]
         records += [started_record(key.task_id, key.at_ms, now_ms) for _, key in starts]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,7 @@ class JsonlRead:
     bad_line_numbers: list[int] = field(default_factory=list)  # from 1
 
 
-def encode_record(record: dict[str, Any]) -> bytes:
+def encode_record(record: Mapping[str, Any]) -> bytes:
     """One compact UTF-8 JSON line (orjson: these encodes sit on the message hot path).
 
     Integers must fit in 64 bits: orjson would read a larger one back as a float,
