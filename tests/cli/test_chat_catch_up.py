@@ -8,6 +8,8 @@ import pytest
 
 from claybot.cli.chat_conversation import Conversation
 from claybot.config.home import HomePaths
+from claybot.wire.events import EventFrame
+from claybot.wire.history import AgentHistory
 
 
 class FakeHistory:
@@ -20,13 +22,18 @@ class FakeHistory:
     def add(self, **record: Any) -> None:
         self.records.append(record)
 
-    def get(self, path: str, **params: Any) -> dict[str, Any]:
-        assert path == "/v1/engine/agents/agent-1/history"
-        self.calls.append(params)
+    def history(self, agent_id: str, *, after: int | None = None, limit: int) -> AgentHistory:
+        assert agent_id == "agent-1"
+        self.calls.append({"after": after, "limit": limit})
         numbered = [{"seq": seq, **record} for seq, record in enumerate(self.records)]
-        after, limit = params.get("after"), params["limit"]
         page = numbered[-limit:] if after is None else numbered[after + 1 : after + 1 + limit]
-        return {"records": page, "total": len(numbered)}
+        return AgentHistory.model_validate(
+            {"ok": True, "agentId": agent_id, "total": len(numbered), "records": page}
+        )
+
+
+def frame(event_id: int, kind: str, payload: dict[str, Any]) -> EventFrame:
+    return EventFrame(id=event_id, type=kind, payload=payload, timestamp="2025-01-01T00:00:00Z")
 
 
 def reply(message_id: str, text: str, outgoing_id: str | None, final: bool) -> dict[str, Any]:
@@ -108,9 +115,9 @@ def test_a_reply_already_shown_from_the_stream_is_not_repeated(
         "inReplyTo": "m1",
         "final": True,
     }
-    conversation.on_event({"type": "agent.outgoing", "payload": {"message": outgoing}})
+    conversation.on_event(frame(1, "agent.outgoing", {"message": outgoing}))
     other_user = {**outgoing, "id": "o2", "userId": "bob", "inReplyTo": "b1"}
-    conversation.on_event({"type": "agent.outgoing", "payload": {"message": other_user}})
+    conversation.on_event(frame(2, "agent.outgoing", {"message": other_user}))
     history = FakeHistory()
     history.add(**reply("m1", "echo: hi", "o1", final=True))
     conversation.catch_up(cast(Any, history))

@@ -12,6 +12,7 @@ import pytest
 
 from claybot.cli.chat_conversation import Conversation, default_downloads
 from claybot.config.home import HomePaths
+from claybot.wire.events import EventFrame
 from tests.cli.test_cli import cli
 from tests.conftest import EngineProcess
 from tests.providers.test_request_bodies import PNG
@@ -19,11 +20,11 @@ from tests.providers.test_request_bodies import PNG
 pytestmark = pytest.mark.slow
 
 
-def outgoing(outgoing_id: str, files: list[dict[str, Any]]) -> dict[str, Any]:
+def outgoing(outgoing_id: str, files: list[dict[str, Any]]) -> EventFrame:
     message = {"id": outgoing_id, "agentId": "agent-1", "connector": "local", "userId": "ann",
                "channelId": "cli", "text": "here it is", "inReplyTo": "m1", "final": True,
                "files": files}  # fmt: skip
-    return {"type": "agent.outgoing", "payload": {"message": message}}
+    return EventFrame(id=1, type="agent.outgoing", payload={"message": message}, timestamp=None)
 
 
 def user_messages(engine: EngineProcess) -> list[dict[str, Any]]:

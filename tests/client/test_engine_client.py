@@ -12,10 +12,15 @@ from claybot.kernel.sse import sse_comment, sse_frame
 
 STREAM = b"".join(
     [
-        sse_frame(b'{"id": 5, "type": "init"}', event="message"),
-        sse_frame(b'{"id": 6, "type": "a"}', event="message", id=6),
+        sse_frame(b'{"id": 5, "type": "init", "payload": {}, "timestamp": null}', event="message"),
+        sse_frame(
+            b'{"id": 6, "type": "a", "payload": {"n": 1}, "timestamp": "T6"}', event="message", id=6
+        ),
         sse_comment("ping"),  # after an id: a frame with no data, which is no event
-        sse_frame(b'{"id": 7,\n"type": "b"}', event="message", id=7),  # data on two lines
+        # data on two lines
+        sse_frame(
+            b'{"id": 7,\n"type": "b", "payload": {}, "timestamp": "T7"}', event="message", id=7
+        ),
     ]
 )
 
@@ -33,7 +38,12 @@ def test_each_event_of_the_stream_is_yielded_once_and_resumes_after_an_id() -> N
     stream = httpx.Response(200, headers={"content-type": "text/event-stream"}, content=STREAM)
     with client_answering(stream, seen) as client:
         events = list(client.events(4))
-    assert events == [{"id": 5, "type": "init"}, {"id": 6, "type": "a"}, {"id": 7, "type": "b"}]
+    assert [(event.id, event.type, event.is_init) for event in events] == [
+        (5, "init", True),
+        (6, "a", False),
+        (7, "b", False),
+    ]
+    assert events[1].payload == {"n": 1} and events[0].timestamp is None
     assert seen[0].headers["last-event-id"] == "4"
     assert seen[0].headers["accept"] == "text/event-stream"
 

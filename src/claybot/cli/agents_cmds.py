@@ -24,6 +24,7 @@ from claybot.cli.ids import through_prefix
 
 if TYPE_CHECKING:
     from claybot.client.engine_client import EngineClient
+    from claybot.wire.history import AgentHistory
 
 TOOL_OUTPUT_WIDTH = 200  # characters of a tool result shown in a transcript
 
@@ -42,26 +43,25 @@ def _when(ms: Any) -> str:
 
 
 def _agent_ids(client: EngineClient) -> list[str]:
-    return [agent["agentId"] for agent in client.get("/v1/engine/agents")["agents"]]
+    return [agent.agentId for agent in client.agents().agents]
 
 
 @app.command("list")
 def list_agents(home: HomeOption = None, as_json: JsonOption = False) -> None:
     """Every agent, most recently active first."""
     with running_engine(home) as client:
-        listing = client.get("/v1/engine/agents")
+        listing = client.agents()
     if as_json:
         print_json(listing)
         return
-    agents = listing["agents"]
     table = Table("id", "type", "label", "lifecycle", "updated (UTC)")
-    for agent in agents:
+    for agent in listing.agents:
         table.add_row(
-            agent["agentId"],
-            agent["type"],
-            escape(str(agent["label"])),
-            agent["lifecycle"],
-            _when(agent["updatedAt"]),
+            agent.agentId,
+            agent.type,
+            escape(agent.label),
+            agent.lifecycle,
+            _when(agent.updatedAt),
         )
     print_table(table)
 
@@ -81,14 +81,14 @@ def history(
     with running_engine(home) as client:
         _, page = through_prefix(
             agent_id,
-            lambda whole: client.get(f"/v1/engine/agents/{whole}/history", limit=limit),
+            lambda whole: client.history(whole, limit=limit),
             lambda: _agent_ids(client),
             "agent",
         )
     if as_json:
         print_json(page)
         return
-    for record in page["records"]:
+    for record in _by_name(page):
         kind = record["type"]
         if kind == "user_message":
             console.print(
@@ -118,7 +118,14 @@ def history(
             console.print(f"[dim]— {kind} {_when(record.get('at'))} —[/dim]")
         elif kind == "note":
             console.print(f"[dim]note: {escape(str(record.get('text')))}[/dim]")
-    console.print(f"[dim]{len(page['records'])} of {page['total']} records[/dim]")
+    console.print(f"[dim]{len(page.records)} of {page.total} records[/dim]")
+
+
+def _by_name(page: AgentHistory) -> list[dict[str, Any]]:
+    """The page's records as the engine sent them, read by field name: a history can
+    hold records of a type this CLI does not know (``OtherRecord``), and the transcript
+    shows what it can of every kind."""
+    return [record.model_dump(mode="json", exclude_unset=True) for record in page.records]
 
 
 @app.command("reset")
@@ -132,9 +139,9 @@ def reset(
     with running_engine(home) as client:
         agent_id, result = through_prefix(
             agent_id,
-            lambda whole: client.post(f"/v1/engine/agents/{whole}/reset"),
+            client.reset_agent,
             lambda: _agent_ids(client),
             "agent",
         )
-    state = "reset" if result.get("status") == "done" else "reset queued behind the running turn"
+    state = "reset" if result.status == "done" else "reset queued behind the running turn"
     console.print(f"agent {agent_id}: {state}")

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.markup import escape
 
 from claybot.cli.common import console
 from claybot.permissions.prompts import asker_in_conversation
+
+if TYPE_CHECKING:
+    from claybot.wire.events import EventFrame
+    from claybot.wire.permissions import PermissionRequest
 
 
 def _print(markup: str) -> None:
@@ -32,20 +36,23 @@ class ChatApprovals:
         self._say = say  # prints a line of rich markup (the chat's screen)
         self._lock = threading.Lock()
         self._numbers: dict[str, int] = {}  # request id -> the number shown
-        self._pending: dict[int, dict[str, Any]] = {}  # number -> request, while pending
+        self._pending: dict[int, PermissionRequest] = {}  # number -> request, while pending
 
-    def is_ours(self, request: dict[str, Any]) -> bool:
+    def is_ours(self, request: PermissionRequest) -> bool:
         return (
-            request.get("connector") == "local"
-            and request.get("userId") == self.user
-            and request.get("channelId") == self.channel
+            request.connector == "local"
+            and request.userId == self.user
+            and request.channelId == self.channel
         )
 
-    def on_event(self, event: dict[str, Any]) -> None:
-        kind = event.get("type")
+    def on_event(self, event: EventFrame) -> None:
+        kind = event.type
         if kind not in PERMISSION_EVENTS:
             return
-        request = event["payload"]
+        # The events' payload is the API's request (kernel/event_types.py's PermissionRequest).
+        from claybot.wire.permissions import PermissionRequest
+
+        request = PermissionRequest.model_validate(event.payload)
         if not self.is_ours(request):
             return
         if kind == "permission.requested":
@@ -53,8 +60,8 @@ class ChatApprovals:
         else:
             self._decided(request)
 
-    def show(self, request: dict[str, Any]) -> None:
-        request_id = str(request["requestId"])
+    def show(self, request: PermissionRequest) -> None:
+        request_id = request.requestId
         with self._lock:
             if request_id in self._numbers:
                 return
@@ -62,21 +69,21 @@ class ChatApprovals:
             self._pending[number] = request
         self._say(
             f"[bold yellow]permission #{number}>[/bold yellow] {escape(_asker(request))} "
-            f"asks for [bold]{escape(request['permission'])}[/bold]: {escape(request['reason'])}\n"
+            f"asks for [bold]{escape(request.permission)}[/bold]: {escape(request.reason)}\n"
             f"  answer with /allow {number} or /deny {number}"
         )
 
-    def _decided(self, request: dict[str, Any]) -> None:
+    def _decided(self, request: PermissionRequest) -> None:
         with self._lock:
-            number = self._numbers.get(str(request["requestId"]))
+            number = self._numbers.get(request.requestId)
             if number is None or self._pending.pop(number, None) is None:
                 return
-        verdict = "allowed" if request["status"] == "granted" else "denied"
-        by = request.get("decidedBy") or ""
+        verdict = "allowed" if request.status == "granted" else "denied"
+        by = request.decidedBy or ""
         reason = " (no answer in time)" if by == "timeout" else ""
         self._say(f"[dim]permission #{number} {verdict}{reason}[/dim]")
 
-    def pick(self, token: str | None) -> dict[str, Any]:
+    def pick(self, token: str | None) -> PermissionRequest:
         """The pending request ``token`` names (a number), or the newest one."""
         with self._lock:
             if not self._pending:
@@ -90,10 +97,7 @@ class ChatApprovals:
                 raise ValueError(f"no pending request {token}; waiting: {waiting}") from None
 
 
-def _asker(request: dict[str, Any]) -> str:
+def _asker(request: PermissionRequest) -> str:
     return asker_in_conversation(
-        str(request["agentLabel"]),
-        str(request["connector"]),
-        str(request["userId"]),
-        str(request["channelId"]),
+        request.agentLabel, request.connector, request.userId, request.channelId
     )

@@ -5,8 +5,7 @@ from __future__ import annotations
 import getpass
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
-from urllib.parse import quote
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from pydantic import ValidationError
@@ -18,6 +17,7 @@ from claybot.cli.common import (
     JsonOption,
     RemoteOption,
     YesOption,
+    answer_json,
     confirm_deletion,
     console,
     fail,
@@ -33,6 +33,7 @@ from claybot.wire.bodies import SetAuth
 if TYPE_CHECKING:
     from claybot.client.engine_client import EngineClient
     from claybot.config.store import ConfigStore
+    from claybot.wire.providers import AuthEntrySummary
 
 app = typer.Typer(help="Credentials in auth.json (0600).", no_args_is_help=True)
 
@@ -58,7 +59,7 @@ def set_secret(
         fail(describe_validation_error(exc))
 
     def online(client: EngineClient) -> None:
-        client.post("/v1/engine/auth", {"id": entry_id, "key": key, "value": value})
+        client.set_auth(entry_id, key, value)
 
     def offline(store: ConfigStore) -> None:
         store.write_auth(store.read_auth().with_field(entry_id, key, value))
@@ -97,23 +98,27 @@ def set_field(
 def list_entries(home: HomeOption = None, as_json: JsonOption = False) -> None:
     """Show auth.json's entries and their fields' names (never a value)."""
 
-    def online(client: EngineClient) -> dict[str, Any]:
-        entries: dict[str, Any] = client.get("/v1/engine/auth")["entries"]
-        return entries
+    def online(client: EngineClient) -> dict[str, AuthEntrySummary]:
+        return client.auth().entries
 
-    def offline(store: ConfigStore) -> dict[str, Any]:
-        return {entry_id: entry.redacted() for entry_id, entry in store.read_auth().root.items()}
+    def offline(store: ConfigStore) -> dict[str, AuthEntrySummary]:
+        from claybot.wire.providers import AuthEntrySummary
+
+        return {
+            entry_id: AuthEntrySummary.model_validate(entry.redacted())
+            for entry_id, entry in store.read_auth().root.items()
+        }
 
     entries, _ = mutate(home, None, online=online, offline=offline)
     if as_json:
-        print_json({"entries": entries})
+        print_json({"entries": {key: answer_json(entry) for key, entry in entries.items()}})
         return
     if not entries:
         console.print("auth.json holds no credentials")
         return
     table = Table("id", "type", "fields")
     for entry_id, entry in sorted(entries.items()):
-        table.add_row(escape(entry_id), escape(entry["type"]), escape(", ".join(entry["fields"])))
+        table.add_row(escape(entry_id), escape(entry.type), escape(", ".join(entry.fields)))
     print_table(table)
 
 
@@ -136,16 +141,15 @@ def remove(
     known, _ = mutate(
         home,
         remote,
-        online=lambda client: client.get("/v1/engine/auth")["entries"],
-        offline=lambda store: store.read_auth().root,
+        online=lambda client: list(client.auth().entries),
+        offline=lambda store: list(store.read_auth().root),
     )
     entry_id = resolve_prefix(entry_id, known, "auth.json entry")
     what = f"{entry_id}.{key}" if key else f"{entry_id} (every field)"
     confirm_deletion(f"remove {what} from auth.json", yes)
 
     def online(client: EngineClient) -> None:
-        path = f"/v1/engine/auth/{quote(entry_id, safe='')}"
-        client.delete(path + (f"?key={quote(key, safe='')}" if key else ""))
+        client.remove_auth(entry_id, key)
 
     def offline(store: ConfigStore) -> None:
         auth = store.read_auth()

@@ -40,6 +40,8 @@ from claybot.kernel.backoff import Backoff
 
 if TYPE_CHECKING:
     from claybot.client.engine_client import EngineClient
+    from claybot.wire.events import EventFrame
+    from claybot.wire.history import AgentHistory
 
 RETRY_FOR_S = 120.0  # how long a post keeps retrying while the engine is down
 RETRY_FIRST_DELAY_S = 0.2  # backoff between retries: doubles up to RETRY_MAX_DELAY_S
@@ -128,10 +130,10 @@ class Conversation:
         if final and in_reply_to is not None:
             self._done(in_reply_to).set()
 
-    def on_event(self, event: dict[str, Any]) -> None:
+    def on_event(self, event: EventFrame) -> None:
         self.approvals.on_event(event)
-        kind = event.get("type")
-        payload = event.get("payload") or {}
+        kind = event.type
+        payload = event.payload
         if kind == "agent.outgoing":
             message = payload["message"]
             if (
@@ -176,16 +178,18 @@ class Conversation:
             try:
                 with engine_client(self.paths) as client:
                     for event in client.events(last_id):
-                        if event.get("type") == "init":
+                        if event.is_init:
                             if last_id is None:  # resume after it, even on a new engine
-                                last_id = int(event["id"])
+                                last_id = event.id
                             self.show_pending_requests(client)
                             self.connected.set()
                             if reconnecting:
                                 self.catch_up(client)
                             continue
-                        last_id = int(event["id"])
-                        with suppress(KeyError, TypeError):  # a malformed frame is skipped
+                        last_id = event.id
+                        with suppress(
+                            KeyError, TypeError, ValueError
+                        ):  # a malformed frame is skipped
                             self.on_event(event)
             except (EngineNotRunning, EngineApiError, httpx.HTTPError, OSError, ValueError):
                 pass  # the engine went away or restarted: reconnect below
@@ -195,7 +199,7 @@ class Conversation:
 
     def show_pending_requests(self, client: EngineClient) -> None:
         """Requests made while this chat was not watching."""
-        pending = client.get("/v1/engine/permissions", status="pending")["requests"]
+        pending = client.permissions(status="pending").requests
         for request in reversed(pending):  # oldest first
             if self.approvals.is_ours(request):
                 self.approvals.show(request)
@@ -203,13 +207,10 @@ class Conversation:
     def decide(self, token: str | None, approved: bool) -> str | None:
         """Answer a prompt; returns the id to await a reply to when it was this agent's."""
         request = self.approvals.pick(token)
-        request_id = str(request["requestId"])
+        request_id = request.requestId
         with engine_client(self.paths) as client:
-            client.post(
-                f"/v1/engine/permissions/{request_id}",
-                {"decision": "allow" if approved else "deny", "by": "chat"},
-            )
-        if request["agentId"] != self.agent_id:
+            client.decide_permission(request_id, "allow" if approved else "deny", "chat")
+        if request.agentId != self.agent_id:
             return None  # a background agent's: its result arrives through its parent
         # The decision resumes this conversation's agent as inbox item perm:<id>.
         resumed = f"perm:{request_id}"
@@ -233,12 +234,11 @@ class Conversation:
         agent_id = self.agent_id
         if agent_id is None:
             return
-        path = f"/v1/engine/agents/{agent_id}/history"
         while True:
             with self._lock:
                 after = self._seq
-            page = client.get(path, after=after, limit=self.history_page)
-            records: list[dict[str, Any]] = page.get("records", [])
+            page = client.history(agent_id, after=after, limit=self.history_page)
+            records = _by_name(page)
             for record in records:
                 self._take(record)
             if records:
@@ -283,10 +283,10 @@ class Conversation:
         except OSError as exc:
             raise ValueError(f"cannot read {str(path)!r}: {exc.strerror or exc}") from None
         with engine_client(self.paths) as client:
-            stored = client.upload("/v1/engine/files", path.name, data)["file"]
-        self.attached.append({"id": stored["id"], "name": stored["name"]})
+            stored = client.upload_file(path.name, data).file
+        self.attached.append({"id": stored.id, "name": stored.name})
         return (
-            f"attached {stored['name']} ({stored['mimeType']}, {size_text(int(stored['size']))}); "
+            f"attached {stored.name} ({stored.mimeType}, {size_text(stored.size)}); "
             "it goes with your next message"
         )
 
@@ -300,7 +300,7 @@ class Conversation:
             name = safe_name(str(file.get("name") or "file"))
             try:
                 with engine_client(self.paths) as client:
-                    data = client.get_bytes(f"/v1/engine/files/{file['id']}", name=name)
+                    data = client.file_bytes(str(file["id"]), name=name)
                 saved = _save(self.downloads, name, data)
             except (EngineApiError, OSError, KeyError) as exc:
                 self.screen.line(f"[red]could not save {escape(name)}:[/red] {escape(str(exc))}")
@@ -331,7 +331,7 @@ class Conversation:
         while True:
             try:
                 with engine_client(self.paths) as client:
-                    posted = client.post("/v1/engine/messages", body)
+                    posted = client.send_message(body)
                 break
             except transport_errors():
                 problem = "the engine is not answering"
@@ -348,7 +348,7 @@ class Conversation:
         if announced:
             err_console.print("[green]reconnected[/green]")
         self.attached.clear()  # they went with this message
-        self.agent_id = str(posted["agentId"])
+        self.agent_id = posted.agentId
         return message_id
 
     def wait_for_reply(
@@ -380,8 +380,8 @@ class Conversation:
         if self.agent_id is None:
             return "nothing to reset: this conversation has no agent yet"
         with engine_client(self.paths) as client:
-            done = client.post(f"/v1/engine/agents/{self.agent_id}/reset", {})
-        if done.get("status") == "queued":
+            done = client.reset_agent(self.agent_id)
+        if done.status == "queued":
             return "the context will be cleared when the running turn ends"
         return "context cleared"
 
@@ -389,8 +389,8 @@ class Conversation:
         if self.agent_id is None:
             return "nothing to stop: this conversation has no agent yet"
         with engine_client(self.paths) as client:
-            stopped = client.post(f"/v1/engine/agents/{self.agent_id}/stop", {})
-        return "stopped" if stopped.get("stopped") else "no turn is running"
+            stopped = client.stop_agent(self.agent_id)
+        return "stopped" if stopped.stopped else "no turn is running"
 
     def show_tool(self, number: str) -> None:
         """Tool call ``number`` (as shown in this chat) in full, from the agent's history."""
@@ -398,14 +398,13 @@ class Conversation:
             shown = self.screen.tools[int(number)]
         except (KeyError, ValueError):
             raise ValueError(f"no tool call {number!r} in this chat (see its ⚙ lines)") from None
-        path = f"/v1/engine/agents/{shown.agent_id}/history"
         call: dict[str, Any] | None = None
         result: dict[str, Any] | None = None
         before: int | None = None
         with engine_client(self.paths) as client:
             while result is None:  # newest first: the call is near the end
-                page = client.get(path, before=before, limit=self.history_page)
-                records: list[dict[str, Any]] = page.get("records", [])
+                page = client.history(shown.agent_id, before=before, limit=self.history_page)
+                records = _by_name(page)
                 for record in records:
                     if record.get("toolCallId") == shown.call_id:
                         result = record
@@ -425,6 +424,13 @@ class Conversation:
         label = "[red]error[/red]" if output.get("isError") else "[bold]result[/bold]"
         console.print(label)
         console.print(escape(str(output.get("text", ""))), highlight=False, soft_wrap=True)
+
+
+def _by_name(page: AgentHistory) -> list[dict[str, Any]]:
+    """A page's records as the engine sent them, read by field name: a history can hold
+    records of a type this client does not know (``OtherRecord``), whose fields are
+    only known by name, and the chat needs the same few fields from every kind."""
+    return [record.model_dump(mode="json", exclude_unset=True) for record in page.records]
 
 
 def _save(folder: Path, name: str, data: bytes) -> Path:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -19,8 +19,11 @@ from rich.table import Table
 from claybot.config.home import HomePaths, resolve_home
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from claybot.client.engine_client import EngineClient
     from claybot.config.store import ConfigStore
+    from claybot.wire.schedules import TaskProblem
 
 # The engine client (httpx) and the config models are imported when a command
 # needs them: `claybot start` needs neither before the engine runs, and boot time
@@ -121,26 +124,34 @@ def fail(
     raise typer.Exit(code)
 
 
-def print_problems(problems: list[dict[str, str]]) -> None:
+def print_problems(problems: Sequence[TaskProblem]) -> None:
     """Task files the engine could not use: the path and why."""
     for problem in problems:
         console.print(
-            f"[yellow]invalid:[/yellow] {escape(problem['path'])}: {escape(problem['reason'])}",
+            f"[yellow]invalid:[/yellow] {escape(problem.path)}: {escape(problem.reason)}",
             highlight=False,
         )
 
 
-def print_json(answer: Mapping[str, Any]) -> None:
+def answer_json(answer: Mapping[str, Any] | BaseModel) -> Mapping[str, Any]:
+    """An answer as the engine sent it: a model gives back the fields it was sent, in
+    their order (the engine writes them in the model's order, ``claybot.wire.base``)."""
+    if isinstance(answer, Mapping):
+        return answer
+    return answer.model_dump(mode="json", exclude_unset=True)
+
+
+def print_json(answer: Mapping[str, Any] | BaseModel) -> None:
     """What every command prints for --json: one object, the engine API's answer for the
     request (README, "The command line"). ``ok`` comes first and is true unless the
     answer says otherwise: the seed-002 routes under /api/v1 leave it out, and a script
     reads one key whatever the command."""
-    typer.echo(json.dumps({"ok": True, **answer}, indent=2, default=str))
+    typer.echo(json.dumps({"ok": True, **answer_json(answer)}, indent=2, default=str))
 
 
-def print_json_line(record: Mapping[str, Any]) -> None:
+def print_json_line(record: Mapping[str, Any] | BaseModel) -> None:
     """A stream's --json (``events``, ``logs``): one compact object a line, as it comes."""
-    typer.echo(json.dumps(record, default=str))
+    typer.echo(json.dumps(answer_json(record), default=str))
 
 
 @contextmanager

@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     from claybot.client.engine_client import EngineClient
     from claybot.config.store import ConfigStore
     from claybot.cron.store import CronStore, CronTask
+    from claybot.wire.cron import CronTask as TaskAnswer
+    from claybot.wire.cron import CronTaskList
 
 T = TypeVar("T")
 
@@ -59,7 +61,7 @@ def _offline_task(store: CronStore, task_id: str) -> CronTask:
 
 
 def _task_ids(client: EngineClient) -> list[str]:
-    return [task["taskId"] for task in client.get("/v1/engine/cron/tasks")["tasks"]]
+    return [task.taskId for task in client.cron_tasks().tasks]
 
 
 def _online(client: EngineClient, task_id: str, act: Callable[[str], T]) -> tuple[str, T]:
@@ -71,12 +73,13 @@ def _online(client: EngineClient, task_id: str, act: Callable[[str], T]) -> tupl
 def list_tasks(home: HomeOption = None, as_json: JsonOption = False) -> None:
     """Tasks with their schedule, zone and next run, and any invalid TASK.md."""
 
-    def online(client: EngineClient) -> dict[str, Any]:
-        return client.get("/v1/engine/cron/tasks")
+    def online(client: EngineClient) -> CronTaskList:
+        return client.cron_tasks()
 
-    def offline(config: ConfigStore) -> dict[str, Any]:
+    def offline(config: ConfigStore) -> CronTaskList:
         # The engine's listing as it would answer: no next run is known, none runs.
         from claybot.cron.ledger import LEDGER_FILE, RunLedger
+        from claybot.wire.cron import CronTaskList
 
         tasks, problems = _store(config).scan()
         ledger = RunLedger(config.paths.home / "cron" / LEDGER_FILE)
@@ -85,28 +88,29 @@ def list_tasks(home: HomeOption = None, as_json: JsonOption = False) -> None:
             task.listing(ledger.runs(task.id).last_finished, None, False)
             for task in sorted(tasks.values(), key=lambda t: t.spec.name)
         ]
-        return {"tasks": listed, "problems": [problem.to_dict() for problem in problems]}
+        problem_list = [problem.to_dict() for problem in problems]
+        return CronTaskList.model_validate({"ok": True, "tasks": listed, "problems": problem_list})
 
     listing, running = mutate(home, None, online=online, offline=offline)
     if as_json:
         print_json(listing)
         return
-    if not listing["tasks"]:
+    if not listing.tasks:
         console.print("no cron tasks")
     else:
         table = Table("id", "name", "schedule", "zone", "enabled", "next run")
-        for task in listing["tasks"]:
-            upcoming = task.get("nextRunAt") or ("-" if running else "(engine not running)")
+        for task in listing.tasks:
+            upcoming = task.nextRunAt or ("-" if running else "(engine not running)")
             table.add_row(
-                task["taskId"],
-                escape(task["name"]),
-                task["schedule"],
-                task["timezone"],
-                "yes" if task["enabled"] else "no",
+                task.taskId,
+                escape(task.name),
+                task.schedule,
+                task.timezone,
+                "yes" if task.enabled else "no",
                 upcoming,
             )
         print_table(table)
-    print_problems(listing["problems"])
+    print_problems(listing.problems)
 
 
 @app.command("add")
@@ -153,16 +157,17 @@ def add(
     if gate:
         body["gate"] = {"command": gate}
 
-    def online(client: EngineClient) -> dict[str, Any]:
-        return dict(client.post("/v1/engine/cron/tasks", body)["task"])
+    def online(client: EngineClient) -> TaskAnswer:
+        return client.add_cron_task(body).task
 
-    def offline(config: ConfigStore) -> dict[str, Any]:
+    def offline(config: ConfigStore) -> TaskAnswer:
         from pydantic import ValidationError
 
         from claybot.config.store import describe_validation_error
         from claybot.cron.task import CronTaskSpec
         from claybot.kernel.ids import new_id
         from claybot.scheduling.schedule import CronSchedule, ScheduleError
+        from claybot.wire.cron import CronTask as TaskAnswer
 
         store = _store(config)
         fields = {k: v for k, v in body.items() if k != "prompt"}
@@ -173,11 +178,11 @@ def add(
             fail(describe_validation_error(exc))
         except ScheduleError as exc:
             fail(str(exc))
-        return dict[str, Any](store.create(spec, prompt).to_dict())
+        return TaskAnswer.model_validate(store.create(spec, prompt).to_dict())
 
     task, running = mutate(home, remote, online=online, offline=offline)
     where = "" if running else " (the engine schedules it when it starts)"
-    console.print(f"added {task['taskId']} in {escape(task['path'])}{where}", highlight=False)
+    console.print(f"added {task.taskId} in {escape(task.path)}{where}", highlight=False)
 
 
 @app.command("remove")
@@ -196,7 +201,7 @@ def remove(
     confirm_deletion(f"delete cron task {task_id!r} with its folder", yes)
 
     def online(client: EngineClient) -> None:
-        client.delete(f"/v1/engine/cron/tasks/{task_id}")
+        client.remove_cron_task(task_id)
 
     def offline(config: ConfigStore) -> None:
         store = _store(config)
@@ -211,7 +216,7 @@ def _set_enabled(task_id: str, enabled: bool, home: HomeOption, remote: RemoteOp
 
     def online(client: EngineClient) -> str:
         whole, _ = _online(
-            client, task_id, lambda whole: client.post(f"/v1/engine/cron/tasks/{whole}/{verb}")
+            client, task_id, lambda whole: client.set_cron_task_enabled(whole, enabled)
         )
         return whole
 
@@ -242,7 +247,5 @@ def disable(task_id: TaskIdArgument, home: HomeOption = None, remote: RemoteOpti
 def run(task_id: TaskIdArgument, home: HomeOption = None) -> None:
     """Run a task now (the engine must be running)."""
     with running_engine(home) as client:
-        task_id, result = _online(
-            client, task_id, lambda whole: client.post(f"/v1/engine/cron/tasks/{whole}/run")
-        )
-    console.print(f"started {task_id} ({result['messageId']})")
+        task_id, result = _online(client, task_id, client.run_cron_task)
+    console.print(f"started {task_id} ({result.messageId})")

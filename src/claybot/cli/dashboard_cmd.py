@@ -26,12 +26,12 @@ def dashboard(
     without one, then open the link where the engine's port is reachable.
     """
     with running_engine(home) as client:
-        link = client.post("/v1/engine/dashboard/links")
+        link = client.dashboard_link()
     if as_json:
         print_json(link)
         return
-    url = str(link["url"])
-    minutes = int(link["expiresInS"]) // 60
+    url = link.url
+    minutes = link.expiresInS // 60
     console.print(f"Dashboard login link (works once, for {minutes} minutes):")
     console.print(escape(url), soft_wrap=True, highlight=False)
     if not no_open:

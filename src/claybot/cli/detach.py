@@ -20,10 +20,13 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from claybot.config.home import HomePaths
 from claybot.kernel.service_notify import NOTIFY_SOCKET_ENV, READY, NotifyListener
+
+if TYPE_CHECKING:
+    from claybot.wire.status import EngineStatus
 
 OUTPUT_TAIL_LINES = 20
 POLL_S = 0.1
@@ -37,7 +40,7 @@ def output_path(paths: HomePaths) -> Path:
 @dataclass(frozen=True)
 class Detached:
     pid: int
-    status: dict[str, Any]  # GET /v1/engine/status, once ready
+    status: EngineStatus  # GET /v1/engine/status, once ready
 
 
 class DetachFailed(RuntimeError):
@@ -94,19 +97,19 @@ def _wait_ready(
             )
 
 
-def _status_of(paths: HomePaths, child: subprocess.Popen[bytes]) -> dict[str, Any]:
+def _status_of(paths: HomePaths, child: subprocess.Popen[bytes]) -> EngineStatus:
     """The ready engine's status, from its socket: ready means it answers there."""
     from claybot.client.engine_client import EngineClient, EngineNotRunning
 
     with EngineClient(paths.socket, timeout_s=10) as client:
         try:
-            status = client.get("/v1/engine/status")
+            status = client.status()
         except EngineNotRunning as exc:
             _stop(child)
             raise DetachFailed(f"the engine said it was ready but {exc}") from None
-    if status.get("pid") != child.pid:
+    if status.pid != child.pid:
         raise DetachFailed(
-            f"another engine (pid {status.get('pid')}) answers on {paths.socket}, "
+            f"another engine (pid {status.pid}) answers on {paths.socket}, "
             f"not the one started (pid {child.pid})"
         )
     return status

@@ -41,7 +41,7 @@ def _stop_running(paths: HomePaths) -> bool:
     console.print("stopping…")
     with EngineClient(paths.socket, timeout_s=5) as client:
         try:
-            client.post("/v1/engine/shutdown")
+            client.shutdown()
         except EngineNotRunning:
             pid = read_pid(paths)
             if pid and process_alive(pid):
@@ -145,7 +145,15 @@ def _start_detached(paths: HomePaths, port: int | None, timeout_s: float) -> Non
         started = start_detached(paths, port, timeout_s)
     except DetachFailed as exc:
         fail(str(exc))
-    banner = ready_banner(ReadyEngine.from_status(started.status), detached=True, home_flag=flag)
+    status = started.status
+    ready = ReadyEngine(
+        pid=status.pid,
+        socket=status.socketPath,
+        http=f"http://{status.tcp.host}:{status.tcp.port}",
+        home=status.home,
+        exec_summary=status.sandbox.summary,
+    )
+    banner = ready_banner(ready, detached=True, home_flag=flag)
     typer.echo(banner)
 
 
@@ -166,7 +174,7 @@ def status(home: HomeOption = None, as_json: JsonOption = False) -> None:
     with EngineClient(paths.socket, timeout_s=5) as client:
         try:
             with engine_errors():
-                data = client.get("/v1/engine/status")
+                data = client.status()
         except typer.Exit:
             if not as_json:  # with --json, the error object said it
                 console.print(f"Engine not running (home {paths.home})")
@@ -176,36 +184,30 @@ def status(home: HomeOption = None, as_json: JsonOption = False) -> None:
     if as_json:
         print_json(data)
         return
-    agents = data.get("agents", {})
-    tcp = data.get("tcp", {})
+    agents = data.agents
+    tcp = data.tcp
+    console.print(f"[green]Engine running[/green] (pid {data.pid}, version {data.version})")
+    console.print(f"  home:      {data.home}")
+    console.print(f"  socket:    {data.socketPath}")
+    console.print(f"  http:      http://{tcp.host}:{tcp.port}")
+    console.print(f"  started:   {data.startedAt}")
     console.print(
-        f"[green]Engine running[/green] (pid {data.get('pid')}, version {data.get('version')})"
+        f"  agents:    {agents.total} ({agents.loaded} loaded, {agents.pendingItems} items queued)"
     )
-    console.print(f"  home:      {data.get('home')}")
-    console.print(f"  socket:    {data.get('socketPath')}")
-    console.print(f"  http:      http://{tcp.get('host')}:{tcp.get('port')}")
-    console.print(f"  started:   {data.get('startedAt')}")
-    console.print(
-        f"  agents:    {agents.get('total', 0)} ({agents.get('loaded', 0)} loaded, "
-        f"{agents.get('pendingItems', 0)} items queued)"
-    )
-    for stuck in agents.get("stuck") or []:
+    for stuck in agents.stuck:
         console.print(
-            f"  [red]agent {stuck['agentId']} stuck:[/red] {escape(str(stuck['error']))} "
-            f"({stuck['failures']} failed writes in a row; it keeps trying)"
+            f"  [red]agent {stuck.agentId} stuck:[/red] {escape(stuck.error)} "
+            f"({stuck.failures} failed writes in a row; it keeps trying)"
         )
-    providers = (
-        ", ".join(f"{p['id']} ({p['label']})" for p in data.get("inferenceProviders", [])) or "none"
-    )
+    providers = ", ".join(f"{p.id} ({p.label})" for p in data.inferenceProviders) or "none"
     console.print(f"  providers: {providers}")
-    for provider_id, problem in (data.get("providerFailures") or {}).items():
+    for provider_id, problem in data.providerFailures.items():
         console.print(f"  [yellow]provider {provider_id} unavailable:[/yellow] {problem}")
-    plugins = ", ".join(f"{p['id']} ({p['name']})" for p in data.get("plugins", [])) or "none"
+    plugins = ", ".join(f"{p.id} ({p.name})" for p in data.plugins) or "none"
     console.print(f"  plugins:   {plugins}")
-    connectors = ", ".join(c["id"] for c in data.get("connectors", [])) or "none"
+    connectors = ", ".join(c.id for c in data.connectors) or "none"
     console.print(f"  connectors: {connectors}")
-    sandbox = data.get("sandbox") or {}
-    if sandbox:
-        safe = sandbox.get("confined") and not sandbox.get("unconfined")
-        colour = "green" if safe else "red"
-        console.print(f"  exec:      [{colour}]{escape(str(sandbox.get('summary')))}[/{colour}]")
+    sandbox = data.sandbox
+    safe = sandbox.confined and not sandbox.unconfined
+    colour = "green" if safe else "red"
+    console.print(f"  exec:      [{colour}]{escape(sandbox.summary)}[/{colour}]")

@@ -7,7 +7,7 @@ import os
 import sys
 import time
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -25,23 +25,26 @@ from claybot.cli.common import (
 from claybot.client.errors import EngineApiError, EngineNotRunning
 from claybot.config.home import HomePaths
 
+if TYPE_CHECKING:
+    from claybot.wire.events import EventFrame
+
 PAYLOAD_WIDTH = 200  # characters of compact payload on one line
 RECONNECT_DELAY_S = 1.0
 
 
-def _line(event: dict[str, Any]) -> str:
-    if event.get("type") == "init":
-        payload = event.get("payload") or {}
+def _line(event: EventFrame) -> str:
+    if event.is_init:
+        payload = event.payload
         text = f"(connected; {payload.get('replayed', 0)} events replayed)"
         if payload.get("gap"):
             text += " (some older events were no longer buffered)"
     else:
-        text = json.dumps(event.get("payload"), separators=(",", ":"), ensure_ascii=False)
+        text = json.dumps(event.payload, separators=(",", ":"), ensure_ascii=False)
         if len(text) > PAYLOAD_WIDTH:
             text = text[: PAYLOAD_WIDTH - 3] + "..."
     # The init frame has no timestamp of its own: it is now.
-    stamp = str(event.get("timestamp") or datetime.now(UTC).isoformat())[11:19]
-    return f"{stamp} [bold]{escape(str(event.get('type')))}[/bold] {escape(text)}"
+    stamp = (event.timestamp or datetime.now(UTC).isoformat())[11:19]
+    return f"{stamp} [bold]{escape(event.type)}[/bold] {escape(text)}"
 
 
 def _quiet_stdout() -> None:
@@ -87,8 +90,8 @@ def events(
                         connected_once = True
                         # The first init names the newest event: a reconnect resumes
                         # after it (ids keep increasing across engine restarts).
-                        if event.get("type") != "init" or last_id is None:
-                            last_id = int(event["id"])
+                        if not event.is_init or last_id is None:
+                            last_id = event.id
                         if as_json:
                             print_json_line(event)
                         else:

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from claybot.client.engine_client import EngineClient
     from claybot.config.store import ConfigStore
     from claybot.heartbeat.store import HeartbeatStore
+    from claybot.wire.heartbeat import HeartbeatTask, HeartbeatTaskFiles, HeartbeatTaskList
 
 app = typer.Typer(
     help="Heartbeat tasks: checked together in one batch every interval.", no_args_is_help=True
@@ -61,7 +62,7 @@ NOUN = "heartbeat task"
 
 
 def _task_ids(client: EngineClient) -> list[str]:
-    return [task["id"] for task in client.get("/v1/engine/heartbeat/tasks")["tasks"]]
+    return [task.id for task in client.heartbeat_tasks().tasks]
 
 
 def _offline_ids(config: ConfigStore) -> list[str]:
@@ -73,36 +74,41 @@ def _offline_ids(config: ConfigStore) -> list[str]:
 def list_tasks(home: HomeOption = None, as_json: JsonOption = False) -> None:
     """Tasks, the last beat and the next one."""
 
-    def online(client: EngineClient) -> dict[str, Any]:
-        return client.get("/v1/engine/heartbeat/tasks")
+    def online(client: EngineClient) -> HeartbeatTaskList | HeartbeatTaskFiles:
+        return client.heartbeat_tasks()
 
-    def offline(config: ConfigStore) -> dict[str, Any]:
+    def offline(config: ConfigStore) -> HeartbeatTaskList | HeartbeatTaskFiles:
+        from claybot.wire.heartbeat import HeartbeatTaskFiles
+
         store = _store(config)
         tasks, problems = store.scan()
         last = store.read_state().get("lastRunAt")
-        return {
-            "tasks": [task.to_dict(last if isinstance(last, str) else None) for task in tasks],
-            "problems": [{"path": p.path, "reason": p.reason} for p in problems],
-            "nextRunAt": None,
-            "intervalS": config.read_settings().heartbeat.interval_s,
-        }
+        return HeartbeatTaskFiles.model_validate(
+            {
+                "ok": True,
+                "tasks": [task.to_dict(last if isinstance(last, str) else None) for task in tasks],
+                "problems": [{"path": p.path, "reason": p.reason} for p in problems],
+                "nextRunAt": None,
+                "intervalS": config.read_settings().heartbeat.interval_s,
+            }
+        )
 
     listing, _ = mutate(home, None, online=online, offline=offline)
     if as_json:
         print_json(listing)
         return
-    if listing["tasks"]:
+    if listing.tasks:
         table = Table("id", "title", "gate")
-        for task in listing["tasks"]:
-            gate = task["gate"]["command"] if task.get("gate") else "-"
-            table.add_row(task["id"], escape(task["title"]), escape(gate))
+        for task in listing.tasks:
+            gate = task.gate.command if task.gate else "-"
+            table.add_row(task.id, escape(task.title), escape(gate))
         print_table(table)
-        console.print(f"last run: {listing['tasks'][0]['lastRunAt'] or 'never'}")
+        console.print(f"last run: {listing.tasks[0].lastRunAt or 'never'}")
     else:
         console.print("no heartbeat tasks")
-    next_run = listing["nextRunAt"] or "when the engine runs"
-    console.print(f"next run: {next_run} (every {listing['intervalS']:.0f}s)")
-    print_problems(listing["problems"])
+    next_run = listing.nextRunAt or "when the engine runs"
+    console.print(f"next run: {next_run} (every {listing.intervalS:.0f}s)")
+    print_problems(listing.problems)
 
 
 @app.command("add")
@@ -127,28 +133,25 @@ def add(
     if gate:
         body["gate"] = {"command": gate}
 
-    def online(client: EngineClient) -> dict[str, Any]:
-        added: dict[str, Any] = client.post("/v1/engine/heartbeat/tasks", body)["task"]
-        return added
+    def online(client: EngineClient) -> HeartbeatTask:
+        return client.add_heartbeat_task(body).task
 
-    def offline(config: ConfigStore) -> dict[str, Any]:
+    def offline(config: ConfigStore) -> HeartbeatTask:
         from claybot.cron.task import Gate
+        from claybot.wire.heartbeat import HeartbeatTask
 
         with _said_plainly():
-            return dict[str, Any](
-                _store(config)
-                .add(
-                    title,
-                    prompt,
-                    task_id=task_id,
-                    gate=Gate(command=gate) if gate else None,
-                    overwrite=overwrite,
-                )
-                .to_dict()
+            added = _store(config).add(
+                title,
+                prompt,
+                task_id=task_id,
+                gate=Gate(command=gate) if gate else None,
+                overwrite=overwrite,
             )
+        return HeartbeatTask.model_validate(added.to_dict())
 
     task, _ = mutate(home, None, online=online, offline=offline)
-    console.print(f"added {task['id']} in {escape(task['path'])}", highlight=False)
+    console.print(f"added {task.id} in {escape(task.path)}", highlight=False)
 
 
 @app.command("remove")
@@ -164,7 +167,7 @@ def remove(
     confirm_deletion(f"remove heartbeat task {task_id!r}", yes)
 
     def online(client: EngineClient) -> None:
-        client.delete(f"/v1/engine/heartbeat/tasks/{task_id}")
+        client.remove_heartbeat_task(task_id)
 
     def offline(config: ConfigStore) -> None:
         with _said_plainly():
@@ -187,7 +190,7 @@ def run(
 
     with running_engine(home) as client:
         try:
-            client.post("/v1/engine/heartbeat/run", {"ids": task_id} if task_id else {})
+            client.run_heartbeat(task_id)
         except EngineApiError as exc:
             # Some id is not whole: resolve them all against one listing, and try again.
             if exc.status != 404 or not task_id:
@@ -196,5 +199,5 @@ def run(
             whole = [resolve_prefix(given, known, NOUN) for given in task_id]
             if whole == task_id:
                 raise
-            client.post("/v1/engine/heartbeat/run", {"ids": whole})
+            client.run_heartbeat(whole)
     console.print("the heartbeat is running; its tasks report on `claybot events`")

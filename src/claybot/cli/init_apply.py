@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import quote
 
 from claybot.cli.init_plan import PluginChange, SecretChange, SetupPlan
 from claybot.config.home import HomePaths
@@ -154,12 +153,10 @@ class _Undo:
         from claybot.client.errors import EngineApiError
 
         if secret.previous is not None:
-            body = {"id": secret.entry_id, "key": secret.key, "value": secret.previous}
-            self.client.post("/v1/engine/auth", body)
+            self.client.set_auth(secret.entry_id, secret.key, secret.previous)
             return
-        entry, key = quote(secret.entry_id, safe=""), quote(secret.key, safe="")
         try:
-            self.client.delete(f"/v1/engine/auth/{entry}?key={key}")
+            self.client.remove_auth(secret.entry_id, secret.key)
         except EngineApiError as exc:
             if exc.status != 404:  # 404: the new value never got there
                 raise
@@ -169,13 +166,11 @@ class _Undo:
         each old one put back at its index (which leaves the ones before it in place)."""
         before = self.plan.current.providers
         kept = {provider.id for provider in before}
-        listed = self.client.get("/v1/engine/providers")["providers"]
-        for provider_id in [str(p["id"]) for p in listed if p["id"] not in kept]:
-            self.client.delete(f"/v1/engine/providers/{quote(provider_id, safe='')}")
+        listed = self.client.providers().providers
+        for provider_id in [p.id for p in listed if p.id not in kept]:
+            self.client.remove_provider(provider_id)
         for position, provider in enumerate(before):
-            self.client.post(
-                "/v1/engine/providers", {**provider.to_json_dict(), "position": position}
-            )
+            self.client.upsert_provider({**provider.to_json_dict(), "position": position})
 
 
 def _through_engine(client: EngineClient, plan: SetupPlan) -> Applied:
@@ -186,13 +181,11 @@ def _through_engine(client: EngineClient, plan: SetupPlan) -> Applied:
         for secret in plan.secrets:
             # Listed first: a request may take effect and still fail (its answer lost).
             undo.secrets.append(secret)
-            client.post(
-                "/v1/engine/auth", {"id": secret.entry_id, "key": secret.key, "value": secret.value}
-            )
+            client.set_auth(secret.entry_id, secret.key, secret.value)
         undo.providers = bool(plan.providers)
         for change in plan.providers:
             body = {**change.provider.to_json_dict(), "position": change.position}
-            failures = dict(client.post("/v1/engine/providers", body).get("failures") or {})
+            failures = dict(client.upsert_provider(body).failures)
         if plan.plugin is not None:
             plugin = _plugin(undo, plan.plugin)
     except BaseException as exc:
@@ -209,11 +202,11 @@ def _plugin(undo: _Undo, change: PluginChange) -> str:
     """Load the instance as planned; one running already is unloaded first, unless it
     runs as planned."""
     instance_id = change.entry.instance_id
-    loaded = {str(entry["id"]) for entry in undo.client.get("/v1/engine/plugins")["loaded"]}
+    loaded = {entry.id for entry in undo.client.plugins().loaded}
     if instance_id in loaded:
         if change.unchanged:
             return f"{instance_id} runs already, unchanged"
-        undo.client.post("/v1/engine/plugins/unload", {"instanceId": instance_id})
+        undo.client.unload_plugin(instance_id)
         undo.unloaded = change.previous
     return _load(undo.client, change.entry)
 
@@ -224,8 +217,8 @@ def _load(client: EngineClient, entry: PluginInstanceSettings) -> str:
         "instanceId": entry.instance_id,
         "settings": entry.settings,
     }
-    loaded = client.post("/v1/engine/plugins/load", body)["plugin"]
-    return f"loaded {loaded['id']} ({loaded['name']})"
+    loaded = client.load_plugin(body).plugin
+    return f"loaded {loaded.id} ({loaded.name})"
 
 
 def _reason(exc: BaseException) -> str:

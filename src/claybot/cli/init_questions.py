@@ -138,7 +138,8 @@ class TelegramAnswer:
     base_url: str | None  # --telegram-base-url; None: the instance's, else Telegram's
 
     def settings(self, current: CurrentSetup) -> dict[str, Any]:
-        """The instance's settings: what init does not ask is kept."""
+        """The instance's settings: what init does not ask is kept. A dict: their shape
+        is the Telegram plugin's settings model, which checks them when it loads."""
         settings = dict(current.telegram.settings) if current.telegram else {}
         settings["allowedUserIds"] = self.allowed
         if self.base_url is not None:

@@ -32,13 +32,13 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
     from claybot.client.engine_client import EngineClient
+    from claybot.wire.jobs import LogPage
 
 app = typer.Typer(
     help="Jobs (seed 002): tasks the engine's workers run, with plan approval.",
     no_args_is_help=True,
 )
 T = TypeVar("T")
-API = "/api/v1"
 TERMINAL = {"completed", "failed", "cancelled"}
 FOLLOW_POLL_S = 0.5
 PAGE = 100  # the most jobs the API lists at once
@@ -52,10 +52,10 @@ def _job_ids(client: EngineClient) -> Iterator[str]:
     """Every job's id, page after page (only when a prefix is to be resolved)."""
     offset = 0
     while True:
-        page = client.get(f"{API}/jobs", limit=PAGE, offset=offset)
-        yield from (job["id"] for job in page["jobs"])
-        offset += len(page["jobs"])
-        if not page["jobs"] or offset >= page["count"]:
+        page = client.jobs(limit=PAGE, offset=offset)
+        yield from (job.id for job in page.jobs)
+        offset += len(page.jobs)
+        if not page.jobs or offset >= page.count:
             return
 
 
@@ -95,11 +95,11 @@ def create(
     if model:
         body["model"] = model
     with running_engine(home) as client:
-        created = client.post(f"{API}/jobs", body)
+        created = client.create_job(body)
     if as_json:
         print_json(created)
         return
-    typer.echo(created["id"])
+    typer.echo(created.id)
 
 
 @app.command("list")
@@ -111,28 +111,28 @@ def list_jobs(
 ) -> None:
     """The newest jobs first."""
     with running_engine(home) as client:
-        page = client.get(f"{API}/jobs", status=status, limit=limit)
+        page = client.jobs(status=status, limit=limit)
     if as_json:
         print_json(page)
         return
     table = Table("id", "status", "priority", "created", "task")
-    for job in page["jobs"]:
+    for job in page.jobs:
         table.add_row(
-            job["id"],
-            job["status"],
-            str(job["priority"]),
-            str(job["created_at"])[:19],
-            escape(job["task"].splitlines()[0][:60] if job["task"] else ""),
+            job.id,
+            job.status,
+            str(job.priority),
+            job.created_at[:19],
+            escape(job.task.splitlines()[0][:60] if job.task else ""),
         )
     print_table(table)
-    console.print(f"{len(page['jobs'])} of {page['count']}")
+    console.print(f"{len(page.jobs)} of {page.count}")
 
 
 @app.command("show")
 def show(job_id: JobIdArgument, home: HomeOption = None, as_json: JsonOption = False) -> None:
     """A job: its status, its question or plan, its result and its artifacts."""
     with running_engine(home) as client:
-        _, job = _on_job(client, job_id, lambda whole: client.get(f"{API}/jobs/{whole}"))
+        _, job = _on_job(client, job_id, client.job)
     if as_json:
         print_json(job)
         return
@@ -140,9 +140,9 @@ def show(job_id: JobIdArgument, home: HomeOption = None, as_json: JsonOption = F
     # command modules, and rich's Markdown brings markdown-it and pygments (30 ms).
     from rich.markdown import Markdown
 
-    console.print(f"[bold]{escape(job['id'])}[/bold]  {job['status']}  ({job['hitl_mode']})")
-    console.print(escape(job["task"]))
-    question = job.get("agent_question")
+    console.print(f"[bold]{escape(job.id)}[/bold]  {job.status}  ({job.hitl_mode})")
+    console.print(escape(job.task))
+    question = job.agent_question
     if question:
         plan = _plan(question)
         if plan is not None:
@@ -153,13 +153,13 @@ def show(job_id: JobIdArgument, home: HomeOption = None, as_json: JsonOption = F
         else:
             console.print(f"[yellow]question:[/yellow] {escape(question)}")
             console.print("answer: claybot jobs respond ID TEXT")
-    if job.get("result"):
+    if job.result:
         console.rule("result")
-        console.print(Markdown(job["result"]))
-    if job.get("error_message"):
-        console.print(f"[red]error:[/red] {escape(job['error_message'])}")
-    for artifact in job.get("artifacts") or []:
-        console.print(f"artifact {escape(artifact['filename'])} ({artifact['size_bytes']} bytes)")
+        console.print(Markdown(job.result))
+    if job.error_message:
+        console.print(f"[red]error:[/red] {escape(job.error_message)}")
+    for artifact in job.artifacts:
+        console.print(f"artifact {escape(artifact.filename)} ({artifact.size_bytes} bytes)")
 
 
 def _plan(question: str) -> dict[str, str] | None:
@@ -193,18 +193,16 @@ def respond(
     if edit is not None:
         body["editedPlan"] = edit.read_text()
     with running_engine(home) as client:
-        _, result = _on_job(
-            client, job_id, lambda whole: client.post(f"{API}/jobs/{whole}/respond", body)
-        )
-    console.print(f"{result['id']}: {result['status']}")
+        _, result = _on_job(client, job_id, lambda whole: client.respond_to_job(whole, body))
+    console.print(f"{result.id}: {result.status}")
 
 
 @app.command("cancel")
 def cancel(job_id: JobIdArgument, home: HomeOption = None) -> None:
     """Cancel a job (a running one stops within seconds)."""
     with running_engine(home) as client:
-        _, job = _on_job(client, job_id, lambda whole: client.post(f"{API}/jobs/{whole}/cancel"))
-    console.print(f"{job['id']}: {job['status']}")
+        _, job = _on_job(client, job_id, client.cancel_job)
+    console.print(f"{job.id}: {job.status}")
 
 
 @app.command("logs")
@@ -219,20 +217,18 @@ def logs(
     after = 0
     with running_engine(home) as client:
 
-        def page_after(whole: str) -> dict[str, Any]:
-            return client.get(f"{API}/jobs/{whole}/logs", after=after, limit=1000)
+        def page_after(whole: str) -> LogPage:
+            return client.job_logs(whole, after=after, limit=1000)
 
         job_id, page = _on_job(client, job_id, page_after)
         while True:
-            for line in page["logs"]:
-                after = max(after, int(line["id"]))
-                colour = {"error": "red", "warn": "yellow"}.get(line["level"], "dim")
-                stamp = str(line["timestamp"])[11:19]
-                console.print(f"[{colour}]{stamp}[/{colour}] {escape(line['message'])}")
-            if not follow or (
-                not page["logs"] and client.get(f"{API}/jobs/{job_id}")["status"] in TERMINAL
-            ):
+            for line in page.logs:
+                after = max(after, line.id)
+                colour = {"error": "red", "warn": "yellow"}.get(line.level, "dim")
+                stamp = line.timestamp[11:19]
+                console.print(f"[{colour}]{stamp}[/{colour}] {escape(line.message)}")
+            if not follow or (not page.logs and client.job(job_id).status in TERMINAL):
                 return
-            if not page["logs"]:
+            if not page.logs:
                 time.sleep(FOLLOW_POLL_S)
             page = page_after(job_id)

@@ -48,11 +48,9 @@ def create(
     """Create a key. It is printed once and cannot be shown again."""
     reject_remote(remote)
     with running_engine(home) as client:
-        result = client.post(
-            "/v1/engine/keys", {"name": name, "scopes": scope, "rateLimitRpm": rate_limit}
-        )
-    typer.echo(result["key"])
-    prefix = result["record"]["prefix"]
+        result = client.create_key({"name": name, "scopes": scope, "rateLimitRpm": rate_limit})
+    typer.echo(result.key)
+    prefix = result.record.prefix
     err_console.print(f"[yellow]Key {prefix}… is shown only this once: store it now.[/yellow]")
 
 
@@ -60,22 +58,21 @@ def create(
 def list_keys(home: HomeOption = None, as_json: JsonOption = False) -> None:
     """Keys by prefix (never the keys themselves)."""
     with running_engine(home) as client:
-        listing = client.get("/v1/engine/keys")
+        listing = client.keys()
     if as_json:
         print_json(listing)
         return
-    keys = listing["keys"]
     table = Table("id", "prefix", "name", "scopes", "rpm", "uses", "last used", "revoked")
-    for key in keys:
+    for key in listing.keys:
         table.add_row(
-            key["id"],
-            key["prefix"],
-            escape(key["name"]),
-            " ".join(key["scopes"]),
-            str(key["rateLimitRpm"]),
-            str(key["usageCount"]),
-            key["lastUsedAt"] or "-",
-            "yes" if key["revoked"] else "",
+            key.id,
+            key.prefix,
+            escape(key.name),
+            " ".join(key.scopes),
+            str(key.rateLimitRpm),
+            str(key.usageCount),
+            key.lastUsedAt or "-",
+            "yes" if key.revoked else "",
         )
     print_table(table, whole=("id", "prefix"))
 
@@ -95,13 +92,12 @@ def revoke(
     with running_engine(home) as client:
         # Resolved before asking, so the question names the whole key; listing the keys
         # is cheap, and a deletion is worth the extra request.
-        keys = client.get("/v1/engine/keys")["keys"]
-        names = {key["prefix"]: key for key in keys} | {key["id"]: key for key in keys}
+        keys = client.keys().keys
+        names = {key.prefix: key for key in keys} | {key.id: key for key in keys}
         key = names[resolve_prefix(key_id, names, "API key")]
         confirm_deletion(
-            f"revoke API key {key['id']} ({key['prefix']}…, {key['name']!r}); "
-            "requests with it get 401",
+            f"revoke API key {key.id} ({key.prefix}…, {key.name!r}); requests with it get 401",
             yes,
         )
-        record = client.post(f"/v1/engine/keys/{key['id']}/revoke")["record"]
-    console.print(f"revoked {record['prefix']}… ({escape(record['name'])})", highlight=False)
+        record = client.revoke_key(key.id).record
+    console.print(f"revoked {record.prefix}… ({escape(record.name)})", highlight=False)

@@ -9,7 +9,10 @@ from claybot.cli.common import fail
 
 
 def parse_assignments(pairs: list[str] | None, flag: str) -> dict[str, Any]:
-    """``["a=1", "b=x"]`` → ``{"a": 1, "b": "x"}`` (values that parse as JSON are typed)."""
+    """``["a=1", "b=x"]`` → ``{"a": 1, "b": "x"}`` (values that parse as JSON are typed).
+
+    A dict: the keys are whatever the user typed, for settings whose model is the
+    provider's or the plugin's, which checks them (the engine, or ``ProviderSettings``)."""
     values: dict[str, Any] = {}
     for pair in pairs or []:
         key, sep, raw = pair.partition("=")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.markup import escape
@@ -44,28 +44,27 @@ def list_requests(
     as_json: JsonOption = False,
 ) -> None:
     """Pending requests (with --all, past decisions too), newest first."""
-    params: dict[str, Any] = {} if all_requests else {"status": "pending"}
     with running_engine(home) as client:
-        listing = client.get("/v1/engine/permissions", **params)
+        listing = client.permissions(status=None if all_requests else "pending")
     if as_json:
         print_json(listing)
         return
-    requests = listing["requests"]
+    requests = listing.requests
     if not requests:
         console.print("no pending permission requests" if not all_requests else "no requests")
         return
     table = Table("id", "status", "permission", "asked by", "reason", "asked at (UTC)")
     for request in requests:
-        status = request["status"]
-        if request.get("decidedBy"):
-            status += f" ({request['decidedBy']})"
+        status: str = request.status
+        if request.decidedBy:
+            status += f" ({request.decidedBy})"
         table.add_row(
-            request["requestId"],
+            request.requestId,
             status,
-            escape(request["permission"]),
-            escape(request["agentLabel"]),
-            escape(request["reason"]),
-            _when(request["createdAt"]),
+            escape(request.permission),
+            escape(request.agentLabel),
+            escape(request.reason),
+            _when(request.createdAt),
         )
     print_table(table)
 
@@ -75,19 +74,16 @@ def _decide(request_id: str, decision: str, home: HomeOption) -> None:
         # Only a pending request can be answered: a prefix is looked for among those.
         _, answer = through_prefix(
             request_id,
-            lambda whole: client.post(
-                f"/v1/engine/permissions/{whole}", {"decision": decision, "by": "cli"}
-            ),
+            lambda whole: client.decide_permission(whole, decision, "cli"),
             lambda: (
-                request["requestId"]
-                for request in client.get("/v1/engine/permissions", status="pending")["requests"]
+                request.requestId for request in client.permissions(status="pending").requests
             ),
             "pending permission request",
         )
-    result = answer["request"]
-    verdict = "allowed" if result["status"] == "granted" else "denied"
+    result = answer.request
+    verdict = "allowed" if result.status == "granted" else "denied"
     console.print(
-        f"{verdict} {escape(result['permission'])} for {escape(result['agentLabel'])}",
+        f"{verdict} {escape(result.permission)} for {escape(result.agentLabel)}",
         highlight=False,
     )
 

@@ -15,6 +15,7 @@ from claybot.cli.common import (
     HomeOption,
     JsonOption,
     RemoteOption,
+    answer_json,
     console,
     fail,
     mutate,
@@ -30,27 +31,32 @@ if TYPE_CHECKING:
     from claybot.client.engine_client import EngineClient
     from claybot.config.store import ConfigStore
     from claybot.plugins import PluginCatalog
+    from claybot.wire.plugins import PluginListing, PluginLoaded
 
 app = typer.Typer(help="Plugin instances: list, load, unload.", no_args_is_help=True)
 
 
-def _listing(home: Path | None) -> tuple[dict[str, Any], bool]:
+def _listing(home: Path | None) -> tuple[PluginListing, bool]:
     """The engine's plugin listing, or (no engine) settings.json and the installed plugins."""
 
-    def online(client: EngineClient) -> dict[str, Any]:
-        return client.get("/v1/engine/plugins")
+    def online(client: EngineClient) -> PluginListing:
+        return client.plugins()
 
-    def offline(store: ConfigStore) -> dict[str, Any]:
+    def offline(store: ConfigStore) -> PluginListing:
         from claybot.plugins import PluginCatalog
+        from claybot.wire.plugins import PluginListing
 
         catalog = PluginCatalog.discover()
         configured = [catalog.public_entry(entry) for entry in store.read_settings().plugins]
-        return {
-            "loaded": [],
-            "configured": configured,
-            "failures": [],
-            "catalog": catalog.describe(),
-        }
+        return PluginListing.model_validate(
+            {
+                "ok": True,
+                "loaded": [],
+                "configured": configured,
+                "failures": [],
+                "catalog": catalog.describe(),
+            }
+        )
 
     return mutate(home, None, online=online, offline=offline)
 
@@ -65,29 +71,28 @@ def list_plugins(home: HomeOption = None, as_json: JsonOption = False) -> None:
     if as_json:
         print_json(listing)
         return
-    loaded = {entry["id"] for entry in listing["loaded"]}
+    loaded = {entry.id for entry in listing.loaded}
     table = Table("instance", "plugin", "enabled", "state")
-    for entry in listing["configured"]:
+    for entry in listing.configured:
         if not running:
             state = "engine not running"
         else:
-            state = "loaded" if entry["instanceId"] in loaded else "not loaded"
+            state = "loaded" if entry.instanceId in loaded else "not loaded"
         table.add_row(
-            escape(entry["instanceId"]),
-            escape(entry["pluginId"]),
-            "yes" if entry.get("enabled", True) else "no",
+            escape(entry.instanceId),
+            escape(entry.pluginId),
+            "yes" if entry.enabled else "no",
             state,
         )
-    if listing["configured"]:
+    if listing.configured:
         print_table(table, whole=("instance", "plugin"))
     else:
         console.print("no plugin instances configured")
-    catalog = ", ".join(sorted(entry["id"] for entry in listing["catalog"]))
+    catalog = ", ".join(sorted(entry.id for entry in listing.catalog))
     console.print(f"available plugins: {escape(catalog)}", highlight=False)
-    for failure in listing.get("failures", []):
+    for failure in listing.failures:
         console.print(
-            f"[yellow]{escape(str(failure.get('id')))} failed to load:[/yellow] "
-            f"{escape(str(failure.get('message')))}",
+            f"[yellow]{escape(failure.id)} failed to load:[/yellow] {escape(failure.message)}",
             highlight=False,
         )
 
@@ -142,20 +147,20 @@ def load_instance(
     settings.json for the next start; returns what was done."""
 
     def online(client: EngineClient) -> str:
-        def load_plugin(whole: str) -> dict[str, Any]:
+        def load_plugin(whole: str) -> PluginLoaded:
             body: dict[str, Any] = {"pluginId": whole, "instanceId": instance}
             if settings is not None:
                 body["settings"] = settings
-            return client.post("/v1/engine/plugins/load", body)
+            return client.load_plugin(body)
 
         _, answer = through_prefix(
             plugin_id,
             load_plugin,
-            lambda: [entry["id"] for entry in client.get("/v1/engine/plugins")["catalog"]],
+            lambda: [entry.id for entry in client.plugins().catalog],
             "plugin",
         )
-        loaded = answer["plugin"]
-        return f"loaded {loaded['id']} ({loaded['name']})"
+        loaded = answer.plugin
+        return f"loaded {loaded.id} ({loaded.name})"
 
     def offline(store: ConfigStore) -> str:
         return _save_offline(store, plugin_id, instance, settings)
@@ -252,8 +257,8 @@ def unload(
     def online(client: EngineClient) -> str:
         whole, _ = through_prefix(
             instance_id,
-            lambda whole: client.post("/v1/engine/plugins/unload", {"instanceId": whole}),
-            lambda: [e["instanceId"] for e in client.get("/v1/engine/plugins")["configured"]],
+            client.unload_plugin,
+            lambda: [entry.instanceId for entry in client.plugins().configured],
             noun,
         )
         return f"unloaded {whole}"
@@ -285,7 +290,7 @@ def info(
 ) -> None:
     """What a plugin is, and the settings it takes (from its settings schema)."""
     listing, _ = _listing(home)
-    catalog = {entry["id"]: entry for entry in listing["catalog"]}
+    catalog = {entry.id: entry for entry in listing.catalog}
     if not any(known.startswith(plugin_id) for known in catalog):
         installed = ", ".join(sorted(catalog))
         fail(f"no plugin {plugin_id!r} is installed (installed: {installed})", error="not_found")
@@ -293,14 +298,14 @@ def info(
     entry = catalog[plugin_id]
     if as_json:
         # No route answers for one plugin: shaped as the API's answers for one thing are.
-        print_json({"plugin": entry})
+        print_json({"plugin": answer_json(entry)})
         return
-    kind = "built in" if entry.get("builtin") else "installed"
-    once = "; one instance at most" if entry.get("exclusive") else ""
-    console.print(f"[bold]{escape(entry['name'])}[/bold] ({escape(plugin_id)}, {kind}{once})")
-    console.print(escape(entry.get("description") or ""), highlight=False)
+    kind = "built in" if entry.builtin else "installed"
+    once = "; one instance at most" if entry.exclusive else ""
+    console.print(f"[bold]{escape(entry.name)}[/bold] ({escape(plugin_id)}, {kind}{once})")
+    console.print(escape(entry.description), highlight=False)
     # JSON Schema, not the model: the CLI has the engine's answer, not the plugin's code.
-    schema = entry.get("settingsSchema") or {}
+    schema = entry.settingsSchema or {}
     fields = schema.get("properties") or {}
     if not fields:
         console.print("settings: none")
@@ -316,7 +321,7 @@ def info(
                 escape(str(field.get("description", ""))),
             )
         print_table(table, whole=("setting",))  # a name to type in --setting KEY=VALUE
-    instances = [c["instanceId"] for c in listing["configured"] if c["pluginId"] == plugin_id]
+    instances = [c.instanceId for c in listing.configured if c.pluginId == plugin_id]
     if instances:
         console.print(f"configured instances: {escape(', '.join(instances))}", highlight=False)
     console.print(f"load it with `claybot plugins load {escape(plugin_id)} --setting KEY=VALUE`")

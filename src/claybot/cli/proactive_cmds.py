@@ -17,6 +17,7 @@ from claybot.cli.common import (
     HomeOption,
     JsonOption,
     YesOption,
+    answer_json,
     confirm_deletion,
     console,
     err_console,
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from claybot.client.engine_client import EngineClient
+    from claybot.wire.proactive import Execution, ProactiveAgentSummary
 
 app = typer.Typer(
     help="Proactive agents: objectives run on a cron schedule (the engine must be running).",
@@ -84,7 +86,7 @@ def _fields(**values: Any) -> dict[str, Any]:
 
 
 def _agent_ids(client: EngineClient) -> list[str]:
-    return [agent["id"] for agent in client.get("/api/agents")["agents"]]
+    return [agent.id for agent in client.proactive_agents().agents]
 
 
 def _on_agent(client: EngineClient, agent_id: str, act: Callable[[str], T]) -> tuple[str, T]:
@@ -92,10 +94,10 @@ def _on_agent(client: EngineClient, agent_id: str, act: Callable[[str], T]) -> t
     return through_prefix(agent_id, act, lambda: _agent_ids(client), NOUN)
 
 
-def _show(agent: dict[str, Any], verb: str) -> None:
+def _show(agent: ProactiveAgentSummary, verb: str) -> None:
     console.print(
-        f"{verb} [bold]{escape(agent['name'])}[/bold] ({agent['id']}): {agent['status']}, "
-        f"next run {_when(agent.get('nextRunAt'))} UTC",
+        f"{verb} [bold]{escape(agent.name)}[/bold] ({agent.id}): {agent.status}, "
+        f"next run {_when(agent.nextRunAt)} UTC",
         highlight=False,
     )
 
@@ -104,28 +106,28 @@ def _show(agent: dict[str, Any], verb: str) -> None:
 def list_agents(home: HomeOption = None, as_json: JsonOption = False) -> None:
     """Every proactive agent with its status, schedule and last result."""
     with running_engine(home) as client:
-        listing = client.get("/api/agents")
+        listing = client.proactive_agents()
     if as_json:
         print_json(listing)
         return
-    agents = listing["agents"]
+    agents = listing.agents
     if not agents:
         console.print("no proactive agents; add one with `claybot proactive create`")
         return
     table = Table("id", "name", "status", "schedule", "runner", "last run (UTC)", "result",
                   "next run (UTC)", "runs")  # fmt: skip
     for agent in agents:
-        status = "running" if agent["running"] else agent["status"]
+        status = "running" if agent.running else agent.status
         table.add_row(
-            agent["id"],
-            escape(agent["name"]),
+            agent.id,
+            escape(agent.name),
             status,
-            escape(f"{agent['schedule']} ({agent['timezone']})"),
-            agent["runner"],
-            _when(agent["lastExecutionAt"]),
-            agent["lastResult"] or "-",
-            _when(agent["nextRunAt"]),
-            str(agent["totalExecutions"]),
+            escape(f"{agent.schedule} ({agent.timezone})"),
+            agent.runner,
+            _when(agent.lastExecutionAt),
+            agent.lastResult or "-",
+            _when(agent.nextRunAt),
+            str(agent.totalExecutions),
         )
     print_table(table)
 
@@ -152,11 +154,11 @@ def create(
         timeoutMs=timeout_ms, maxRetries=max_retries, timezone=timezone, runner=runner,
     )  # fmt: skip
     with running_engine(home) as client:
-        answer = client.post("/api/agents", body)
+        answer = client.create_proactive_agent(body)
     if as_json:
         print_json(answer)
         return
-    _show(answer["agent"], "created")
+    _show(answer.agent, "created")
 
 
 @app.command("edit")
@@ -183,28 +185,28 @@ def edit(
         fail("nothing to change: give at least one option, e.g. --schedule")
     with running_engine(home) as client:
         _, answer = _on_agent(
-            client, agent_id, lambda whole: client.request("PUT", f"/api/agents/{whole}", json=body)
+            client, agent_id, lambda whole: client.update_proactive_agent(whole, body)
         )
     if as_json:
         print_json(answer)
         return
-    _show(answer["agent"], "updated")
+    _show(answer.agent, "updated")
 
 
 @app.command("pause")
 def pause(agent_id: AgentIdArgument, home: HomeOption = None) -> None:
     """Stop the schedule (`run` still works; the agent stays paused)."""
     with running_engine(home) as client:
-        _, answer = _on_agent(client, agent_id, lambda w: client.post(f"/api/agents/{w}/pause"))
-    _show(answer["agent"], "paused")
+        _, answer = _on_agent(client, agent_id, client.pause_proactive_agent)
+    _show(answer.agent, "paused")
 
 
 @app.command("resume")
 def resume(agent_id: AgentIdArgument, home: HomeOption = None) -> None:
     """Restart the schedule and reset the failure count."""
     with running_engine(home) as client:
-        _, answer = _on_agent(client, agent_id, lambda w: client.post(f"/api/agents/{w}/resume"))
-    _show(answer["agent"], "resumed")
+        _, answer = _on_agent(client, agent_id, client.resume_proactive_agent)
+    _show(answer.agent, "resumed")
 
 
 @app.command("run")
@@ -225,29 +227,27 @@ def run(
     makes it {"ok": false, "error": {...}, ...} with exit code 1.
     """
     with running_engine(home) as client:
-        agent_id, queued = _on_agent(
-            client, agent_id, lambda whole: client.post(f"/api/agents/{whole}/execute")
-        )
+        agent_id, queued = _on_agent(client, agent_id, client.execute_proactive_agent)
         if not wait:
             if as_json:
                 print_json(queued)
             else:
-                where = "started" if queued["status"] == "started" else (
-                    f"queued (position {queued['position']})"
+                where = "started" if queued.status == "started" else (
+                    f"queued (position {queued.position})"
                 )  # fmt: skip
-                console.print(f"execution {queued['executionId']} {where}", highlight=False)
+                console.print(f"execution {queued.executionId} {where}", highlight=False)
             return
-        execution = _wait_for(client, agent_id, queued["executionId"], wait_timeout)
+        execution = _wait_for(client, agent_id, queued.executionId, wait_timeout)
         log = "" if as_json else client.get_text(
-            f"/api/agents/{agent_id}/logs", executionId=execution["executionId"]
+            f"/api/agents/{agent_id}/logs", executionId=execution.executionId
         )  # fmt: skip
-    succeeded = execution["result"] == "success"
-    outcome = f"{execution['result']} in {execution['durationMs'] / 1000:.1f} s" + (
-        f": {execution['error']}" if execution.get("error") else ""
+    succeeded = execution.result == "success"
+    outcome = f"{execution.result} in {execution.durationMs / 1000:.1f} s" + (
+        f": {execution.error}" if execution.error else ""
     )
     if as_json:
         # No single route answers this: it is shaped as the API's answers are.
-        answer: dict[str, Any] = {"agentId": agent_id, "execution": execution}
+        answer: dict[str, Any] = {"agentId": agent_id, "execution": answer_json(execution)}
         if not succeeded:
             answer = {"ok": False, "error": {"code": "run_failed", "message": outcome}, **answer}
         print_json(answer)
@@ -260,13 +260,12 @@ def run(
 
 def _wait_for(
     client: EngineClient, agent_id: str, execution_id: str, timeout_s: float
-) -> dict[str, Any]:
+) -> Execution:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        executions = client.get(f"/api/agents/{agent_id}/executions", limit=50)["executions"]
-        for execution in executions:
-            if execution["executionId"] == execution_id:
-                return dict(execution)
+        for execution in client.executions(agent_id, limit=50).executions:
+            if execution.executionId == execution_id:
+                return execution
         time.sleep(POLL_S)
     fail(
         f"execution {execution_id} did not finish within {timeout_s:g} s; it may still run",
@@ -302,21 +301,21 @@ def logs(
         _, listing = _on_agent(
             client,
             agent_id,
-            lambda whole: client.get(f"/api/agents/{whole}/executions", limit=limit),
+            lambda whole: client.executions(whole, limit=limit),
         )
     if as_json:
         print_json(listing)
         return
     table = Table("execution", "trigger", "started (UTC)", "seconds", "result", "exit", "error")
-    for item in listing["executions"]:
+    for item in listing.executions:
         table.add_row(
-            item["executionId"],
-            item.get("trigger", "-"),
-            _when(item["startedAt"]),
-            f"{item['durationMs'] / 1000:.1f}",
-            item["result"],
-            "-" if item["exitCode"] is None else str(item["exitCode"]),
-            escape(item.get("error") or ""),
+            item.executionId,
+            item.trigger,
+            _when(item.startedAt),
+            f"{item.durationMs / 1000:.1f}",
+            item.result,
+            "-" if item.exitCode is None else str(item.exitCode),
+            escape(item.error or ""),
         )
     print_table(table, whole=("execution",))
 
@@ -329,8 +328,8 @@ def _log_text(client: EngineClient, agent_id: str, execution: str | None) -> str
         return client.get_text(path)
 
     def execution_ids() -> list[str]:
-        listing = client.get(f"/api/agents/{agent_id}/executions", limit=1000)
-        return [item["executionId"] for item in listing["executions"]]
+        listing = client.executions(agent_id, limit=1000)
+        return [item.executionId for item in listing.executions]
 
     _, text = through_prefix(
         execution, lambda whole: client.get_text(path, executionId=whole), execution_ids,
@@ -346,5 +345,5 @@ def delete(agent_id: AgentIdArgument, yes: YesOption = False, home: HomeOption =
         # The whole id first, so the question names the agent that would go.
         agent_id = resolve_prefix(agent_id, _agent_ids(client), NOUN)
         confirm_deletion(f"delete proactive agent {agent_id!r} and its files", yes)
-        client.delete(f"/api/agents/{agent_id}")
+        client.delete_proactive_agent(agent_id)
     console.print(f"deleted {agent_id}", highlight=False)

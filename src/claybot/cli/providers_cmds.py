@@ -14,7 +14,6 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
-from urllib.parse import quote
 
 import typer
 from pydantic import ValidationError
@@ -42,7 +41,9 @@ from claybot.config.store import describe_validation_error
 
 if TYPE_CHECKING:
     from claybot.client.engine_client import EngineClient
+    from claybot.client.engine_client import ProviderChange as ProviderAction
     from claybot.config.store import ConfigStore
+    from claybot.wire.providers import ProviderList, ProviderListing, ProviderTested, PublicProvider
 
 REACH_TIMEOUT_S = 3.0  # providers add: how long a base URL may take to accept a connection
 
@@ -59,7 +60,11 @@ def _known_types() -> set[str]:
     return {provider_type.type for provider_type in builtin_provider_types()}
 
 
-def _show(providers: list[dict[str, Any]]) -> None:
+def _provider_ids(client: EngineClient) -> list[str]:
+    return [provider.id for provider in client.providers().providers]
+
+
+def _show(providers: list[PublicProvider]) -> None:
     if not providers:
         console.print("no providers configured: the engine uses `local` (SmolLM2 on llama.cpp)")
         return
@@ -67,10 +72,10 @@ def _show(providers: list[dict[str, Any]]) -> None:
     for position, provider in enumerate(providers):
         table.add_row(
             str(position),
-            escape(provider["id"]),
-            escape(provider.get("type") or provider["id"]),
-            escape(str(provider.get("model") or "-")),
-            "yes" if provider.get("enabled", True) else "no",
+            escape(provider.id),
+            escape(provider.type or provider.id),
+            escape(provider.model or "-"),
+            "yes" if provider.enabled else "no",
         )
     print_table(table)
 
@@ -79,13 +84,14 @@ def _show(providers: list[dict[str, Any]]) -> None:
 def list_providers(home: HomeOption = None, as_json: JsonOption = False) -> None:
     """Configured providers; the first enabled one answers, failures fall through."""
 
-    def online(client: EngineClient) -> dict[str, Any]:
-        return client.get("/v1/engine/providers")
+    def online(client: EngineClient) -> ProviderListing:
+        return client.providers()
 
-    def offline(store: ConfigStore) -> dict[str, Any]:
+    def offline(store: ConfigStore) -> ProviderListing:
         # What the engine would answer if it started on these files (the types that
         # plugins add are known only to a running engine).
         from claybot.providers.registry import builtin_provider_types
+        from claybot.wire.providers import ProviderListing
 
         providers = store.read_settings().providers
         failures = {}
@@ -94,28 +100,33 @@ def list_providers(home: HomeOption = None, as_json: JsonOption = False) -> None
                 problem = _build_problem(provider, store) if provider.enabled else None
                 if problem is not None:
                     failures[provider.id] = problem
-        return {
-            "providers": [p.to_public_dict() for p in providers],
-            "types": [
-                {"type": t.type, "label": t.label, "description": t.description}
-                for t in builtin_provider_types()
-            ],
-            "failures": failures,
-        }
+        return ProviderListing.model_validate(
+            {
+                "ok": True,
+                "providers": [p.to_public_dict() for p in providers],
+                "failures": failures,
+                "types": [
+                    {"type": t.type, "label": t.label, "description": t.description}
+                    for t in builtin_provider_types()
+                ],
+            }
+        )
 
     listing, _ = mutate(home, None, online=online, offline=offline)
     if as_json:
         print_json(listing)
         return
-    _show(listing["providers"])
+    _show(listing.providers)
 
 
-def _offline_edit(store: ConfigStore, edit: Any) -> list[dict[str, Any]]:
+def _offline_edit(store: ConfigStore, edit: Any) -> list[PublicProvider]:
+    from claybot.wire.providers import PublicProvider
+
     current = store.read_settings()
     providers: list[ProviderSettings] = edit(list(current.providers))
     updated: Settings = current.model_copy(update={"providers": providers})
     store.write_settings(updated)
-    return [dict(p.to_public_dict()) for p in providers]
+    return [PublicProvider.model_validate(p.to_public_dict()) for p in providers]
 
 
 @app.command("add")
@@ -169,7 +180,7 @@ def add(
 
 def add_provider(
     provider: ProviderSettings, position: int | None, home: Path | None, remote: str | None = None
-) -> tuple[list[dict[str, Any]], bool, str | None]:
+) -> tuple[list[PublicProvider], bool, str | None]:
     """Add (or replace) ``provider`` at ``position``: through the engine if it runs, else
     in settings.json. Returns the providers, whether the engine applied it, and why the
     provider cannot be built yet (no key...), or None."""
@@ -177,14 +188,12 @@ def add_provider(
     # types that loaded plugins registered).
     failures: dict[str, str] = {}
 
-    def online(client: EngineClient) -> list[dict[str, Any]]:
-        body = {**provider.to_json_dict(), "position": position}
-        answer = client.post("/v1/engine/providers", body)
-        failures.update(answer.get("failures") or {})
-        result: list[dict[str, Any]] = answer["providers"]
-        return result
+    def online(client: EngineClient) -> list[PublicProvider]:
+        answer = client.upsert_provider({**provider.to_json_dict(), "position": position})
+        failures.update(answer.failures)
+        return answer.providers
 
-    def offline(store: ConfigStore) -> list[dict[str, Any]]:
+    def offline(store: ConfigStore) -> list[PublicProvider]:
         known = _known_types()
         if provider.provider_type not in known:
             fail(
@@ -257,7 +266,7 @@ def remove(
     known, _ = mutate(
         home,
         remote,
-        online=lambda client: [p["id"] for p in client.get("/v1/engine/providers")["providers"]],
+        online=_provider_ids,
         offline=lambda store: [p.id for p in store.read_settings().providers],
     )
     provider_id = resolve_prefix(provider_id, known, NOUN)
@@ -266,7 +275,7 @@ def remove(
         provider_id,
         home,
         remote,
-        send=lambda client, path: client.delete(path),
+        send=lambda client, whole: client.remove_provider(whole),
         change=lambda providers, chosen: [p for p in providers if p is not chosen],
         done="removed {}",
     )
@@ -283,14 +292,14 @@ def default(
         provider_id,
         home,
         remote,
-        send=lambda client, path: client.post(f"{path}/default"),
+        send=lambda client, whole: client.change_provider(whole, "default"),
         change=lambda providers, chosen: [chosen, *(p for p in providers if p is not chosen)],
         done="{} is now the default",
     )
 
 
 def _set_enabled(provider_id: str, enabled: bool, home: Path | None, remote: str | None) -> None:
-    action = "enable" if enabled else "disable"
+    action: ProviderAction = "enable" if enabled else "disable"
 
     def change(
         providers: list[ProviderSettings], chosen: ProviderSettings
@@ -302,7 +311,7 @@ def _set_enabled(provider_id: str, enabled: bool, home: Path | None, remote: str
         provider_id,
         home,
         remote,
-        send=lambda client, path: client.post(f"{path}/{action}"),
+        send=lambda client, whole: client.change_provider(whole, action),
         change=change,
         done=f"{{}} is {action}d",
     )
@@ -316,27 +325,23 @@ def _change_provider(
     home: Path | None,
     remote: str | None,
     *,
-    send: Callable[[EngineClient, str], dict[str, Any]],
+    send: Callable[[EngineClient, str], ProviderList],
     change: ProviderChange,
     done: str,
 ) -> None:
-    """Change one provider: through the engine (``send`` a request to its path), else in
+    """Change one provider: through the engine (``send`` a request for its id), else in
     settings.json (``change`` the list, given the one named); then say ``done`` (with the
     whole id for ``{}``) and show the list. ``provider_id`` may be a unique prefix."""
     chosen_id = provider_id
 
-    def online(client: EngineClient) -> list[dict[str, Any]]:
+    def online(client: EngineClient) -> list[PublicProvider]:
         nonlocal chosen_id
         chosen_id, answer = through_prefix(
-            provider_id,
-            lambda whole: send(client, f"/v1/engine/providers/{quote(whole, safe='')}"),
-            lambda: [p["id"] for p in client.get("/v1/engine/providers")["providers"]],
-            NOUN,
+            provider_id, lambda whole: send(client, whole), lambda: _provider_ids(client), NOUN
         )
-        result: list[dict[str, Any]] = answer["providers"]
-        return result
+        return answer.providers
 
-    def offline(store: ConfigStore) -> list[dict[str, Any]]:
+    def offline(store: ConfigStore) -> list[PublicProvider]:
         def edit(providers: list[ProviderSettings]) -> list[ProviderSettings]:
             nonlocal chosen_id
             chosen_id = resolve_prefix(provider_id, [p.id for p in providers], NOUN)
@@ -383,34 +388,31 @@ def test(
     provider did not answer.
     """
 
-    def online(client: EngineClient) -> dict[str, Any]:
+    def online(client: EngineClient) -> ProviderTested:
         _, answer = through_prefix(
-            provider_id,
-            lambda whole: client.post(f"/v1/engine/providers/{quote(whole, safe='')}/test"),
-            lambda: [p["id"] for p in client.get("/v1/engine/providers")["providers"]],
-            NOUN,
+            provider_id, client.test_provider, lambda: _provider_ids(client), NOUN
         )
         return answer
 
-    def offline(store: ConfigStore) -> dict[str, Any]:
+    def offline(store: ConfigStore) -> ProviderTested:
         return asyncio.run(_probe_offline(provider_id, store))
 
     with console.status(f"calling {escape(provider_id)}…") if not as_json else nullcontext():
         outcome, _ = mutate(home, None, online=online, offline=offline)
-    whole_id = outcome["providerId"]
-    if not outcome["answered"]:
-        fail(f"{whole_id} did not answer: {outcome['reason']}", error="provider_failed")
+    whole_id = outcome.providerId
+    if not outcome.answered:
+        fail(f"{whole_id} did not answer: {outcome.reason}", error="provider_failed")
     if as_json:
         print_json(outcome)
         return
     console.print(
-        f"[green]{escape(whole_id)} answered[/green] in {outcome['latencyMs']:.0f} ms "
-        f"({escape(outcome['model'])}): {escape(outcome['answer'])}",
+        f"[green]{escape(whole_id)} answered[/green] in {outcome.latencyMs:.0f} ms "
+        f"({escape(outcome.model)}): {escape(outcome.answer)}",
         highlight=False,
     )
 
 
-async def _probe_offline(provider_id: str, store: ConfigStore) -> dict[str, Any]:
+async def _probe_offline(provider_id: str, store: ConfigStore) -> ProviderTested:
     from claybot.providers.probe import probe
     from claybot.providers.registry import (
         DEFAULT_PROVIDER,
@@ -426,12 +428,14 @@ async def _probe_offline(provider_id: str, store: ConfigStore) -> dict[str, Any]
         chosen = next(p for p in providers if p.id == whole)
     registry = ProviderRegistry(builtin_provider_types())
     outcome = await probe(chosen, store.read_auth().get(chosen.id), dict(os.environ), registry)
-    return {
-        "ok": True,
-        "providerId": outcome.provider_id,
-        "answered": outcome.answered,
-        "answer": outcome.answer,
-        "reason": outcome.reason,
-        "model": outcome.model,
-        "latencyMs": outcome.latency_ms,
-    }
+    from claybot.wire.providers import ProviderTested
+
+    return ProviderTested(
+        ok=True,
+        providerId=outcome.provider_id,
+        answered=outcome.answered,
+        answer=outcome.answer,
+        reason=outcome.reason,
+        model=outcome.model,
+        latencyMs=outcome.latency_ms,
+    )

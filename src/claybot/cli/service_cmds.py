@@ -11,7 +11,7 @@ import contextlib
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -35,6 +35,9 @@ from claybot.cli.service_managers import (
 )
 from claybot.cli.service_unit import engine_spec, shell_command
 from claybot.config.home import HomePaths
+
+if TYPE_CHECKING:
+    from claybot.wire.status import EngineStatus
 
 app = typer.Typer(
     help="Run the engine as your user's service: started at login, restarted after a crash "
@@ -225,9 +228,9 @@ def status(
     problem = chosen.unreachable()
     state = chosen.state(reachable=problem is None) if data is not None else None
     with EngineClient(paths.socket, timeout_s=5) as client:
-        engine: dict[str, Any] | None = None
+        engine: EngineStatus | None = None
         with contextlib.suppress(EngineNotRunning, EngineApiError):
-            engine = client.get("/v1/engine/status")
+            engine = client.status()
     report = {
         "ok": True,
         "manager": chosen.kind.value,
@@ -240,7 +243,7 @@ def status(
         "engine": {
             "home": str(paths.home),
             "running": engine is not None,
-            "pid": engine.get("pid") if engine else None,
+            "pid": engine.pid if engine else None,
         },
     }
     if as_json:
@@ -260,6 +263,6 @@ def status(
         if serves is not None and serves != paths.home:
             _say(f"  it runs {serves}, not {paths.home}", "yellow")
     if engine is not None:
-        _say(f"engine:   answers on {paths.socket} (pid {engine.get('pid')})")
+        _say(f"engine:   answers on {paths.socket} (pid {engine.pid})")
     else:
         _say(f"engine:   not running (no answer on {paths.socket})")

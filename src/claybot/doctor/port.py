@@ -70,7 +70,7 @@ def _running_engine(paths: HomePaths, timeout_s: float) -> RunningEngine | str |
     pid = read_pid(paths)
     with EngineClient(paths.socket, timeout_s=timeout_s) as client:
         try:
-            status = client.get("/v1/engine/status")
+            status = client.request("GET", "/v1/engine/status")
         except (EngineNotRunning, EngineApiError, httpx.HTTPError, OSError) as exc:
             return (
                 f"an engine holds this home's lock (pid {pid}) but its socket does not "

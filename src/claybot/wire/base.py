@@ -18,11 +18,15 @@ client has always read.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict
 from pydantic.json_schema import SkipJsonSchema
+
+if TYPE_CHECKING:
+    from claybot.wire.answer_route import AnswerRoute
+
+__all__ = ["Answer", "AnswerRoute", "Ok", "Omitted", "drop_null_default"]
 
 
 class Answer(BaseModel):
@@ -45,9 +49,11 @@ def drop_null_default(schema: dict[str, Any]) -> None:
     schema.pop("default", None)
 
 
-class AnswerRoute(APIRoute):
-    """Every route serializes its answer leaving out what the route left out."""
+def __getattr__(name: str) -> Any:
+    """``AnswerRoute`` on first use: it imports FastAPI (about 100 ms), which the CLI,
+    reading answers with the models above, never needs (``answer_route.py``)."""
+    if name == "AnswerRoute":
+        from claybot.wire.answer_route import AnswerRoute
 
-    def __init__(self, path: str, endpoint: Any, **kwargs: Any) -> None:
-        kwargs["response_model_exclude_unset"] = True
-        super().__init__(path, endpoint, **kwargs)
+        return AnswerRoute
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

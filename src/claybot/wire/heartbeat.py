@@ -30,3 +30,13 @@ class HeartbeatTaskSaved(Ok):
 
 class HeartbeatTaskRemoved(Ok):
     taskId: str
+
+
+class HeartbeatTaskFiles(Ok):
+    """The listing as the CLI reads it from the task files when no engine runs: the
+    engine's, but no beat is scheduled (``nextRunAt`` null). Never an API answer."""
+
+    tasks: list[HeartbeatTask]
+    problems: list[TaskProblem]
+    nextRunAt: None
+    intervalS: float
