@@ -20,9 +20,13 @@ with it. Subclasses set ``code`` (and, when they differ, ``status`` and
 
 from __future__ import annotations
 
-from typing import NotRequired
+from typing import Literal, NotRequired
 
 from typing_extensions import TypedDict
+
+# Why a plugin's load failed (``claybot.plugin_api.errors`` raises them). Here, not there,
+# so the API's answer models name it without importing the whole plugin API.
+LoadFailureKind = Literal["not_ready", "auth_failed", "settings_invalid", "timeout", "error"]
 
 
 class ErrorObject(TypedDict):

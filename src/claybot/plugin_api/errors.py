@@ -13,11 +13,10 @@ start (the Home Assistant split): ``PluginNotReady`` (retry later),
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from claybot.kernel.errors import ClayError, ErrorObject
-
-LoadFailureKind = Literal["not_ready", "auth_failed", "settings_invalid", "timeout", "error"]
+from claybot.kernel.errors import LoadFailureKind as LoadFailureKind  # re-exported
 
 
 class LoadFailureObject(ErrorObject):

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import Field
 
-from claybot.plugin_api.errors import LoadFailureKind
+from claybot.kernel.errors import LoadFailureKind
 from claybot.wire.base import Answer, Ok, Omitted
 
 
