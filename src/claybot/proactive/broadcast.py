@@ -7,7 +7,7 @@ Each client has a bounded queue; a client that falls that far behind is dropped
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 CLIENT_QUEUE_SIZE = 2048
@@ -62,7 +62,7 @@ class Broadcaster:
             listener.close()
         return listener
 
-    def publish(self, type: str, data: dict[str, Any]) -> None:
+    def publish(self, type: str, data: Mapping[str, Any]) -> None:
         message = {"type": type, "data": data}
         for listener in list(self._listeners):
             listener.push(message)

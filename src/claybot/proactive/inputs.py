@@ -9,7 +9,7 @@ limit) are the service's.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -65,6 +65,20 @@ def _cwd(value: str) -> str:
     if "\x00" in value:
         raise ValueError("must not contain NUL characters")
     return value
+
+
+class AgentChanges(TypedDict, total=False):
+    """What an edit changes in an ``AgentConfig``: a key left out keeps its value."""
+
+    name: str
+    objective: str
+    schedule: str
+    cwd: str  # as given; the service resolves it inside the workspace
+    model: str  # "": the runner's default
+    timeoutMs: int
+    maxRetries: int
+    timezone: str
+    runner: RunnerName
 
 
 class _Body(BaseModel):
@@ -156,9 +170,26 @@ class UpdateAgentInput(_Body):
     def _check_cwd(cls, value: str | None) -> str | None:
         return None if value is None else _cwd(value)
 
-    def changes(self) -> dict[str, Any]:
-        """The fields the request sets, with ``model: null`` meaning the default ("")."""
-        values = {name: getattr(self, name) for name in self.model_fields_set}
-        if "model" in values and values["model"] is None:
-            values["model"] = ""
-        return values
+    def changes(self) -> AgentChanges:
+        """The fields the request sets, with ``model: null`` meaning the default ("").
+        Every other field is None only when left out, since its null is refused."""
+        changes: AgentChanges = {}
+        if self.name is not None:
+            changes["name"] = self.name
+        if self.objective is not None:
+            changes["objective"] = self.objective
+        if self.schedule is not None:
+            changes["schedule"] = self.schedule
+        if self.cwd is not None:
+            changes["cwd"] = self.cwd
+        if "model" in self.model_fields_set:
+            changes["model"] = self.model or ""
+        if self.timeoutMs is not None:
+            changes["timeoutMs"] = self.timeoutMs
+        if self.maxRetries is not None:
+            changes["maxRetries"] = self.maxRetries
+        if self.timezone is not None:
+            changes["timezone"] = self.timezone
+        if self.runner is not None:
+            changes["runner"] = self.runner
+        return changes

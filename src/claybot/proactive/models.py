@@ -3,12 +3,18 @@
 ``AgentConfig`` is what the owner chose, ``AgentState`` what the engine
 observed, ``ExecutionResult`` one run. Times are unix milliseconds, as in the
 seed. Pure: no I/O.
+
+What goes out is typed by the TypedDicts ``AgentSummary``, ``AgentDetail``,
+``ExecutionRecord`` and ``RunQueued``: the wire models they feed
+(``claybot.wire.proactive``) sit above this layer, so the routes validate these
+into them, and the WebSocket sends them as they are. Their fields are written in
+the order the answers always had.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Literal, NotRequired, TypedDict, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -73,14 +79,75 @@ class ExecutionResult(_Stored):
     error: str | None = None
     trigger: Trigger = "schedule"
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> ExecutionRecord:
+        """As the result file and the clients have it: a dump, not a literal, so a field a
+        newer engine wrote is kept (and rewritten) rather than dropped."""
         data = self.model_dump(mode="json")
         if data.get("error") is None:
             data.pop("error", None)  # the seed's ``error?``: only on failures
-        return data
+        return cast(ExecutionRecord, data)
 
 
-def summary(config: AgentConfig, state: AgentState, *, running: bool) -> dict[str, Any]:
+class ExecutionRecord(TypedDict):
+    """One run's ``ExecutionResult`` (seed 004; wire: ``Execution``)."""
+
+    executionId: str
+    agentId: str
+    startedAt: int
+    completedAt: int
+    durationMs: int
+    result: RunResult
+    exitCode: int | None
+    outputLines: int
+    error: NotRequired[str]  # only on failures
+    trigger: Trigger
+
+
+class AgentSummary(TypedDict):
+    """``AgentSummary`` of the seed, plus the time zone and the runner
+    (wire: ``ProactiveAgentSummary``)."""
+
+    id: str
+    name: str
+    status: AgentStatus
+    schedule: str
+    timezone: str
+    objective: str
+    cwd: str
+    model: str
+    runner: RunnerName
+    timeoutMs: int
+    maxRetries: int
+    lastExecutionAt: int | None
+    lastResult: RunResult | None
+    nextRunAt: int | None
+    totalExecutions: int
+    running: bool
+
+
+class AgentDetail(AgentSummary):
+    """``AgentDetail``: the summary plus failures, timestamps, misfires and queued runs
+    (wire: ``ProactiveAgentDetail``)."""
+
+    consecutiveFailures: int
+    createdAt: int
+    updatedAt: int
+    missedRuns: int
+    lastMissedAt: int | None
+    queuedRuns: int
+
+
+class RunQueued(TypedDict):
+    """A manual run accepted (wire: ``ProactiveRunQueued``, which adds ``ok`` and the
+    agent's id)."""
+
+    executionId: str
+    status: Literal["started", "queued"]
+    position: int  # place in the queue; 0 once started
+    running: bool
+
+
+def summary(config: AgentConfig, state: AgentState, *, running: bool) -> AgentSummary:
     """``AgentSummary`` of the seed, plus the time zone and the runner."""
     return {
         "id": config.id,
@@ -104,7 +171,7 @@ def summary(config: AgentConfig, state: AgentState, *, running: bool) -> dict[st
 
 def detail(
     config: AgentConfig, state: AgentState, *, running: bool, queued: int = 0
-) -> dict[str, Any]:
+) -> AgentDetail:
     """``AgentDetail``: the summary plus failures, timestamps, misfires and queued runs."""
     return {
         **summary(config, state, running=running),

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from claybot.proactive.agent import LoadedAgent
 from claybot.proactive.broadcast import Broadcaster
 from claybot.proactive.models import summary
 
-EventHook = Callable[[str, dict[str, Any]], None]
+EventHook = Callable[[str, Mapping[str, Any]], None]
 
 
 class Notifier:
@@ -17,7 +17,7 @@ class Notifier:
         self._broadcaster = broadcaster
         self._on_event = on_event
 
-    def notify(self, type: str, data: dict[str, Any]) -> None:
+    def notify(self, type: str, data: Mapping[str, Any]) -> None:
         self._broadcaster.publish(type, data)
         if self._on_event is not None and type != "agent:output":
             self._on_event(type, data)

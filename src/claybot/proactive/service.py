@@ -25,7 +25,6 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from claybot.config.settings import ProactiveSettings
 from claybot.kernel.clock import Clock, SystemClock, from_ms, to_ms
@@ -40,7 +39,16 @@ from claybot.proactive.errors import (
     ServiceStopping,
 )
 from claybot.proactive.inputs import CreateAgentInput, UpdateAgentInput
-from claybot.proactive.models import AgentConfig, AgentState, detail, summary
+from claybot.proactive.models import (
+    AgentConfig,
+    AgentDetail,
+    AgentState,
+    AgentSummary,
+    ExecutionRecord,
+    RunQueued,
+    detail,
+    summary,
+)
 from claybot.proactive.notifier import EventHook, Notifier
 from claybot.proactive.queue import MAX_QUEUED_PER_AGENT, QueuedRun, RunQueue
 from claybot.proactive.redact import Redactor
@@ -197,13 +205,13 @@ class ProactiveService:
     def is_running(self, agent_id: str) -> bool:
         return self._runs.is_running(agent_id)
 
-    def summaries(self) -> list[dict[str, Any]]:
+    def summaries(self) -> list[AgentSummary]:
         return [
             summary(a.config, a.state, running=self.is_running(a.id))
             for a in sorted(self._agents.values(), key=lambda a: a.config.createdAt)
         ]
 
-    def detail(self, agent_id: str) -> dict[str, Any]:
+    def detail(self, agent_id: str) -> AgentDetail:
         agent = self._get(agent_id)
         return detail(
             agent.config,
@@ -215,7 +223,7 @@ class ProactiveService:
     def running_count(self) -> int:
         return self._runs.running_count()
 
-    async def executions(self, agent_id: str, limit: int) -> list[dict[str, Any]]:
+    async def executions(self, agent_id: str, limit: int) -> list[ExecutionRecord]:
         self._get(agent_id)
         results = await asyncio.to_thread(self.store.results, agent_id, limit)
         return [result.to_wire() for result in results]
@@ -275,7 +283,7 @@ class ProactiveService:
 
     # -- changes ----------------------------------------------------------------------
 
-    async def create(self, body: CreateAgentInput) -> dict[str, Any]:
+    async def create(self, body: CreateAgentInput) -> AgentDetail:
         self._refuse_if_stopping()
         async with self._mutations:
             if len(self._agents) >= self.limits.max_agents:
@@ -314,7 +322,7 @@ class ProactiveService:
         )
         return self.detail(config.id)
 
-    async def update(self, agent_id: str, body: UpdateAgentInput) -> dict[str, Any]:
+    async def update(self, agent_id: str, body: UpdateAgentInput) -> AgentDetail:
         self._refuse_if_stopping()
         async with self._mutations:
             agent = self._get(agent_id)
@@ -336,7 +344,7 @@ class ProactiveService:
         self._publish_update(agent)
         return self.detail(agent_id)
 
-    async def pause(self, agent_id: str) -> dict[str, Any]:
+    async def pause(self, agent_id: str) -> AgentDetail:
         agent = self._get(agent_id)
         agent.state.status = "paused"
         agent.state.nextRunAt = None
@@ -348,7 +356,7 @@ class ProactiveService:
         self._publish_update(agent)
         return self.detail(agent_id)
 
-    async def resume(self, agent_id: str) -> dict[str, Any]:
+    async def resume(self, agent_id: str) -> AgentDetail:
         agent = self._get(agent_id)
         agent.state.status = "active"
         agent.state.consecutiveFailures = 0
@@ -357,7 +365,7 @@ class ProactiveService:
         self._publish_update(agent)
         return self.detail(agent_id)
 
-    async def trigger(self, agent_id: str) -> dict[str, Any]:
+    async def trigger(self, agent_id: str) -> RunQueued:
         """Queue a manual run; it is persisted before this returns and is never dropped."""
         self._refuse_if_stopping()
         agent = self._get(agent_id)

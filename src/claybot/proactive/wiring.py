@@ -56,7 +56,7 @@ def build_proactive_service(
                 credentials[variable] = value
         return run_environment(env, credentials)
 
-    def on_event(type: str, data: dict[str, Any]) -> None:
+    def on_event(type: str, data: Mapping[str, Any]) -> None:
         events.emit(bus_event_type(type), data)
 
     runners: dict[str, Runner] = {

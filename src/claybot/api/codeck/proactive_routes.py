@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query, WebSocket, WebSocketDisconnect
 from fastapi.responses import FileResponse, PlainTextResponse
@@ -25,6 +25,7 @@ from claybot.api.codeck.proactive_bodies import CreateAgentInput, UpdateAgentInp
 from claybot.api.deps import ConfigurationDep, ProactiveDep
 from claybot.api.responses import BODY_ERRORS, codeck_errors
 from claybot.proactive.broadcast import Message
+from claybot.proactive.models import AgentDetail
 from claybot.proactive.service import ProactiveService
 from claybot.wire.base import AnswerRoute
 from claybot.wire.proactive import (
@@ -49,7 +50,7 @@ HEARTBEAT: Message = {"type": "heartbeat"}
 MAX_TS_MS = 253_402_300_799_999
 
 
-def _one(agent: dict[str, Any]) -> OneProactiveAgent:
+def _one(agent: AgentDetail) -> OneProactiveAgent:
     return OneProactiveAgent.model_validate({"ok": True, "agent": agent})
 
 
