@@ -21,6 +21,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Match
 
 from claybot.api.error_shapes import reshaped
+from claybot.config.home import HomePaths
 from claybot.durable.group_commit import is_disk_full
 from claybot.kernel.errors import ClayError
 
@@ -136,8 +137,8 @@ async def _storage_error(request: Request, exc: Exception) -> JSONResponse:
     error makes the server drop a keep-alive connection).
     """
     assert isinstance(exc, OSError)
-    engine = getattr(request.app.state, "engine", None)
-    home = str(engine.paths.home) if engine is not None else "the ClayBot home"
+    services = getattr(request.app.state, "services", None)
+    home = str(services.get(HomePaths).home) if services is not None else "the ClayBot home"
     if is_disk_full(exc):
         return error_response(
             507,
