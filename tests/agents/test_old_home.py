@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 
+from claybot.agents.records import NoteRecord, decode_record, encode_record_line
 from claybot.config.home import HomePaths
 from claybot.providers.base import InferenceProvider
 from claybot.providers.scripted import ScriptedProvider
@@ -93,6 +94,26 @@ async def observe(paths: HomePaths) -> dict[str, Any]:
     text = json.dumps(observed, ensure_ascii=False).replace(str(paths.home), "$HOME")
     result: dict[str, Any] = json.loads(text)
     return result
+
+
+def test_every_record_of_the_old_home_writes_back_byte_for_byte() -> None:
+    history = OLD_HOME / "home" / "agents" / AGENT_ID / "history.jsonl"
+    lines = history.read_bytes().splitlines(keepends=True)
+    read = [(line, decode_record(line)) for line in lines]
+    written = [(line, record) for line, record in read if record is not None]
+    for line, record in written:
+        if b'"mood"' not in line:
+            assert encode_record_line(record) == line
+    # The hand edit's extra field: its record reads as its type, and the runtime, which
+    # has no use for the field, does not keep it (the API's page shows it: below).
+    [edited] = [record for line, record in written if b'"mood"' in line]
+    assert edited == NoteRecord(at=1760000000011, text="edited")
+    # What is no record of its type: an unknown type, a time that is no number, no JSON.
+    assert [line[:22] for line, record in read if record is None] == [
+        b'{"type":"summary","at"',
+        b'{"type":"user_message"',
+        b"this line is no JSON\n",
+    ]
 
 
 async def test_an_old_home_reads_and_takes_a_turn_as_it_did(paths: HomePaths) -> None:

@@ -30,7 +30,6 @@ import orjson
 from pydantic import ValidationError
 
 from claybot.agents.history import (
-    Record,
     TurnProgress,
     assistant_message,
     assistant_message_record,
@@ -42,6 +41,7 @@ from claybot.agents.history import (
 )
 from claybot.agents.packed_context import PackedContext
 from claybot.agents.ports import ProviderRouter
+from claybot.agents.records import HistoryRecord
 from claybot.agents.transcript import Transcript
 from claybot.agents.turn import TurnOutcome
 from claybot.agents.turn_stream import TurnStream
@@ -316,11 +316,13 @@ class TurnLoop:
     # ``record_to_message`` would rebuild from it), rather than parsing the record it
     # just built: a typed parse costs more than the rest of a record's handling.
 
-    def _append(self, work: TurnWork, record: Record, message: ChatMessage) -> None:
+    def _append(self, work: TurnWork, record: HistoryRecord, message: ChatMessage) -> None:
         work.transcript.append(record)
         work.context.append(message)
 
-    async def _append_durably(self, work: TurnWork, record: Record, message: ChatMessage) -> None:
+    async def _append_durably(
+        self, work: TurnWork, record: HistoryRecord, message: ChatMessage
+    ) -> None:
         await work.transcript.append_durably(record)
         work.context.append(message)
 
