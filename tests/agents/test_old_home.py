@@ -35,15 +35,18 @@ def copy_old_home(paths: HomePaths) -> Path:
 
 
 def plain_message(message: Any) -> dict[str, Any]:
-    """A context message as JSON, whatever type holds it."""
+    """A context message as JSON, whatever type holds it (a field a kind of message does
+    not have is as the one message type before issue 40 held it: empty)."""
     return {
         "role": message.role,
         "text": message.text,
-        "toolCalls": [[call.id, call.name, call.arguments] for call in message.tool_calls],
-        "toolCallId": message.tool_call_id,
-        "toolName": message.tool_name,
-        "isError": message.is_error,
-        "files": [[f.name, f.mime_type, f.size, f.path] for f in message.files],
+        "toolCalls": [
+            [call.id, call.name, call.arguments] for call in getattr(message, "tool_calls", ())
+        ],
+        "toolCallId": getattr(message, "tool_call_id", None),
+        "toolName": getattr(message, "tool_name", None),
+        "isError": getattr(message, "is_error", False),
+        "files": [[f.name, f.mime_type, f.size, f.path] for f in getattr(message, "files", ())],
     }
 
 

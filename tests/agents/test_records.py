@@ -39,7 +39,13 @@ from claybot.agents.records import (
     parse_record,
 )
 from claybot.files.reference import FileReference
-from claybot.providers.base import ChatMessage, TokenUsage, ToolCall
+from claybot.providers.base import (
+    AssistantMessage,
+    TokenUsage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
 
 CALL = ToolCall("c1", "note", {"note": "milk"})
 REPORT = FileReference("ab" * 32, "report.pdf", "application/pdf", 1234)
@@ -152,9 +158,9 @@ def test_context_skips_what_is_no_context_and_what_is_damaged() -> None:
         note_record(7, "for people, not the model"),
     ]
     assert list(build_context(records)) == [
-        ChatMessage("user", '<system_message origin="cron">hi</system_message>'),
-        ChatMessage("assistant", "on it", tool_calls=(CALL,)),
-        ChatMessage("tool", "noted", tool_call_id="c1", tool_name="note"),
+        UserMessage('<system_message origin="cron">hi</system_message>'),
+        AssistantMessage("on it", tool_calls=(CALL,)),
+        ToolMessage(tool_call_id="c1", tool_name="note", text="noted"),
     ]
 
 

@@ -45,7 +45,15 @@ from claybot.agents.records import (
 )
 from claybot.durable.jsonl import parse_line
 from claybot.files.reference import FileReference
-from claybot.providers.base import Attachment, ChatMessage, TokenUsage, ToolCall
+from claybot.providers.base import (
+    AssistantMessage,
+    Attachment,
+    ChatMessage,
+    TokenUsage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
 
 # A line as read, before it is typed: what the API's pages show (the file as it is).
 RawRecord = dict[str, Any]
@@ -240,7 +248,7 @@ def since_last_marker(records: Sequence[HistoryRecord]) -> Sequence[HistoryRecor
 
 def user_message(
     text: str, origin: str | None = None, files: Sequence[dict[str, Any]] = ()
-) -> ChatMessage:
+) -> UserMessage:
     """A user message as the model sees it: a message nobody typed says who sent it,
     and each file it carries is named with the path the agent may read it at."""
     if origin:
@@ -258,7 +266,7 @@ def user_message(
     if notes:
         joined = "\n".join(notes)
         text = f"{text}\n\n{joined}" if text else joined
-    return ChatMessage(role="user", text=text, files=attached)
+    return UserMessage(text, attached)
 
 
 def attachments(files: Sequence[dict[str, Any]]) -> tuple[Attachment, ...]:
@@ -277,14 +285,12 @@ def attachments(files: Sequence[dict[str, Any]]) -> tuple[Attachment, ...]:
     return tuple(found)
 
 
-def assistant_message(text: str, tool_calls: Sequence[ToolCall] = ()) -> ChatMessage:
-    return ChatMessage(role="assistant", text=text, tool_calls=tuple(tool_calls))
+def assistant_message(text: str, tool_calls: Sequence[ToolCall] = ()) -> AssistantMessage:
+    return AssistantMessage(text, tuple(tool_calls))
 
 
-def tool_message(call: ToolCall, text: str, *, is_error: bool) -> ChatMessage:
-    return ChatMessage(
-        role="tool", text=text, tool_call_id=call.id, tool_name=call.name, is_error=is_error
-    )
+def tool_message(call: ToolCall, text: str, *, is_error: bool) -> ToolMessage:
+    return ToolMessage(call.id, call.name, text, is_error)
 
 
 def record_to_message(record: HistoryRecord) -> ChatMessage | None:
@@ -299,7 +305,7 @@ def record_to_message(record: HistoryRecord) -> ChatMessage | None:
         call = ToolCall(record.toolCallId, record.toolName, {})
         return tool_message(call, record.output.text, is_error=record.output.isError)
     if isinstance(record, ResetRecord) and record.message:
-        return ChatMessage(role="user", text=f"<system_message>{record.message}</system_message>")
+        return UserMessage(f"<system_message>{record.message}</system_message>")
     return None
 
 

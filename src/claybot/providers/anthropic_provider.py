@@ -29,6 +29,7 @@ import orjson
 from claybot.config.auth import AuthEntry
 from claybot.config.settings import ProviderSettings
 from claybot.providers.base import (
+    AssistantMessage,
     ChatMessage,
     DeltaSink,
     Endpoint,
@@ -38,7 +39,9 @@ from claybot.providers.base import (
     ProviderType,
     TokenUsage,
     ToolCall,
+    ToolMessage,
     ToolSchema,
+    UserMessage,
 )
 from claybot.providers.encoded import EncodedRun, encoded_messages, files_to_encode
 from claybot.providers.images import image_parts
@@ -79,13 +82,13 @@ def to_anthropic_messages(request: InferenceRequest) -> list[dict[str, Any]]:
     """
     turns: list[dict[str, Any]] = []
     for message in request.messages:
-        if message.role == "tool":
+        if isinstance(message, ToolMessage):
             block = _tool_result(message)
             if turns and turns[-1]["role"] == "user" and _only_tool_results(turns[-1]):
                 turns[-1]["content"].append(block)
             else:
                 turns.append({"role": "user", "content": [block]})
-        elif message.role == "assistant":
+        elif isinstance(message, AssistantMessage):
             turn = _assistant_turn(message)
             if turn is not None:
                 turns.append(turn)
@@ -98,10 +101,10 @@ def to_anthropic_messages(request: InferenceRequest) -> list[dict[str, Any]]:
     return turns
 
 
-def _tool_result(message: ChatMessage) -> dict[str, Any]:
+def _tool_result(message: ToolMessage) -> dict[str, Any]:
     block: dict[str, Any] = {
         "type": "tool_result",
-        "tool_use_id": message.tool_call_id or "",
+        "tool_use_id": message.tool_call_id,
         "content": message.text,
     }
     if message.is_error:
@@ -109,7 +112,7 @@ def _tool_result(message: ChatMessage) -> dict[str, Any]:
     return block
 
 
-def _assistant_turn(message: ChatMessage) -> dict[str, Any] | None:
+def _assistant_turn(message: AssistantMessage) -> dict[str, Any] | None:
     """None for a message that said nothing: an empty turn would be refused."""
     content: list[dict[str, Any]] = []
     if message.text.strip():
@@ -121,7 +124,7 @@ def _assistant_turn(message: ChatMessage) -> dict[str, Any] | None:
     return {"role": "assistant", "content": content} if content else None
 
 
-def _user_blocks(message: ChatMessage) -> list[dict[str, Any]]:
+def _user_blocks(message: UserMessage) -> list[dict[str, Any]]:
     """A user's message: its images first (as the API advises), then its text."""
     blocks: list[dict[str, Any]] = [
         {"type": "image", "source": {"type": "base64", "media_type": mime, "data": data}}
@@ -144,9 +147,9 @@ class MessagesCodec:
     key = "anthropic.messages"
 
     def encode(self, message: ChatMessage) -> tuple[int, bytes]:
-        if message.role == "tool":
+        if isinstance(message, ToolMessage):
             return TOOL_RESULT, orjson.dumps(_tool_result(message))
-        if message.role == "assistant":
+        if isinstance(message, AssistantMessage):
             turn = _assistant_turn(message)
             return (ASSISTANT, orjson.dumps(turn)) if turn is not None else (NOTHING, b"")
         # The blocks joined as the inside of a content array: a turn joins fragments so.

@@ -10,10 +10,10 @@ from __future__ import annotations
 import base64
 from pathlib import Path
 
-from claybot.providers.base import Attachment, ChatMessage
+from claybot.providers.base import Attachment, UserMessage
 
 
-def image_parts(message: ChatMessage, max_bytes: int) -> list[tuple[str, str]]:
+def image_parts(message: UserMessage, max_bytes: int) -> list[tuple[str, str]]:
     """The message's images as (MIME type, base64 data), those that can be sent."""
     parts = []
     for attachment in message.files:

@@ -36,6 +36,7 @@ import orjson
 from claybot.config.auth import AuthEntry
 from claybot.config.settings import ProviderSettings
 from claybot.providers.base import (
+    AssistantMessage,
     ChatMessage,
     DeltaSink,
     Endpoint,
@@ -45,6 +46,7 @@ from claybot.providers.base import (
     ProviderType,
     TokenUsage,
     ToolCall,
+    ToolMessage,
     ToolSchema,
 )
 from claybot.providers.encoded import encoded_messages, files_to_encode
@@ -112,11 +114,11 @@ def to_openai_messages(request: InferenceRequest) -> list[dict[str, Any]]:
 
 
 def _message(message: ChatMessage) -> dict[str, Any]:
-    if message.role == "tool":
+    if isinstance(message, ToolMessage):
         # The API has no error flag on tool results; say it in the content.
         content = f"Error: {message.text}" if message.is_error else message.text
-        return {"role": "tool", "tool_call_id": message.tool_call_id or "", "content": content}
-    if message.role == "assistant":
+        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": content}
+    if isinstance(message, AssistantMessage):
         if not message.tool_calls:
             return {"role": "assistant", "content": message.text}
         return {
