@@ -10,8 +10,8 @@ what marks the message done.
 
 The builders make the typed records of ``records.py``, which the stores write as
 they are (seed 001's bytes); readers decode lines back into them. The API's pages
-show the lines as read (``RawRecord``), unknown types and extra fields included. The
-``*_message`` functions give the context entry a record stands for, used both when
+show the lines as read (``RawRecord``), unknown types and extra fields included.
+``record_to_message`` gives the context entry a record stands for, used both when
 context is rebuilt from history and by the turn loop as it appends, so the two
 cannot drift apart.
 
