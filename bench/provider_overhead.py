@@ -34,7 +34,14 @@ from agents import RawClient, fresh_home, populate, start_engine
 from claybot.agents.packed_context import PackedContext
 from claybot.config.settings import ProviderSettings
 from claybot.providers.anthropic_provider import AnthropicProvider
-from claybot.providers.base import ChatMessage, InferenceRequest, ToolCall, ToolSchema
+from claybot.providers.base import (
+    AssistantMessage,
+    InferenceRequest,
+    ToolCall,
+    ToolMessage,
+    ToolSchema,
+    UserMessage,
+)
 from claybot.providers.openai_provider import OpenAIProvider
 from fake_vendor import FakeVendor
 
@@ -69,19 +76,19 @@ def packed_context(messages: int) -> PackedContext:
     context = PackedContext()
     for n in range(messages // 4 + 1):
         round_ = [
-            ChatMessage("user", f"Question {n}: what does file {n} say about the budget?"),
-            ChatMessage(
-                "assistant",
+            UserMessage(f"Question {n}: what does file {n} say about the budget?"),
+            AssistantMessage(
                 "Let me read it.",
-                (ToolCall(f"call_{n}", "tool_1", {"path": f"/data/file{n}.txt", "limit": 40}),),
+                tool_calls=(
+                    ToolCall(f"call_{n}", "tool_1", {"path": f"/data/file{n}.txt", "limit": 40}),
+                ),
             ),
-            ChatMessage(
-                "tool",
-                f"Line {n}: the budget grew. " * 12,
+            ToolMessage(
                 tool_call_id=f"call_{n}",
                 tool_name="tool_1",
+                text=f"Line {n}: the budget grew. " * 12,
             ),
-            ChatMessage("assistant", f"File {n} says the budget grew by {n} %. " * 3),
+            AssistantMessage(f"File {n} says the budget grew by {n} %. " * 3),
         ]
         for message in round_:
             if len(context) < messages:

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from claybot.agents.history import damaged_record
+from claybot.agents.history import damaged_placeholder
 from claybot.durable.jsonl import parse_jsonl
 from tests.conftest import EngineProcess
 
@@ -58,7 +58,7 @@ async def _every_record(engine: EngineProcess, agent_id: str) -> tuple[list[dict
 
 def _on_disk(engine: EngineProcess, agent_id: str) -> list[dict[str, Any]]:
     data = (engine.paths.agents / agent_id / "history.jsonl").read_bytes()
-    records, _, _ = parse_jsonl(data, damaged_record)
+    records, _, _ = parse_jsonl(data, damaged_placeholder)
     return [{"seq": seq, **record} for seq, record in enumerate(records)]
 
 

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from claybot.agents.agent_tools import AgentTools, ReadSessionHistory
 from claybot.agents.descriptors import agent_kind
 from claybot.agents.history import (
-    CONTEXT_TYPES,
-    REMEMBERED_TYPES,
+    CONTEXT_RECORDS,
+    REMEMBERED_RECORDS,
     assistant_message_record,
     build_context,
     history_tail,
@@ -28,9 +28,15 @@ from claybot.agents.history import (
     turn_records,
     user_message_record,
 )
+from claybot.agents.records import (
+    AssistantMessageRecord,
+    HistoryRecord,
+    decode_record,
+    encode_record_line,
+)
 from claybot.config.home import HomePaths
 from claybot.connectors.base import InboundMessage
-from claybot.durable.jsonl import encode_record, parse_jsonl, read_lines_backward
+from claybot.durable.jsonl import read_lines_backward
 from claybot.engine.engine import Engine, EngineOptions
 from claybot.providers.base import ToolCall
 from claybot.tools.base import ToolContext
@@ -40,35 +46,39 @@ from tests.conftest import ECHO_SETTINGS, write_settings
 def turn_lines(n: int, kind: str) -> list[bytes]:
     """One turn's lines in the file; ``kind`` picks what else a history holds."""
     message_id = f"m{n}"
-    user = encode_record(user_message_record(n, f"question {n}", message_id))
+    user = encode_record_line(user_message_record(n, f"question {n}", message_id))
     if kind == "reset":
-        return [encode_record(reset_record(n, f"r{n}"))]
+        return [encode_record_line(reset_record(n, f"r{n}"))]
     if kind == "tool":
         # A tool call whose arguments hold what looks like a marker: not one.
         call = ToolCall(f"c{n}", "note", {"type": "reset", "messageId": "not-an-id"})
         return [
             user,
-            encode_record(
+            encode_record_line(
                 assistant_message_record(n, "", message_id, tool_calls=[call], final=False)
             ),
-            encode_record(tool_result_record(n, message_id, call, "done", is_error=False)),
-            encode_record(assistant_message_record(n, f"answer {n}", message_id, final=True)),
+            encode_record_line(tool_result_record(n, message_id, call, "done", is_error=False)),
+            encode_record_line(assistant_message_record(n, f"answer {n}", message_id, final=True)),
         ]
     if kind == "damaged":
         return [user, b"not json\n", b"\n"]
-    return [user, encode_record(assistant_message_record(n, f"answer {n}", message_id, final=True))]
-
-
-def whole_read(lines: list[bytes]) -> list[dict[str, Any]]:
-    records, _, _ = parse_jsonl(b"".join(lines))
-    return records
-
-
-def remembered(records: list[dict[str, Any]]) -> list[str]:
     return [
-        str(record["messageId"])
+        user,
+        encode_record_line(assistant_message_record(n, f"answer {n}", message_id, final=True)),
+    ]
+
+
+def whole_read(lines: list[bytes]) -> list[HistoryRecord]:
+    """Every record of the file, read from the start (a damaged line is none)."""
+    records = [decode_record(line) for line in b"".join(lines).splitlines()]
+    return [record for record in records if record is not None]
+
+
+def remembered(records: list[HistoryRecord]) -> list[str]:
+    return [
+        record.messageId
         for record in records
-        if record.get("type") in REMEMBERED_TYPES and record.get("messageId")
+        if isinstance(record, REMEMBERED_RECORDS) and record.messageId
     ]
 
 
@@ -81,7 +91,7 @@ def remembered(records: list[dict[str, Any]]) -> list[str]:
 def test_the_tail_gives_the_whole_reads_window_and_ids(
     tmp_path_factory: Any, kinds: list[str], window: int, ids: int
 ) -> None:
-    lines = [encode_record(start_record(0))]
+    lines = [encode_record_line(start_record(0))]
     for n, kind in enumerate(kinds):
         lines += turn_lines(n, kind)
     path = tmp_path_factory.mktemp("tail") / "history.jsonl"
@@ -93,21 +103,21 @@ def test_the_tail_gives_the_whole_reads_window_and_ids(
     assert list(got) == list(expected)
     assert tail.message_ids == remembered(records)[-ids:]
     # Only the end was taken: the context records the window needs, no more.
-    assert sum(record.get("type") in CONTEXT_TYPES for record in tail.records) <= 2 * window + 4
+    assert sum(isinstance(record, CONTEXT_RECORDS) for record in tail.records) <= 2 * window + 4
 
 
 def test_the_last_marker_ends_the_context_however_few_records_follow_it(tmp_path: Path) -> None:
-    lines = [encode_record(start_record(0))]
+    lines = [encode_record_line(start_record(0))]
     for n in range(50):
         lines += turn_lines(n, "plain")
     lines += turn_lines(50, "reset") + turn_lines(51, "plain")
     path = tmp_path / "history.jsonl"
     path.write_bytes(b"".join(lines))
     tail = history_tail(read_lines_backward(path), context_records=400, message_ids=4096)
-    assert [record["type"] for record in tail.records] == [
-        "reset",
-        "user_message",
-        "assistant_message",
+    assert [type(record).__name__ for record in tail.records] == [
+        "ResetRecord",
+        "UserMessageRecord",
+        "AssistantMessageRecord",
     ]
     assert tail.message_ids == [f"m{n}" for n in range(50)] + ["r50", "m51"]
 
@@ -149,7 +159,7 @@ async def test_an_agent_with_a_long_history_loads_its_window_and_recent_ids(
         await forgotten.outcome(10)
         request = engine.router.providers[0].requests[-1]
         records = whole_read(history.read_bytes().splitlines(True))
-        assert records[-1]["type"] == "assistant_message"  # its reply, written after the call
+        assert isinstance(records[-1], AssistantMessageRecord)  # the reply, after the call
         context = build_context(since_last_marker(records[:-1]))
         expected = list(context.window(engine.settings.agents.max_context_messages))
         assert list(request.messages) == expected
@@ -166,7 +176,7 @@ async def test_session_history_by_time_finds_an_old_window(engine: Engine) -> No
     assert await engine.agents.unload_idle(older_than_s=0) == 1
     with (engine.paths.agents / agent_id / "history.jsonl").open("ab") as file:
         for n in range(5000):
-            file.write(encode_record(note_record(10**13 + n, f"note {n}")))
+            file.write(encode_record_line(note_record(10**13 + n, f"note {n}")))
     tools = AgentTools(engine.agents)
     context = ToolContext(agent_id, agent_kind(engine.agents.descriptor_of(agent_id)), None)
     window = ReadSessionHistory(agentId=agent_id, fromAt=10**13 + 100, toAt=10**13 + 104)
@@ -191,7 +201,7 @@ async def test_session_history_by_time_finds_an_old_window(engine: Engine) -> No
 def test_a_turns_records_read_from_the_end_are_those_a_whole_read_finds(
     tmp_path_factory: Any, kinds: list[str], data: st.DataObject
 ) -> None:
-    lines = [encode_record(start_record(0))]
+    lines = [encode_record_line(start_record(0))]
     for n, kind in enumerate(kinds):
         lines += turn_lines(n, kind)
     path = tmp_path_factory.mktemp("turn") / "history.jsonl"

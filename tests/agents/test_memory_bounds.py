@@ -17,7 +17,10 @@ from claybot.config.home import HomePaths
 from claybot.config.settings import ProviderSettings
 from claybot.connectors.base import InboundMessage
 from claybot.engine.engine import Engine, EngineOptions
-from claybot.providers.base import ChatMessage, InferenceRequest
+from claybot.providers.base import (
+    InferenceRequest,
+    UserMessage,
+)
 from claybot.providers.scripted import REQUESTS_KEPT, ScriptedProvider
 from tests.conftest import ECHO_SETTINGS, write_settings
 
@@ -43,7 +46,7 @@ async def test_a_finished_turn_is_answered_from_history_not_kept_in_memory(
 
 async def test_the_scripted_provider_keeps_only_its_recent_requests() -> None:
     provider = ScriptedProvider(ProviderSettings(id="scripted", model="echo"))
-    requests = [InferenceRequest([ChatMessage("user", f"n{n}")]) for n in range(REQUESTS_KEPT + 5)]
+    requests = [InferenceRequest([UserMessage(f"n{n}")]) for n in range(REQUESTS_KEPT + 5)]
     for request in requests:
         await provider.complete(request)
     assert provider.requests == requests[-REQUESTS_KEPT:]

@@ -9,14 +9,20 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from claybot.agents.packed_context import PackedContext
-from claybot.providers.base import ChatMessage, ToolCall
+from claybot.providers.base import (
+    AssistantMessage,
+    ChatMessage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
 
 CALL = ToolCall("c1", "note", {"note": "milk", "nested": {"n": [1, 2.5, None, True]}})
 MESSAGES = [
-    ChatMessage("user", "remember milk ✓"),
-    ChatMessage("assistant", "on it", tool_calls=(CALL,)),
-    ChatMessage("tool", "noted", tool_call_id="c1", tool_name="note", is_error=True),
-    ChatMessage("assistant", ""),
+    UserMessage("remember milk ✓"),
+    AssistantMessage("on it", tool_calls=(CALL,)),
+    ToolMessage(tool_call_id="c1", tool_name="note", text="noted", is_error=True),
+    AssistantMessage(""),
 ]
 
 
@@ -45,13 +51,13 @@ def test_every_field_of_every_kind_of_message_comes_back() -> None:
 
 
 def test_a_window_starts_at_a_user_message_and_stays_as_it_was_taken() -> None:
-    context = PackedContext([*MESSAGES, ChatMessage("user", "and eggs"), *MESSAGES[1:]])
+    context = PackedContext([*MESSAGES, UserMessage("and eggs"), *MESSAGES[1:]])
     window = context.window(5)  # would start at the tool result: starts at "and eggs"
     assert [m.text for m in window] == ["and eggs", "on it", "noted", ""]
-    context.append(ChatMessage("user", "later"))
+    context.append(UserMessage("later"))
     context.trim(1)
     assert [m.text for m in window] == ["and eggs", "on it", "noted", ""]
-    assert list(context) == [ChatMessage("user", "later")]
+    assert list(context) == [UserMessage("later")]
 
 
 def test_a_window_with_no_user_message_in_reach_is_empty() -> None:
@@ -68,22 +74,26 @@ def test_equal_contexts_compare_equal_and_clear_empties() -> None:
     assert list(context.window(3)) == []
 
 
-messages = st.builds(
-    ChatMessage,
-    role=st.sampled_from(["user", "assistant", "tool"]),
-    text=st.text(max_size=20),
-    tool_calls=st.lists(
-        st.builds(
-            ToolCall,
-            id=st.text(max_size=5),
-            name=st.text(min_size=1, max_size=5),
-            arguments=st.dictionaries(st.text(max_size=5), st.integers(-(2**63), 2**63 - 1)),
-        ),
-        max_size=2,
-    ).map(tuple),
-    tool_call_id=st.none() | st.text(max_size=5),
-    tool_name=st.none() | st.text(max_size=5),
-    is_error=st.booleans(),
+texts = st.text(max_size=20)
+calls = st.lists(
+    st.builds(
+        ToolCall,
+        id=st.text(max_size=5),
+        name=st.text(min_size=1, max_size=5),
+        arguments=st.dictionaries(st.text(max_size=5), st.integers(-(2**63), 2**63 - 1)),
+    ),
+    max_size=2,
+).map(tuple)
+messages = (
+    st.builds(UserMessage, text=texts)
+    | st.builds(AssistantMessage, text=texts, tool_calls=calls)
+    | st.builds(
+        ToolMessage,
+        tool_call_id=st.text(max_size=5),
+        tool_name=st.text(max_size=5),
+        text=texts,
+        is_error=st.booleans(),
+    )
 )
 
 
@@ -96,7 +106,5 @@ def test_window_and_trim_agree_with_the_list_they_replace(
     context.trim(trim)
     kept = reference_window(history, trim)
     assert list(context) == kept
-    context.append(ChatMessage("user", "next"))
-    assert list(context.window(limit)) == reference_window(
-        [*kept, ChatMessage("user", "next")], limit
-    )
+    context.append(UserMessage("next"))
+    assert list(context.window(limit)) == reference_window([*kept, UserMessage("next")], limit)

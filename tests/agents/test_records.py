@@ -1,14 +1,15 @@
-"""History records: what the builders write is what the typed records describe.
+"""History records: the builders make the typed records of ``agents/records.py``, and
+what they write reads back as the very record, each field where seed 001 put it.
 
-The runtime writes plain dicts (cheap on the hot path) and reads them back as the
-pydantic models of ``agents/records.py``; these tests hold the two to each other,
-field for field, so neither can change alone.
+(``test_old_home.py`` holds the bytes to a home written before the records were typed.)
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+import orjson
 import pytest
 
 from claybot.agents.history import (
@@ -33,10 +34,18 @@ from claybot.agents.records import (
     StartRecord,
     ToolResultRecord,
     UserMessageRecord,
+    decode_record,
+    encode_record_line,
     parse_record,
 )
 from claybot.files.reference import FileReference
-from claybot.providers.base import ChatMessage, TokenUsage, ToolCall
+from claybot.providers.base import (
+    AssistantMessage,
+    TokenUsage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
 
 CALL = ToolCall("c1", "note", {"note": "milk"})
 REPORT = FileReference("ab" * 32, "report.pdf", "application/pdf", 1234)
@@ -44,7 +53,7 @@ REPORT = FileReference("ab" * 32, "report.pdf", "application/pdf", 1234)
 SENT_FILE = assistant_message_record(
     6, "the report", "m1", final=False, outgoing_id="m1#1", files=[REPORT], tool_call_id="c1"
 )
-BUILT: list[tuple[dict[str, Any], type[Any]]] = [
+BUILT: list[tuple[HistoryRecord, type[Any]]] = [
     (start_record(1), StartRecord),
     (
         start_record(1, {"type": "user", "connector": "telegram", "userId": "7", "channelId": "7"}),
@@ -78,14 +87,38 @@ BUILT: list[tuple[dict[str, Any], type[Any]]] = [
 
 
 @pytest.mark.parametrize(("built", "model"), BUILT)
-def test_every_builder_writes_its_model_field_for_field(
-    built: dict[str, Any], model: type[Any]
+def test_every_builder_writes_its_record_and_reads_it_back(
+    built: HistoryRecord, model: type[Any]
 ) -> None:
-    record = parse_record(built)
-    assert type(record) is model
-    assert record is not None
-    # Dumping what was set gives back the very dict, in the order it was written.
-    assert list(record.model_dump(exclude_unset=True, mode="json").items()) == list(built.items())
+    assert type(built) is model
+    line = encode_record_line(built)
+    assert line.endswith(b"\n") and b"\n" not in line[:-1]
+    assert decode_record(line) == built
+    assert parse_record(orjson.loads(line)) == built
+    # ``type`` first; a field left unset is left out, never written as null.
+    data = orjson.loads(line)
+    assert next(iter(data)) == "type"
+    assert all(value is not None for key, value in data.items() if key != "tokens")
+
+
+def test_the_fields_are_seed_001s_in_its_order() -> None:
+    call = assistant_message_record(
+        4, "on it", "m1", tool_calls=[CALL], usage=TokenUsage(3, 4), provider="p", model="x",
+        final=False, outgoing_id="m1#0",
+    )  # fmt: skip
+    assert encode_record_line(call) == (
+        b'{"type":"assistant_message","at":4,"messageId":"m1","text":"on it","files":[],'
+        b'"toolCalls":[{"id":"c1","name":"note","arguments":{"note":"milk"}}],'
+        b'"tokens":{"provider":"p","model":"x","size":{"input":3,"output":4,"cacheRead":0,'
+        b'"cacheWrite":0,"total":7}},"final":false,"outgoingId":"m1#0"}\n'
+    )
+    assert encode_record_line(user_message_record(3, "run it", "m2", origin="cron")) == (
+        b'{"type":"user_message","at":3,"messageId":"m2","text":"run it","files":[],'
+        b'"origin":"cron"}\n'
+    )
+    assert encode_record_line(reset_record(2, "m0")) == (
+        b'{"type":"reset","at":2,"messageId":"m0"}\n'
+    )
 
 
 def test_every_record_type_has_a_builder_above() -> None:
@@ -104,19 +137,20 @@ def test_every_record_type_has_a_builder_above() -> None:
 )
 def test_a_record_that_matches_no_type_is_none(raw: dict[str, Any]) -> None:
     assert parse_record(raw) is None
+    assert decode_record(orjson.dumps(raw)) is None
 
 
-def test_fields_a_newer_engine_added_are_kept() -> None:
-    record = parse_record({**note_record(1, "n"), "mood": "calm"})
-    assert isinstance(record, NoteRecord)
-    assert record.model_dump(exclude_unset=True)["mood"] == "calm"
+def test_a_field_a_newer_engine_added_does_not_unmake_the_record() -> None:
+    # The runtime reads it as its type (the API's page shows the field: test_old_home).
+    line = b'{"type":"note","at":1,"text":"n","mood":"calm"}'
+    assert decode_record(line) == note_record(1, "n")
+    assert parse_record(orjson.loads(line)) == note_record(1, "n")
 
 
 def test_context_skips_what_is_no_context_and_what_is_damaged() -> None:
     records = [
         start_record(1),
         user_message_record(2, "hi", "m1", origin="cron"),
-        {"type": "user_message", "at": 3, "messageId": "m2"},  # no text: not context
         damaged_record(4, b"garbage"),
         assistant_message_record(5, "on it", "m1", tool_calls=[CALL], final=False),
         SENT_FILE,
@@ -124,9 +158,9 @@ def test_context_skips_what_is_no_context_and_what_is_damaged() -> None:
         note_record(7, "for people, not the model"),
     ]
     assert list(build_context(records)) == [
-        ChatMessage("user", '<system_message origin="cron">hi</system_message>'),
-        ChatMessage("assistant", "on it", tool_calls=(CALL,)),
-        ChatMessage("tool", "noted", tool_call_id="c1", tool_name="note"),
+        UserMessage('<system_message origin="cron">hi</system_message>'),
+        AssistantMessage("on it", tool_calls=(CALL,)),
+        ToolMessage(tool_call_id="c1", tool_name="note", text="noted"),
     ]
 
 
@@ -147,9 +181,7 @@ def test_turn_progress_reads_only_the_turns_records() -> None:
     assert progress.unanswered_calls == [CALL]
 
 
-def test_the_union_is_discriminated_on_type() -> None:
-    # One lookup by ``type``, not a trial of every model in turn.
-    from pydantic import TypeAdapter
-
-    schema = TypeAdapter(HistoryRecord).json_schema()
-    assert schema["discriminator"]["propertyName"] == "type"
+def test_the_union_is_tagged_on_type() -> None:
+    # One lookup by ``type``, not a trial of every struct in turn.
+    schema = msgspec.json.schema(HistoryRecord)
+    assert schema["anyOf"] and schema["discriminator"]["propertyName"] == "type"

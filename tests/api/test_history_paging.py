@@ -5,8 +5,9 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from claybot.agents.history import damaged_record, note_record
-from claybot.durable.jsonl import encode_record, parse_jsonl
+from claybot.agents.history import damaged_placeholder, note_record
+from claybot.agents.records import encode_record_line
+from claybot.durable.jsonl import parse_jsonl
 from claybot.engine.engine import Engine
 
 
@@ -65,14 +66,14 @@ async def test_without_paging_every_record_comes_in_order(
     history = engine.paths.agents / agent_id / "history.jsonl"
     with history.open("ab") as file:
         for n in range(3500):
-            file.write(encode_record(note_record(n, f"note {n}")))
+            file.write(encode_record_line(note_record(n, f"note {n}")))
         file.write(b"not json\n")  # a damaged line is a record too, in its place
-        file.write(encode_record(note_record(3500, "the last")))
+        file.write(encode_record_line(note_record(3500, "the last")))
     response = await api.get(f"/v1/engine/agents/{agent_id}/history")
     assert response.status_code == 200, response.text
     assert response.headers["content-type"] == "application/json"
     body = response.json()
-    on_disk, _, _ = parse_jsonl(history.read_bytes(), damaged_record)
+    on_disk, _, _ = parse_jsonl(history.read_bytes(), damaged_placeholder)
     assert body == {
         "ok": True,
         "agentId": agent_id,

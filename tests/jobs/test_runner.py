@@ -240,17 +240,15 @@ async def test_a_job_whose_worker_died_resumes_from_its_last_step_on_another(
     dead = await jobs_db.jobs.claim("dead")
     assert dead is not None
     from claybot.agents.history import assistant_message_record, user_message_record
+    from claybot.agents.records import record_to_builtins
     from claybot.providers.base import ToolCall
 
     write = ToolCall("c1", "write_file", {"filename": "a.txt", "content": "A"})
-    await jobs_db.jobs.append_records(
-        dead,
-        0,
-        [
-            user_message_record(1, "Task: write a", job.id),
-            assistant_message_record(2, "", job.id, tool_calls=[write], final=False),
-        ],
-    )
+    written = [
+        user_message_record(1, "Task: write a", job.id),
+        assistant_message_record(2, "", job.id, tool_calls=[write], final=False),
+    ]
+    await jobs_db.jobs.append_records(dead, 0, [record_to_builtins(r) for r in written])
     clock.advance(31)
     assert (await jobs_db.jobs.sweep()).requeued == [job.id]
     _, status = await run_once(jobs_db, runner, "alive")

@@ -7,13 +7,15 @@ import pytest
 from claybot.config.settings import ProviderSettings
 from claybot.providers.anthropic_provider import AnthropicProvider
 from claybot.providers.base import (
-    ChatMessage,
+    AssistantMessage,
     InferenceRequest,
     ProviderConfigError,
     ProviderError,
     TokenUsage,
     ToolCall,
+    ToolMessage,
     ToolSchema,
+    UserMessage,
 )
 from claybot.providers.options import PLACEHOLDER_KEY
 from tests.providers.conftest import NO_ENV, SECRET
@@ -22,7 +24,7 @@ from tests.providers.fake_anthropic import FakeAnthropic
 WEATHER = ToolSchema(
     "weather", "Weather for a city", {"type": "object", "properties": {"city": {"type": "string"}}}
 )
-HI = InferenceRequest([ChatMessage("user", "hi")])
+HI = InferenceRequest([UserMessage("hi")])
 
 
 def presented_key(headers: dict[str, str]) -> str:
@@ -35,7 +37,7 @@ async def test_text_round_trip_and_usage(
 ) -> None:
     fake_anthropic.reply_text("Bonjour")
     result = await anthropic_provider.complete(
-        InferenceRequest([ChatMessage("user", "salut")], system_prompt="Be brief")
+        InferenceRequest([UserMessage("salut")], system_prompt="Be brief")
     )
     assert (result.text, result.provider_id, result.model) == (
         "Bonjour",
@@ -58,18 +60,17 @@ async def test_tool_use_both_ways(
 ) -> None:
     fake_anthropic.reply_tool_use("toolu_9", "weather", {"city": "Oslo"}, text="Checking.")
     history = [
-        ChatMessage("user", "weather in Paris and Rome?"),
-        ChatMessage(
-            "assistant",
+        UserMessage("weather in Paris and Rome?"),
+        AssistantMessage(
             "",
             tool_calls=(
                 ToolCall("toolu_1", "weather", {"city": "Paris"}),
                 ToolCall("toolu_2", "weather", {"city": "Rome"}),
             ),
         ),
-        ChatMessage("tool", "sunny", tool_call_id="toolu_1", tool_name="weather"),
-        ChatMessage("tool", "no data", tool_call_id="toolu_2", tool_name="weather", is_error=True),
-        ChatMessage("user", "and Oslo?"),
+        ToolMessage(tool_call_id="toolu_1", tool_name="weather", text="sunny"),
+        ToolMessage(tool_call_id="toolu_2", tool_name="weather", text="no data", is_error=True),
+        UserMessage("and Oslo?"),
     ]
     result = await anthropic_provider.complete(
         InferenceRequest(history, tools=[WEATHER], max_output_tokens=300)

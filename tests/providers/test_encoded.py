@@ -16,7 +16,15 @@ from claybot.providers.anthropic_provider import (
     to_anthropic_messages,
     turns_json,
 )
-from claybot.providers.base import Attachment, ChatMessage, InferenceRequest, ToolCall
+from claybot.providers.base import (
+    AssistantMessage,
+    Attachment,
+    ChatMessage,
+    InferenceRequest,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
 from claybot.providers.encoded import EncodedRun, MessageCodec, encode_messages, files_to_encode
 from claybot.providers.openai_provider import messages_json, to_openai_messages
 from tests.providers.test_request_bodies import IMAGE, PNG
@@ -24,19 +32,19 @@ from tests.providers.test_request_bodies import IMAGE, PNG
 TEXTS = st.sampled_from(["", "  ", "hi", "Zürich ✈", 'say "no"\n'])
 PHOTO = Attachment("map.png", "image/png", len(PNG), str(IMAGE))
 MESSAGES = st.one_of(
-    st.builds(lambda text: ChatMessage("user", text), TEXTS),
-    st.builds(lambda text: ChatMessage("user", text, files=(PHOTO,)), TEXTS),
-    st.builds(lambda text: ChatMessage("assistant", text), TEXTS),
+    st.builds(lambda text: UserMessage(text), TEXTS),
+    st.builds(lambda text: UserMessage(text, files=(PHOTO,)), TEXTS),
+    st.builds(lambda text: AssistantMessage(text), TEXTS),
     st.builds(
-        lambda text, n: ChatMessage(
-            "assistant", text, tuple(ToolCall(f"c{i}", "read", {"i": i}) for i in range(n))
+        lambda text, n: AssistantMessage(
+            text, tool_calls=tuple(ToolCall(f"c{i}", "read", {"i": i}) for i in range(n))
         ),
         TEXTS,
         st.integers(1, 3),
     ),
     st.builds(
-        lambda text, error: ChatMessage(
-            "tool", text, tool_call_id="c0", tool_name="read", is_error=error
+        lambda text, error: ToolMessage(
+            tool_call_id="c0", tool_name="read", text=text, is_error=error
         ),
         TEXTS,
         st.booleans(),
@@ -77,7 +85,7 @@ def texts(run: EncodedRun) -> list[str]:
 
 
 def say(n: int) -> list[ChatMessage]:
-    return [ChatMessage("user", f"q{n}"), ChatMessage("assistant", f"a{n}")]
+    return [UserMessage(f"q{n}"), AssistantMessage(f"a{n}")]
 
 
 def test_a_call_encodes_only_what_is_new() -> None:
@@ -120,13 +128,13 @@ def test_formats_are_kept_apart() -> None:
 def test_files_are_read_off_the_loop_only_until_they_are_kept() -> None:
     """A provider encodes on a worker thread while images are waiting to be read."""
     codec = CountingCodec()
-    context = PackedContext([ChatMessage("user", "look", files=(PHOTO,))])
+    context = PackedContext([UserMessage("look", files=(PHOTO,))])
     assert context.window(10).files_to_encode(codec)
     context.window(10).encoded(codec)
     assert not context.window(10).files_to_encode(codec)  # kept: nothing to read
     context.extend(say(1))
     assert not context.window(10).files_to_encode(codec)
-    context.append(ChatMessage("user", "and this", files=(PHOTO,)))
+    context.append(UserMessage("and this", files=(PHOTO,)))
     assert context.window(10).files_to_encode(codec)
-    assert files_to_encode([ChatMessage("user", "x", files=(PHOTO,))], codec)
+    assert files_to_encode([UserMessage("x", files=(PHOTO,))], codec)
     assert not files_to_encode(say(2), codec)

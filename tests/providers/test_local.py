@@ -8,7 +8,12 @@ import sys
 import pytest
 
 from claybot.config.settings import ProviderSettings
-from claybot.providers.base import ChatMessage, InferenceRequest, ProviderConfigError
+from claybot.providers.base import (
+    AssistantMessage,
+    InferenceRequest,
+    ProviderConfigError,
+    UserMessage,
+)
 from claybot.providers.local import (
     TEMPLATE_TOKENS_PER_MESSAGE,
     LocalProvider,
@@ -16,7 +21,7 @@ from claybot.providers.local import (
     fit_to_window,
 )
 
-HI = InferenceRequest([ChatMessage("user", "hi")])
+HI = InferenceRequest([UserMessage("hi")])
 
 
 def words(text: str) -> int:
@@ -97,11 +102,11 @@ async def test_it_answers_off_the_event_loop_and_trims_a_long_context() -> None:
         )
     )
     long_history = [
-        ChatMessage("user", "tell me about the sea " * 40),
-        ChatMessage("assistant", "ok"),
+        UserMessage("tell me about the sea " * 40),
+        AssistantMessage("ok"),
     ] * 6  # about 1,500 tokens: three times the window
     long_request = InferenceRequest(
-        [*long_history, ChatMessage("user", "Say hello.")], system_prompt="You are brief."
+        [*long_history, UserMessage("Say hello.")], system_prompt="You are brief."
     )
     ticks = 0
 
@@ -116,7 +121,7 @@ async def test_it_answers_off_the_event_loop_and_trims_a_long_context() -> None:
         # Two at once: they take turns on the one model.
         trimmed, short = await asyncio.gather(
             provider.complete(long_request),
-            provider.complete(InferenceRequest([ChatMessage("user", "What is 2+2?")])),
+            provider.complete(InferenceRequest([UserMessage("What is 2+2?")])),
         )
     finally:
         ticking.cancel()
@@ -135,7 +140,7 @@ async def test_it_streams_what_it_returns_and_says_when_it_hit_the_token_limit()
     provider = LocalProvider(
         ProviderSettings(id="local", options={"maxTokens": max_tokens, "temperature": 0})
     )
-    request = InferenceRequest([ChatMessage("user", "Write a long story about the sea.")])
+    request = InferenceRequest([UserMessage("Write a long story about the sea.")])
     deltas: list[str] = []
     try:
         streamed = await provider.complete(request, deltas.append)

@@ -9,13 +9,15 @@ import pytest
 from claybot.config.auth import AuthEntry
 from claybot.config.settings import ProviderSettings
 from claybot.providers.base import (
-    ChatMessage,
+    AssistantMessage,
     InferenceRequest,
     ProviderConfigError,
     ProviderError,
     TokenUsage,
     ToolCall,
+    ToolMessage,
     ToolSchema,
+    UserMessage,
 )
 from claybot.providers.openai_provider import OpenAIProvider, max_tokens_field
 from claybot.providers.options import PLACEHOLDER_KEY
@@ -26,13 +28,13 @@ from tests.providers.fake_openai import FakeOpenAI
 WEATHER = ToolSchema(
     "weather", "Weather for a city", {"type": "object", "properties": {"city": {"type": "string"}}}
 )
-HI = InferenceRequest([ChatMessage("user", "hi")])
+HI = InferenceRequest([UserMessage("hi")])
 
 
 async def test_text_round_trip(fake_openai: FakeOpenAI, openai_provider: OpenAIProvider) -> None:
     fake_openai.reply_text("Hello there")
     result = await openai_provider.complete(
-        InferenceRequest([ChatMessage("user", "hi")], system_prompt="Be nice")
+        InferenceRequest([UserMessage("hi")], system_prompt="Be nice")
     )
     assert (result.text, result.provider_id, result.model) == ("Hello there", "openai", "gpt-fake")
     sent = fake_openai.requests[0]
@@ -65,17 +67,16 @@ async def test_tool_calls_both_ways(
         ("call_2", "weather", {"city": "Rome"}), ("call_3", "weather", '{"city": "Ro'), text="Hm."
     )
     history = [
-        ChatMessage("user", "weather in Paris and Oslo?"),
-        ChatMessage(
-            "assistant",
+        UserMessage("weather in Paris and Oslo?"),
+        AssistantMessage(
             "Checking.",
             tool_calls=(
                 ToolCall("call_1", "weather", {"city": "Paris"}),
                 ToolCall("call_1b", "weather", {"city": "Oslo"}),
             ),
         ),
-        ChatMessage("tool", "sunny", tool_call_id="call_1", tool_name="weather"),
-        ChatMessage("tool", "no data", tool_call_id="call_1b", tool_name="weather", is_error=True),
+        ToolMessage(tool_call_id="call_1", tool_name="weather", text="sunny"),
+        ToolMessage(tool_call_id="call_1b", tool_name="weather", text="no data", is_error=True),
     ]
     result = await openai_provider.complete(InferenceRequest(history, tools=[WEATHER]))
 

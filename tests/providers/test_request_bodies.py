@@ -19,11 +19,13 @@ import pytest
 from claybot.agents.packed_context import PackedContext
 from claybot.providers.anthropic_provider import AnthropicProvider
 from claybot.providers.base import (
+    AssistantMessage,
     Attachment,
-    ChatMessage,
     InferenceRequest,
     ToolCall,
+    ToolMessage,
     ToolSchema,
+    UserMessage,
 )
 from claybot.providers.openai_provider import OpenAIProvider
 from tests.providers.fake_anthropic import FakeAnthropic
@@ -59,15 +61,13 @@ IMAGE.write_bytes(PNG)
 # arguments), their results (one an error), and the conversation going on after them.
 RICH = InferenceRequest(
     messages=[
-        ChatMessage(
-            "user",
+        UserMessage(
             'Plan my trip to Zürich ✈, "quoted"\n\tand <tagged>',
             files=(Attachment("map.png", "image/png", len(PNG), str(IMAGE)),),
         ),
-        ChatMessage(
-            "assistant",
+        AssistantMessage(
             "Let me look.",
-            (
+            tool_calls=(
                 ToolCall("call_1", "weather", {"city": "Zürich"}),
                 ToolCall(
                     "call_2",
@@ -76,10 +76,10 @@ RICH = InferenceRequest(
                 ),
             ),
         ),
-        ChatMessage("tool", "12 °C, rain", tool_call_id="call_1", tool_name="weather"),
-        ChatMessage("tool", "no such file", tool_call_id="call_2", tool_name="read", is_error=True),
-        ChatMessage("assistant", "It rains; pack a coat."),
-        ChatMessage("user", "thanks \u2028 bye"),
+        ToolMessage(tool_call_id="call_1", tool_name="weather", text="12 °C, rain"),
+        ToolMessage(tool_call_id="call_2", tool_name="read", text="no such file", is_error=True),
+        AssistantMessage("It rains; pack a coat."),
+        UserMessage("thanks \u2028 bye"),
     ],
     system_prompt="You are careful.\nAnswer briefly.",
     tools=(WEATHER, READ),

@@ -9,11 +9,11 @@ import pytest
 from claybot.config.settings import ProviderSettings
 from claybot.providers.anthropic_provider import AnthropicProvider
 from claybot.providers.base import (
-    ChatMessage,
     InferenceRequest,
     InferenceResult,
     ProviderConfigError,
     ProviderError,
+    UserMessage,
 )
 from claybot.providers.openai_provider import OpenAIProvider
 from claybot.providers.registry import ProviderRegistry, builtin_provider_types
@@ -23,7 +23,7 @@ from tests.providers.conftest import SECRET
 from tests.providers.fake_anthropic import FakeAnthropic
 from tests.providers.fake_openai import FakeOpenAI
 
-PING = InferenceRequest([ChatMessage("user", "ping")])
+PING = InferenceRequest([UserMessage("ping")])
 
 
 def scripted(provider_id: str, model: str, **options: object) -> ScriptedProvider:

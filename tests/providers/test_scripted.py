@@ -5,12 +5,16 @@ from __future__ import annotations
 import pytest
 
 from claybot.config.settings import ProviderSettings
-from claybot.providers.base import ChatMessage, InferenceRequest, ProviderConfigError, ProviderError
+from claybot.providers.base import (
+    AssistantMessage,
+    InferenceRequest,
+    ProviderConfigError,
+    ProviderError,
+    UserMessage,
+)
 from claybot.providers.scripted import ScriptedProvider
 
-REQUEST = InferenceRequest(
-    [ChatMessage("user", "first"), ChatMessage("assistant", "ok"), ChatMessage("user", "ping")]
-)
+REQUEST = InferenceRequest([UserMessage("first"), AssistantMessage("ok"), UserMessage("ping")])
 
 
 def scripted(model: str | None, **options: object) -> ScriptedProvider:

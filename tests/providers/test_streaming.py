@@ -10,11 +10,11 @@ import pytest
 from claybot.config.settings import ProviderSettings
 from claybot.providers.anthropic_provider import AnthropicProvider
 from claybot.providers.base import (
-    ChatMessage,
     InferenceRequest,
     InferenceResult,
     TokenUsage,
     ToolCall,
+    UserMessage,
 )
 from claybot.providers.openai_provider import OpenAIProvider
 from claybot.providers.router import InferenceFailed, InferenceRouter
@@ -22,7 +22,7 @@ from claybot.providers.scripted import ScriptedProvider
 from tests.providers.fake_anthropic import FakeAnthropic
 from tests.providers.fake_openai import FakeOpenAI
 
-PING = InferenceRequest([ChatMessage("user", "ping")])
+PING = InferenceRequest([UserMessage("ping")])
 LONG_TEXT = "The quick brown fox jumps over the lazy dog, and then it rests."
 
 

@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from claybot.agents.descriptors import AgentDescriptor
-from claybot.agents.history import HistoryTail, Record
+from claybot.agents.history import HistoryTail, RawRecord
 from claybot.agents.inbox import InboxItem
+from claybot.agents.records import HistoryRecord, StartRecord
 from claybot.agents.state import AgentState
 
 HISTORY_CHUNK = 1000  # records read at a time for a whole history
@@ -87,7 +88,7 @@ class AgentStore(Protocol):
         """Every agent, at boot (after ``InboxStore.recover``)."""
         ...
 
-    async def create(self, entry: IndexEntry, state: AgentState, start: Record) -> None:
+    async def create(self, entry: IndexEntry, state: AgentState, start: StartRecord) -> None:
         """Durably create an agent with its state and its history's first record: all of
         it, or (a failure) none of it."""
         ...
@@ -120,25 +121,26 @@ class AgentStore(Protocol):
         """Replace several agents' states (already dumped), durably, as one write."""
         ...
 
-    def append_history(self, agent_id: str, record: Record) -> asyncio.Future[None]:
+    def append_history(self, agent_id: str, record: HistoryRecord) -> asyncio.Future[None]:
         """Queue a record; the future resolves once it (and all queued before) is durable."""
         ...
 
-    def append_history_nowait(self, agent_id: str, record: Record) -> None:
+    def append_history_nowait(self, agent_id: str, record: HistoryRecord) -> None:
         """Queue a record, durable with the next write that is waited for."""
         ...
 
-    async def read_written_history(self, agent_id: str) -> list[Record]:
-        """Every record, queued ones included; a damaged one is a ``damaged`` record."""
+    async def read_written_history(self, agent_id: str) -> list[RawRecord]:
+        """Every record as read, queued ones included; a damaged one is a ``damaged``
+        record."""
         ...
 
-    async def read_written_turn(self, agent_id: str, message_id: str) -> list[Record]:
+    async def read_written_turn(self, agent_id: str, message_id: str) -> list[HistoryRecord]:
         """One message's records (see ``turn_records``), queued ones included."""
         ...
 
     async def read_history_page(
         self, agent_id: str, *, after: int | None, before: int | None, limit: int
-    ) -> tuple[list[Record], int]:
+    ) -> tuple[list[RawRecord], int]:
         """A page of records numbered from 0 (``seq``) and how many there are: with
         ``after``, the ``limit`` records numbered above it; without, the newest ``limit``
         below ``before`` (or below the end)."""
@@ -146,14 +148,14 @@ class AgentStore(Protocol):
 
     async def read_history_between(
         self, agent_id: str, *, from_at: int | None, to_at: int | None, limit: int
-    ) -> list[Record]:
+    ) -> list[RawRecord]:
         """The last ``limit`` numbered records whose ``at`` is within the bounds (unix
         ms, both included)."""
         ...
 
     async def read_whole_history(
         self, agent_id: str, *, chunk: int = HISTORY_CHUNK
-    ) -> tuple[int, AsyncIterator[list[Record]]]:
+    ) -> tuple[int, AsyncIterator[list[RawRecord]]]:
         """How many records the history holds now, and those records, numbered, in
         chunks of ``chunk``; records appended after the count are not part of it."""
         ...

@@ -8,11 +8,12 @@ Times (``at``) are unix milliseconds. Records of one turn carry the inbound
 ``messageId``; the turn's last assistant record has ``final: true``, which is
 what marks the message done.
 
-The builders write plain dicts (the wire form, cheap to serialize on the hot
-path); readers parse them into the typed records of ``records.py``. The
-``*_message`` functions give the context entry a record stands for, used both
-when context is rebuilt from history and by the turn loop as it appends, so the
-two cannot drift apart.
+The builders make the typed records of ``records.py``, which the stores write as
+they are (seed 001's bytes); readers decode lines back into them. The API's pages
+show the lines as read (``RawRecord``), unknown types and extra fields included.
+``record_to_message`` gives the context entry a record stands for, used both when
+context is rebuilt from history and by the turn loop as it appends, so the two
+cannot drift apart.
 
 Everything here is pure: no I/O.
 """
@@ -27,48 +28,65 @@ import orjson
 
 from claybot.agents.packed_context import PackedContext
 from claybot.agents.records import (
+    UNSET,
     AssistantMessageRecord,
+    DamagedRecord,
     HistoryRecord,
+    NoteRecord,
     ResetRecord,
-    ToolCallRecord,
+    StartRecord,
+    TokenCounts,
+    TokenUsageRecord,
+    ToolOutput,
     ToolResultRecord,
     UserMessageRecord,
-    parse_record,
+    decode_record,
+    record_to_builtins,
 )
 from claybot.durable.jsonl import parse_line
 from claybot.files.reference import FileReference
-from claybot.providers.base import Attachment, ChatMessage, TokenUsage, ToolCall
+from claybot.providers.base import (
+    AssistantMessage,
+    Attachment,
+    ChatMessage,
+    TokenUsage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
 
-Record = dict[str, Any]
+# A line as read, before it is typed: what the API's pages show (the file as it is).
+RawRecord = dict[str, Any]
 MARKER_TYPES = frozenset({"start", "reset"})
+MARKERS = (StartRecord, ResetRecord)
+# Records of an inbound message's turn: they carry its ``messageId``.
+TURN_RECORDS = (ResetRecord, UserMessageRecord, AssistantMessageRecord, ToolResultRecord)
 
 
-def start_record(at: int, descriptor: dict[str, Any] | None = None) -> Record:
-    record: Record = {"type": "start", "at": at}
-    if descriptor is not None:
-        record["descriptor"] = descriptor
-    return record
+def start_record(at: int, descriptor: dict[str, Any] | None = None) -> StartRecord:
+    return StartRecord(at=at, descriptor=UNSET if descriptor is None else descriptor)
 
 
 DAMAGED_RAW_CHARS = 500
 
 
-def damaged_record(line: int, raw: bytes) -> Record:
+def damaged_record(line: int, raw: bytes) -> DamagedRecord:
     """What a reader gets for a line of history.jsonl that is no record."""
-    return {
-        "type": "damaged",
-        "line": line,
-        "raw": raw[:DAMAGED_RAW_CHARS].decode(errors="replace"),
-        "error": f"line {line} of history.jsonl is not a JSON object; it is left as it is "
+    return DamagedRecord(
+        line=line,
+        raw=raw[:DAMAGED_RAW_CHARS].decode(errors="replace"),
+        error=f"line {line} of history.jsonl is not a JSON object; it is left as it is "
         "and the model does not see it",
-    }
+    )
 
 
-def reset_record(at: int, message_id: str, message: str | None = None) -> Record:
-    record: Record = {"type": "reset", "at": at, "messageId": message_id}
-    if message:
-        record["message"] = message
-    return record
+def damaged_placeholder(line: int, raw: bytes) -> RawRecord:
+    """``damaged_record`` as a page shows it, in place of the line (``jsonl.Placeholder``)."""
+    return record_to_builtins(damaged_record(line, raw))
+
+
+def reset_record(at: int, message_id: str, message: str | None = None) -> ResetRecord:
+    return ResetRecord(at=at, messageId=message_id, message=message or UNSET)
 
 
 def user_message_record(
@@ -78,14 +96,12 @@ def user_message_record(
     *,
     origin: str | None = None,
     files: Sequence[dict[str, Any]] = (),
-) -> Record:
+) -> UserMessageRecord:
     """``files``: the message's file references, each with the ``path`` the agent
     reads it at (seed 001's ``FileReference``)."""
-    record: Record = {"type": "user_message", "at": at, "messageId": message_id, "text": text}
-    record["files"] = list(files)
-    if origin:
-        record["origin"] = origin
-    return record
+    return UserMessageRecord(
+        at=at, messageId=message_id, text=text, files=list(files), origin=origin or UNSET
+    )
 
 
 def assistant_message_record(
@@ -102,53 +118,51 @@ def assistant_message_record(
     error: bool = False,
     files: Sequence[FileReference] = (),
     tool_call_id: str | None = None,
-) -> Record:
+) -> AssistantMessageRecord:
     """``files`` and ``tool_call_id``: a message a tool sent (``send_file``), its text the
     files' caption; it is not context (the call's result tells the model)."""
-    record: Record = {
-        "type": "assistant_message",
-        "at": at,
-        "messageId": message_id,
-        "text": text,
-        "files": [file.to_dict() for file in files],
-        "toolCalls": [call.to_dict() for call in tool_calls],
-        "tokens": (
-            {"provider": provider, "model": model, "size": usage.to_dict()}
-            if usage is not None
-            else None
-        ),
-        "final": final,
-    }
-    if outgoing_id:
-        record["outgoingId"] = outgoing_id
-    if error:
-        record["error"] = True
-    if tool_call_id:
-        record["toolCallId"] = tool_call_id
-    return record
+    tokens = None
+    if usage is not None:
+        size = TokenCounts(
+            usage.input, usage.output, usage.cache_read, usage.cache_write, usage.total
+        )
+        tokens = TokenUsageRecord(provider, model, size)
+    return AssistantMessageRecord(
+        at=at,
+        messageId=message_id,
+        text=text,
+        files=[file.to_dict() for file in files] if files else [],
+        toolCalls=list(tool_calls),
+        tokens=tokens,
+        final=final,
+        outgoingId=outgoing_id or UNSET,
+        error=True if error else UNSET,
+        toolCallId=tool_call_id or UNSET,
+    )
 
 
 def tool_result_record(
     at: int, message_id: str, call: ToolCall, text: str, *, is_error: bool
-) -> Record:
-    return {
-        "type": "tool_result",
-        "at": at,
-        "messageId": message_id,
-        "toolCallId": call.id,
-        "toolName": call.name,
-        "output": {"text": text, "isError": is_error},
-    }
+) -> ToolResultRecord:
+    return ToolResultRecord(
+        at=at,
+        messageId=message_id,
+        toolCallId=call.id,
+        toolName=call.name,
+        output=ToolOutput(text, is_error),
+    )
 
 
-def note_record(at: int, text: str) -> Record:
-    return {"type": "note", "at": at, "text": text}
+def note_record(at: int, text: str) -> NoteRecord:
+    return NoteRecord(at=at, text=text)
 
 
 # Record types the model sees as a message (the others are markers, notes, damage).
 CONTEXT_TYPES = frozenset({"user_message", "assistant_message", "tool_result"})
+CONTEXT_RECORDS = (UserMessageRecord, AssistantMessageRecord, ToolResultRecord)
 # Records whose message id a retried post or a repeated /reset is recognised by.
 REMEMBERED_TYPES = ("user_message", "reset")
+REMEMBERED_RECORDS = (UserMessageRecord, ResetRecord)
 _REMEMBERED_MARKS = tuple(f'"{kind}"'.encode() for kind in REMEMBERED_TYPES)
 
 
@@ -156,7 +170,7 @@ _REMEMBERED_MARKS = tuple(f'"{kind}"'.encode() for kind in REMEMBERED_TYPES)
 class HistoryTail:
     """What loading an agent needs of its history, taken from the end of the file."""
 
-    records: list[Record]  # oldest first: from the last marker, or enough for the context
+    records: list[HistoryRecord]  # oldest first: from the last marker, or enough for the context
     message_ids: list[str]  # the newest user messages' and resets' ids, oldest first
 
 
@@ -167,49 +181,74 @@ def history_tail(
     marker or to ``context_records`` records the model sees, whichever comes first;
     and the ids of the last ``message_ids`` user messages and resets. Lines are read
     only as far back as those two need: at 100,000 records, a few thousand. A line
-    that is no record is skipped (it is never context); only lines that can hold a
-    remembered id are parsed beyond the context."""
-    records: list[Record] = []
+    that is no record is left out (it is never context), but one that only fails to
+    match its type still counts by its ``type`` (a marker ends the context, a message
+    takes its place in it, its id is remembered), as it always did; only lines that
+    can hold a remembered id are decoded beyond the context."""
+    records: list[HistoryRecord] = []
     ids: list[str] = []
     in_context = True
     seen = 0  # context records taken
     for line in lines_newest_first:
         if not in_context and len(ids) >= message_ids:
             break
-        record = None
+        record: HistoryRecord | None = None
+        tried = False
         if in_context:
-            record = parse_line(line)
+            record, tried = decode_record(line), True
             if record is not None:
                 records.append(record)
-                kind = record.get("type")
+                if isinstance(record, MARKERS):
+                    in_context = False
+                elif isinstance(record, CONTEXT_RECORDS):
+                    seen += 1
+                    in_context = seen < context_records
+            else:
+                kind = _raw_type(line)
                 if kind in MARKER_TYPES:
                     in_context = False
                 elif kind in CONTEXT_TYPES:
                     seen += 1
                     in_context = seen < context_records
         if len(ids) < message_ids and any(mark in line for mark in _REMEMBERED_MARKS):
-            if record is None:
-                record = parse_line(line)
-            if record is not None and record.get("type") in REMEMBERED_TYPES:
-                message_id = record.get("messageId")
-                if message_id:
-                    ids.append(str(message_id))
+            if not tried:
+                record = decode_record(line)
+            message_id = _remembered_id(record, line)
+            if message_id:
+                ids.append(message_id)
     records.reverse()
     ids.reverse()
     return HistoryTail(records, ids)
 
 
-def since_last_marker(records: Sequence[Record]) -> Sequence[Record]:
+def _raw_type(line: bytes) -> object:
+    """The ``type`` of a line that is no record it names (or None)."""
+    raw = parse_line(line)
+    return raw.get("type") if raw is not None else None
+
+
+def _remembered_id(record: HistoryRecord | None, line: bytes) -> str | None:
+    """The id a user message or reset is recognised by; from the line as JSON when it
+    does not match its type (as it always was)."""
+    if record is not None:
+        return record.messageId or None if isinstance(record, REMEMBERED_RECORDS) else None
+    raw = parse_line(line)
+    if raw is None or raw.get("type") not in REMEMBERED_TYPES or not raw.get("messageId"):
+        return None
+    return str(raw["messageId"])
+
+
+def since_last_marker(records: Sequence[HistoryRecord]) -> Sequence[HistoryRecord]:
     """The records after the most recent ``start`` or ``reset`` marker (inclusive)."""
     for index in range(len(records) - 1, -1, -1):
-        if records[index].get("type") in MARKER_TYPES:
+        if isinstance(records[index], MARKERS):
             return records[index:]
     return records
 
 
 def user_message(
     text: str, origin: str | None = None, files: Sequence[dict[str, Any]] = ()
-) -> ChatMessage:
+) -> UserMessage:
     """A user message as the model sees it: a message nobody typed says who sent it,
     and each file it carries is named with the path the agent may read it at."""
     if origin:
@@ -227,7 +266,7 @@ def user_message(
     if notes:
         joined = "\n".join(notes)
         text = f"{text}\n\n{joined}" if text else joined
-    return ChatMessage(role="user", text=text, files=attached)
+    return UserMessage(text, attached)
 
 
 def attachments(files: Sequence[dict[str, Any]]) -> tuple[Attachment, ...]:
@@ -246,43 +285,36 @@ def attachments(files: Sequence[dict[str, Any]]) -> tuple[Attachment, ...]:
     return tuple(found)
 
 
-def assistant_message(text: str, tool_calls: Sequence[ToolCall] = ()) -> ChatMessage:
-    return ChatMessage(role="assistant", text=text, tool_calls=tuple(tool_calls))
+def assistant_message(text: str, tool_calls: Sequence[ToolCall] = ()) -> AssistantMessage:
+    return AssistantMessage(text, tuple(tool_calls))
 
 
-def tool_message(call: ToolCall, text: str, *, is_error: bool) -> ChatMessage:
-    return ChatMessage(
-        role="tool", text=text, tool_call_id=call.id, tool_name=call.name, is_error=is_error
-    )
-
-
-def _tool_calls(calls: Sequence[ToolCallRecord]) -> tuple[ToolCall, ...]:
-    return tuple(ToolCall(call.id, call.name, dict(call.arguments)) for call in calls)
+def tool_message(call: ToolCall, text: str, *, is_error: bool) -> ToolMessage:
+    return ToolMessage(call.id, call.name, text, is_error)
 
 
 def record_to_message(record: HistoryRecord) -> ChatMessage | None:
     """One history record as inference context, or None if it is not context."""
     if isinstance(record, UserMessageRecord):
-        return user_message(record.text, record.origin, record.files)
+        return user_message(record.text, record.origin or None, record.files)
     if isinstance(record, AssistantMessageRecord):
         if record.toolCallId:
             return None  # a tool's message: its call and result are the context
-        return assistant_message(record.text, _tool_calls(record.toolCalls))
+        return assistant_message(record.text, record.toolCalls)
     if isinstance(record, ToolResultRecord):
         call = ToolCall(record.toolCallId, record.toolName, {})
         return tool_message(call, record.output.text, is_error=record.output.isError)
     if isinstance(record, ResetRecord) and record.message:
-        return ChatMessage(role="user", text=f"<system_message>{record.message}</system_message>")
+        return UserMessage(f"<system_message>{record.message}</system_message>")
     return None
 
 
-def build_context(records: Iterable[Record]) -> PackedContext:
-    """Inference context from records already cut at the last marker. A record that is
-    of no known type, or does not match its type, is not context."""
+def build_context(records: Iterable[HistoryRecord]) -> PackedContext:
+    """Inference context from records already cut at the last marker (what is no
+    context, a note or damage, is left out)."""
     context = PackedContext()
-    for raw in records:
-        record = parse_record(raw)
-        message = record_to_message(record) if record is not None else None
+    for record in records:
+        message = record_to_message(record)
         if message is not None:
             context.append(message)
     return context
@@ -308,49 +340,63 @@ class TurnProgress:
     unanswered_calls: list[ToolCall] = field(default_factory=list)
 
 
-def of_turn(records: Iterable[Record], message_id: str) -> list[Record]:
+def message_id_of(record: HistoryRecord) -> str | None:
+    """The inbound message a record belongs to, if it belongs to one."""
+    return record.messageId if isinstance(record, TURN_RECORDS) else None
+
+
+def of_turn(records: Iterable[HistoryRecord], message_id: str) -> list[HistoryRecord]:
     """The records of one message's turn (they carry its id), in order."""
-    return [record for record in records if record.get("messageId") == message_id]
+    return [record for record in records if message_id_of(record) == message_id]
 
 
-def turn_records(lines_newest_first: Iterable[bytes], message_id: str) -> list[Record]:
+def turn_records(lines_newest_first: Iterable[bytes], message_id: str) -> list[HistoryRecord]:
     """The records of one message's turn, read back from the end of the history only
     as far as its ``user_message`` (where a turn starts; a reset is its one record);
-    a line is parsed only when it holds the id's JSON text. An id used again after it
-    left the remembered window gives its latest turn."""
+    a line is decoded only when it holds the id's JSON text. An id used again after it
+    left the remembered window gives its latest turn. A line of the turn that does
+    not match its type is left out, but a user message or reset still ends the search."""
     needle = orjson.dumps(message_id)
-    found: list[Record] = []
+    found: list[HistoryRecord] = []
     for line in lines_newest_first:
         if needle not in line:
             continue
-        record = parse_line(line)
-        if record is None or record.get("messageId") != message_id:
+        record = decode_record(line)
+        if record is None:
+            raw = parse_line(line)
+            if (
+                raw is not None
+                and raw.get("messageId") == message_id
+                and raw.get("type") in REMEMBERED_TYPES
+            ):
+                break
+            continue
+        if message_id_of(record) != message_id:
             continue
         found.append(record)
-        if record.get("type") in REMEMBERED_TYPES:  # a message's turn starts here, a reset is one
+        if isinstance(record, REMEMBERED_RECORDS):  # a message's turn starts here
             break
     found.reverse()
     return found
 
 
-def turn_progress(records: Iterable[Record], message_id: str) -> TurnProgress:
+def turn_progress(records: Iterable[HistoryRecord], message_id: str) -> TurnProgress:
     progress = TurnProgress()
     answered: set[str] = set()
     pending: list[ToolCall] = []
-    for raw in records:
-        if raw.get("messageId") != message_id:  # only this turn's records are parsed
+    for record in records:
+        if message_id_of(record) != message_id:
             continue
-        record = parse_record(raw)
         if isinstance(record, UserMessageRecord):
             progress.started = True
         elif isinstance(record, AssistantMessageRecord):
             if record.outgoingId:
                 files = _references(record.files)
                 progress.outgoing.append(Sent(record.outgoingId, record.text, record.final, files))
-            pending.extend(_tool_calls(record.toolCalls))
+            pending.extend(record.toolCalls)
             if record.final:
                 progress.done = True
-                progress.failed = bool(record.error)
+                progress.failed = record.error is True
         elif isinstance(record, ToolResultRecord):
             answered.add(record.toolCallId)
     progress.unanswered_calls = [call for call in pending if call.id not in answered]

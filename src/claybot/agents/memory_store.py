@@ -24,11 +24,12 @@ from claybot.agents.durable_port import (
     IndexEntry,
     StoredAgent,
 )
-from claybot.agents.history import Record, damaged_record, history_tail, turn_records
+from claybot.agents.history import RawRecord, damaged_placeholder, history_tail, turn_records
 from claybot.agents.inbox import InboxItem, InboxRecord
 from claybot.agents.inbox_ledger import InboxLedger
+from claybot.agents.records import HistoryRecord, StartRecord, encode_record_line
 from claybot.agents.state import AgentState
-from claybot.durable.jsonl import encode_record, parse_line
+from claybot.durable.jsonl import parse_line
 
 Write = Callable[["MemoryImage"], None]
 
@@ -121,12 +122,12 @@ class MemoryAgentStore:
     async def load_index(self) -> list[IndexEntry]:
         return list(self._index.values())
 
-    async def create(self, entry: IndexEntry, state: AgentState, start: Record) -> None:
+    async def create(self, entry: IndexEntry, state: AgentState, start: StartRecord) -> None:
         agent_id = entry.agent_id
         if agent_id in self._index:
             raise FileExistsError(f"agent {agent_id!r} exists")
         data = state.model_dump(mode="json")
-        line = encode_record(start)
+        line = encode_record_line(start)
         now = self._now_ms()
 
         def create(image: MemoryImage) -> None:
@@ -199,8 +200,8 @@ class MemoryAgentStore:
 
     # -- history ----------------------------------------------------------------------
 
-    def _queue(self, agent_id: str, record: Record) -> Write:
-        line = encode_record(record)
+    def _queue(self, agent_id: str, record: HistoryRecord) -> Write:
+        line = encode_record_line(record)
         now = self._now_ms()
         self._histories.setdefault(agent_id, []).append(line)
         self._written_ms[agent_id] = now
@@ -211,32 +212,34 @@ class MemoryAgentStore:
 
         return append
 
-    def append_history(self, agent_id: str, record: Record) -> asyncio.Future[None]:
+    def append_history(self, agent_id: str, record: HistoryRecord) -> asyncio.Future[None]:
         return self._disk.write(self._queue(agent_id, record))
 
-    def append_history_nowait(self, agent_id: str, record: Record) -> None:
+    def append_history_nowait(self, agent_id: str, record: HistoryRecord) -> None:
         self._disk.write_nowait(self._queue(agent_id, record))
 
-    def _numbered(self, agent_id: str, first: int, stop: int) -> list[Record]:
+    def _numbered(self, agent_id: str, first: int, stop: int) -> list[RawRecord]:
         lines = self._histories.get(agent_id, [])
         return [
             {
                 "seq": number,
-                **(parse_line(lines[number]) or damaged_record(number + 1, lines[number])),
+                **(parse_line(lines[number]) or damaged_placeholder(number + 1, lines[number])),
             }
             for number in range(first, stop)
         ]
 
-    async def read_written_history(self, agent_id: str) -> list[Record]:
+    async def read_written_history(self, agent_id: str) -> list[RawRecord]:
         lines = self._histories.get(agent_id, [])
-        return [parse_line(line) or damaged_record(n + 1, line) for n, line in enumerate(lines)]
+        return [
+            parse_line(line) or damaged_placeholder(n + 1, line) for n, line in enumerate(lines)
+        ]
 
-    async def read_written_turn(self, agent_id: str, message_id: str) -> list[Record]:
+    async def read_written_turn(self, agent_id: str, message_id: str) -> list[HistoryRecord]:
         return turn_records(reversed(self._histories.get(agent_id, [])), message_id)
 
     async def read_history_page(
         self, agent_id: str, *, after: int | None, before: int | None, limit: int
-    ) -> tuple[list[Record], int]:
+    ) -> tuple[list[RawRecord], int]:
         count = len(self._histories.get(agent_id, []))
         if after is not None:
             first, stop = after + 1, after + 1 + limit
@@ -248,7 +251,7 @@ class MemoryAgentStore:
 
     async def read_history_between(
         self, agent_id: str, *, from_at: int | None, to_at: int | None, limit: int
-    ) -> list[Record]:
+    ) -> list[RawRecord]:
         records = await self.read_written_history(agent_id)
         times = [at if isinstance(at := record.get("at"), int) else 0 for record in records]
         first = 0 if from_at is None else sum(1 for at in times if at < from_at)
@@ -257,10 +260,10 @@ class MemoryAgentStore:
 
     async def read_whole_history(
         self, agent_id: str, *, chunk: int = HISTORY_CHUNK
-    ) -> tuple[int, AsyncIterator[list[Record]]]:
+    ) -> tuple[int, AsyncIterator[list[RawRecord]]]:
         total = len(self._histories.get(agent_id, []))
 
-        async def chunks() -> AsyncIterator[list[Record]]:
+        async def chunks() -> AsyncIterator[list[RawRecord]]:
             for first in range(0, total, chunk):
                 yield self._numbered(agent_id, first, min(first + chunk, total))
 

@@ -1,7 +1,7 @@
 """An agent's inference context, packed into one buffer.
 
 A loaded agent keeps its context (up to twice ``maxContextMessages``) between turns.
-Held as ``ChatMessage`` objects, 1,000 busy agents with 100 short messages each put
+Held as message objects, 1,000 busy agents with 100 short messages each put
 about 20 MB of small objects into CPython's allocator, which returns a 1 MB arena to
 the system only once every object in it is free. The few objects that outlive a
 load (index entries of new agents, a connection's last request) are spread over all
@@ -28,35 +28,29 @@ from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from typing import overload
 
-import orjson
+import msgspec
 
-from claybot.providers.base import Attachment, ChatMessage, ToolCall
+from claybot.providers.base import ChatMessage, UserMessage
 from claybot.providers.encoded import EncodedRun, MessageCodec, encode_messages
 
 _ROLE_LETTERS = {"user": ord("u"), "assistant": ord("a"), "tool": ord("t")}
 _USER = b"u"
+# Each message as its compact JSON array (the structs are array-like): its role, then
+# its fields in order.
+_ENCODER = msgspec.json.Encoder()
+_DECODER: msgspec.json.Decoder[ChatMessage] = msgspec.json.Decoder(ChatMessage)
 
 
 def _encode(message: ChatMessage) -> bytes:
-    # Most messages call no tool: no comprehension (a function call of its own) for them.
-    calls = (
-        [[call.id, call.name, call.arguments] for call in message.tool_calls]
-        if message.tool_calls
-        else []
-    )
-    entry: list[object] = [message.role, message.text, calls, message.tool_call_id,
-                           message.tool_name, message.is_error]  # fmt: skip
-    if message.files:
-        entry.append([[f.name, f.mime_type, f.size, f.path] for f in message.files])
-    return orjson.dumps(entry)
+    return _ENCODER.encode(message)
 
 
 def _decode(entry: memoryview) -> ChatMessage:
-    role, text, calls, tool_call_id, tool_name, is_error, *files = orjson.loads(entry)
-    if calls:
-        calls = tuple(ToolCall(call_id, name, arguments) for call_id, name, arguments in calls)
-    attached = tuple(Attachment(*file) for file in files[0]) if files else ()
-    return ChatMessage(role, text, calls or (), tool_call_id, tool_name, is_error, attached)
+    return _DECODER.decode(entry)
+
+
+def _has_files(message: ChatMessage) -> bool:
+    return isinstance(message, UserMessage) and bool(message.files)
 
 
 class ContextWindow(Sequence[ChatMessage]):
@@ -92,7 +86,7 @@ class ContextWindow(Sequence[ChatMessage]):
         """Whether ``encoded(codec)`` would have files to read (not kept yet)."""
         context = self._context
         if context is None or context.generation != self._generation:
-            return any(message.files for message in self)
+            return any(map(_has_files, self))
         return context.files_to_encode(codec, self._first, self._first + len(self))
 
     def encoded(self, codec: MessageCodec) -> EncodedRun:
@@ -206,7 +200,7 @@ class PackedContext:
         self._data += _encode(message)
         self._ends.append(len(self._data))
         self._roles.append(_ROLE_LETTERS[message.role])
-        self._files.append(1 if message.files else 0)
+        self._files.append(1 if _has_files(message) else 0)
         self._last = message
 
     def extend(self, messages: Iterable[ChatMessage]) -> None:

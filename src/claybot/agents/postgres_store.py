@@ -34,13 +34,14 @@ from claybot.agents.durable_port import (
     IndexEntry,
     StoredAgent,
 )
-from claybot.agents.history import Record, damaged_record, history_tail, turn_records
+from claybot.agents.history import RawRecord, damaged_placeholder, history_tail, turn_records
 from claybot.agents.inbox import InboxItem, InboxRecord
 from claybot.agents.inbox_ledger import InboxLedger
+from claybot.agents.records import DamagedRecord, HistoryRecord, StartRecord, encode_record_line
 from claybot.agents.state import AgentState
 from claybot.db.errors import StoreError, wrap_database_errors
 from claybot.db.tables import agent_history, agent_inbox, agent_index
-from claybot.durable.jsonl import encode_record, parse_line
+from claybot.durable.jsonl import parse_line
 
 Change = Callable[[AsyncConnection], Awaitable[Any]]
 
@@ -112,18 +113,17 @@ def _json(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
-def _line(record: Record) -> str:
-    return encode_record(record)[:-1].decode()  # as the file's line, without its newline
+def _line(record: HistoryRecord) -> str:
+    return encode_record_line(record)[:-1].decode()  # as the file's line, without its newline
 
 
-def _record(seq: int, line: str) -> Record:
+def _record(seq: int, line: str) -> RawRecord:
     data = line.encode()
-    return parse_line(data) or damaged_record(seq + 1, data)
+    return parse_line(data) or damaged_placeholder(seq + 1, data)
 
 
-def _at(record: Record) -> int:
-    at = record.get("at")
-    return at if isinstance(at, int) else 0
+def _at(record: HistoryRecord) -> int:
+    return 0 if isinstance(record, DamagedRecord) else record.at  # a damaged one is never written
 
 
 class PostgresAgentStore:
@@ -157,7 +157,7 @@ class PostgresAgentStore:
             self._written_ms[agent_id] = written_at
         return entries
 
-    async def create(self, entry: IndexEntry, state: AgentState, start: Record) -> None:
+    async def create(self, entry: IndexEntry, state: AgentState, start: StartRecord) -> None:
         now = self._now_ms()
 
         async def create(db: AsyncConnection) -> None:
@@ -259,7 +259,7 @@ class PostgresAgentStore:
 
     # -- history ----------------------------------------------------------------------
 
-    def _append(self, agent_id: str, record: Record) -> Change:
+    def _append(self, agent_id: str, record: HistoryRecord) -> Change:
         line, at, now = _line(record), _at(record), self._now_ms()
         self._written_ms[agent_id] = now
         history = agent_history.c
@@ -282,10 +282,10 @@ class PostgresAgentStore:
 
         return append
 
-    def append_history(self, agent_id: str, record: Record) -> asyncio.Future[None]:
+    def append_history(self, agent_id: str, record: HistoryRecord) -> asyncio.Future[None]:
         return self._writer.write(self._append(agent_id, record))
 
-    def append_history_nowait(self, agent_id: str, record: Record) -> None:
+    def append_history_nowait(self, agent_id: str, record: HistoryRecord) -> None:
         self._writer.write_nowait(self._append(agent_id, record))
 
     async def _fetch(self, query: Select[Any], action: str) -> list[Any]:
@@ -302,7 +302,7 @@ class PostgresAgentStore:
         )
         return [line for (line,) in await self._fetch(query, "reading a history")]
 
-    async def _numbered(self, agent_id: str, first: int, stop: int) -> list[Record]:
+    async def _numbered(self, agent_id: str, first: int, stop: int) -> list[RawRecord]:
         history = agent_history.c
         query = (
             select(history.seq, history.line)
@@ -322,16 +322,16 @@ class PostgresAgentStore:
         [(count,)] = await self._fetch(query, "counting a history")
         return int(count)
 
-    async def read_written_history(self, agent_id: str) -> list[Record]:
+    async def read_written_history(self, agent_id: str) -> list[RawRecord]:
         return [_record(n, line) for n, line in enumerate(await self._lines(agent_id))]
 
-    async def read_written_turn(self, agent_id: str, message_id: str) -> list[Record]:
+    async def read_written_turn(self, agent_id: str, message_id: str) -> list[HistoryRecord]:
         lines = await self._lines(agent_id, select_newest_first=True)
         return turn_records((line.encode() for line in lines), message_id)
 
     async def read_history_page(
         self, agent_id: str, *, after: int | None, before: int | None, limit: int
-    ) -> tuple[list[Record], int]:
+    ) -> tuple[list[RawRecord], int]:
         count = await self._count(agent_id)
         if after is not None:
             first, stop = after + 1, after + 1 + limit
@@ -343,7 +343,7 @@ class PostgresAgentStore:
 
     async def read_history_between(
         self, agent_id: str, *, from_at: int | None, to_at: int | None, limit: int
-    ) -> list[Record]:
+    ) -> list[RawRecord]:
         at = agent_history.c.at
         first = 0 if from_at is None else await self._count(agent_id, at < from_at)
         stop = (
@@ -355,10 +355,10 @@ class PostgresAgentStore:
 
     async def read_whole_history(
         self, agent_id: str, *, chunk: int = HISTORY_CHUNK
-    ) -> tuple[int, AsyncIterator[list[Record]]]:
+    ) -> tuple[int, AsyncIterator[list[RawRecord]]]:
         total = await self._count(agent_id)
 
-        async def chunks() -> AsyncIterator[list[Record]]:
+        async def chunks() -> AsyncIterator[list[RawRecord]]:
             for first in range(0, total, chunk):
                 yield await self._numbered(agent_id, first, min(first + chunk, total))
 

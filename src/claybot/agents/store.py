@@ -35,11 +35,12 @@ from claybot.agents.durable_port import (
     StoredAgent,
 )
 from claybot.agents.history import (
-    Record,
-    damaged_record,
+    RawRecord,
+    damaged_placeholder,
     history_tail,
     turn_records,
 )
+from claybot.agents.records import HistoryRecord, StartRecord, encode_record_line
 from claybot.agents.state import AgentState
 from claybot.durable.atomic import (
     append_durably,
@@ -192,7 +193,7 @@ class FileAgentStore:
         return descriptor
 
     @staticmethod
-    def _index_record(entry: IndexEntry) -> Record:
+    def _index_record(entry: IndexEntry) -> dict[str, Any]:
         return {
             "id": entry.agent_id,
             "descriptor": descriptor_to_dict(entry.descriptor),
@@ -201,7 +202,7 @@ class FileAgentStore:
 
     # -- creation -----------------------------------------------------------
 
-    async def create(self, entry: IndexEntry, state: AgentState, start: Record) -> None:
+    async def create(self, entry: IndexEntry, state: AgentState, start: StartRecord) -> None:
         """Durably create an agent: its files first, then its index line.
 
         If any of it fails (a full disk), the folder goes again: left half made, it
@@ -216,12 +217,12 @@ class FileAgentStore:
             )
             raise
 
-    def _create_files(self, entry: IndexEntry, state: AgentState, start: Record) -> None:
+    def _create_files(self, entry: IndexEntry, state: AgentState, start: StartRecord) -> None:
         directory = self.agent_dir(entry.agent_id)
         directory.mkdir(parents=True, exist_ok=False)
         atomic_write_json(directory / "descriptor.json", descriptor_to_dict(entry.descriptor))
         atomic_write_json(directory / "state.json", state.model_dump(mode="json"))
-        atomic_write_bytes(directory / "history.jsonl", encode_record(start))
+        atomic_write_bytes(directory / "history.jsonl", encode_record_line(start))
 
     # -- loading ------------------------------------------------------------
 
@@ -301,25 +302,25 @@ class FileAgentStore:
 
     async def read_history_page(
         self, agent_id: str, *, after: int | None, before: int | None, limit: int
-    ) -> tuple[list[Record], int]:
+    ) -> tuple[list[RawRecord], int]:
         """A page of numbered records (see ``JsonlIndex.page``) and how many there are,
         once the writer has written what it holds; its cost does not grow with the
         history's length."""
         await self.writer.flush()
         index = self._history_index(agent_id)
         return await asyncio.to_thread(
-            index.page, after=after, before=before, limit=limit, placeholder=damaged_record
+            index.page, after=after, before=before, limit=limit, placeholder=damaged_placeholder
         )
 
     async def read_history_between(
         self, agent_id: str, *, from_at: int | None, to_at: int | None, limit: int
-    ) -> list[Record]:
+    ) -> list[RawRecord]:
         """The last ``limit`` numbered records whose ``at`` is within the bounds (unix
         ms, both included), found by seeking: records are appended in time order."""
         await self.writer.flush()
         index = self._history_index(agent_id)
 
-        def window() -> list[Record]:
+        def window() -> list[RawRecord]:
             first = 0
             if from_at is not None:
                 first, _ = index.bisect(lambda record: _at(record) < from_at)
@@ -327,14 +328,14 @@ class FileAgentStore:
                 stop, _ = index.bisect(lambda record: _at(record) <= to_at)
             else:
                 stop = index.count()
-            records, _ = index.records(max(first, stop - limit), stop, damaged_record)
+            records, _ = index.records(max(first, stop - limit), stop, damaged_placeholder)
             return records
 
         return await asyncio.to_thread(window)
 
     async def read_whole_history(
         self, agent_id: str, *, chunk: int = HISTORY_CHUNK
-    ) -> tuple[int, AsyncIterator[list[Record]]]:
+    ) -> tuple[int, AsyncIterator[list[RawRecord]]]:
         """How many records the history holds now, and those records, numbered, in
         chunks of ``chunk``: a reader of the whole of a long history holds one chunk
         at a time. Records appended after the count are not part of it."""
@@ -342,10 +343,12 @@ class FileAgentStore:
         index = self._history_index(agent_id)
         total = await asyncio.to_thread(index.count)
 
-        async def chunks() -> AsyncIterator[list[Record]]:
+        async def chunks() -> AsyncIterator[list[RawRecord]]:
             for first in range(0, total, chunk):
                 stop = min(first + chunk, total)
-                records, _ = await asyncio.to_thread(index.records, first, stop, damaged_record)
+                records, _ = await asyncio.to_thread(
+                    index.records, first, stop, damaged_placeholder
+                )
                 yield records
 
         return total, chunks()
@@ -360,27 +363,27 @@ class FileAgentStore:
             self._history_indexes.move_to_end(agent_id)
         return index
 
-    async def read_written_turn(self, agent_id: str, message_id: str) -> list[Record]:
+    async def read_written_turn(self, agent_id: str, message_id: str) -> list[HistoryRecord]:
         """One message's records (see ``turn_records``), once the writer has written
         what it holds: read from the end back to the turn's start, not the whole file."""
         await self.writer.flush()
         path = self.history_path(agent_id)
         return await asyncio.to_thread(lambda: turn_records(read_lines_backward(path), message_id))
 
-    async def read_written_history(self, agent_id: str) -> list[Record]:
+    async def read_written_history(self, agent_id: str) -> list[RawRecord]:
         """Every record, once the writer has written what it still holds for any file:
         a read right after an append sees it."""
         await self.writer.flush()
         path = self.history_path(agent_id)
         return await asyncio.to_thread(
-            lambda: read_jsonl(path, repair=False, placeholder=damaged_record).records
+            lambda: read_jsonl(path, repair=False, placeholder=damaged_placeholder).records
         )
 
-    def append_history(self, agent_id: str, record: Record) -> asyncio.Future[None]:
-        return self.writer.append(self.history_path(agent_id), encode_record(record))
+    def append_history(self, agent_id: str, record: HistoryRecord) -> asyncio.Future[None]:
+        return self.writer.append(self.history_path(agent_id), encode_record_line(record))
 
-    def append_history_nowait(self, agent_id: str, record: Record) -> None:
-        self.writer.append_nowait(self.history_path(agent_id), encode_record(record))
+    def append_history_nowait(self, agent_id: str, record: HistoryRecord) -> None:
+        self.writer.append_nowait(self.history_path(agent_id), encode_record_line(record))
 
     def history_updated_ms(self, agent_id: str) -> int:
         try:
@@ -389,6 +392,6 @@ class FileAgentStore:
             return 0
 
 
-def _at(record: Record) -> int:
+def _at(record: RawRecord) -> int:
     at = record.get("at")
     return at if isinstance(at, int) else 0

@@ -14,23 +14,25 @@ import asyncio
 from typing import Protocol
 
 from claybot.agents.durable_port import AgentStore, InboxStore
-from claybot.agents.history import Record, of_turn
+from claybot.agents.history import of_turn
+from claybot.agents.records import HistoryRecord, parse_record
 
 
 class Transcript(Protocol):
-    def append(self, record: Record) -> None:
+    def append(self, record: HistoryRecord) -> None:
         """Queue a record; it is durable with the next ``append_durably`` (or sync)."""
         ...
 
-    async def append_durably(self, record: Record) -> None:
+    async def append_durably(self, record: HistoryRecord) -> None:
         """Append a record and return once it, and everything queued before it, is durable."""
         ...
 
-    async def read(self) -> list[Record]:
-        """Every record so far, in order (those queued included)."""
+    async def read(self) -> list[HistoryRecord]:
+        """Every record so far, in order (those queued included); a line that is no
+        record of its type is left out."""
         ...
 
-    async def read_turn(self, item_id: str) -> list[Record]:
+    async def read_turn(self, item_id: str) -> list[HistoryRecord]:
         """The records of one item's turn so far, in order (those queued included)."""
         ...
 
@@ -58,16 +60,17 @@ class AgentTranscript:
         self._inbox = inbox_log
         self._agent_id = agent_id
 
-    def append(self, record: Record) -> None:
+    def append(self, record: HistoryRecord) -> None:
         self._store.append_history_nowait(self._agent_id, record)
 
-    async def append_durably(self, record: Record) -> None:
+    async def append_durably(self, record: HistoryRecord) -> None:
         await self._store.append_history(self._agent_id, record)
 
-    async def read(self) -> list[Record]:
-        return await self._store.read_written_history(self._agent_id)
+    async def read(self) -> list[HistoryRecord]:
+        raw = await self._store.read_written_history(self._agent_id)
+        return [record for record in map(parse_record, raw) if record is not None]
 
-    async def read_turn(self, item_id: str) -> list[Record]:
+    async def read_turn(self, item_id: str) -> list[HistoryRecord]:
         return await self._store.read_written_turn(self._agent_id, item_id)
 
     async def checkpoint(self) -> None:
@@ -85,19 +88,19 @@ class MemoryTranscript:
 
     def __init__(
         self,
-        records: list[Record] | None = None,
+        records: list[HistoryRecord] | None = None,
         *,
         delivered: set[tuple[str, str]] | None = None,
     ) -> None:
-        self.durable: list[Record] = list(records or [])
-        self._queued: list[Record] = []
+        self.durable: list[HistoryRecord] = list(records or [])
+        self._queued: list[HistoryRecord] = []
         self._delivered: set[tuple[str, str]] = set(delivered or ())
         self._queued_deliveries: set[tuple[str, str]] = set()
 
-    def append(self, record: Record) -> None:
+    def append(self, record: HistoryRecord) -> None:
         self._queued.append(record)
 
-    async def append_durably(self, record: Record) -> None:
+    async def append_durably(self, record: HistoryRecord) -> None:
         self._queued.append(record)
         await asyncio.sleep(0)  # a real store suspends here too
         self.durable.extend(self._queued)
@@ -105,10 +108,10 @@ class MemoryTranscript:
         self._delivered |= self._queued_deliveries
         self._queued_deliveries.clear()
 
-    async def read(self) -> list[Record]:
+    async def read(self) -> list[HistoryRecord]:
         return [*self.durable, *self._queued]
 
-    async def read_turn(self, item_id: str) -> list[Record]:
+    async def read_turn(self, item_id: str) -> list[HistoryRecord]:
         return of_turn(await self.read(), item_id)
 
     async def checkpoint(self) -> None:

@@ -30,18 +30,16 @@ import orjson
 from pydantic import ValidationError
 
 from claybot.agents.history import (
-    Record,
     TurnProgress,
-    assistant_message,
     assistant_message_record,
-    tool_message,
+    record_to_message,
     tool_result_record,
     turn_progress,
-    user_message,
     user_message_record,
 )
 from claybot.agents.packed_context import PackedContext
 from claybot.agents.ports import ProviderRouter
+from claybot.agents.records import HistoryRecord
 from claybot.agents.transcript import Transcript
 from claybot.agents.turn import TurnOutcome
 from claybot.agents.turn_stream import TurnStream
@@ -49,7 +47,7 @@ from claybot.files.reference import FileReference
 from claybot.kernel.event_types import EventType
 from claybot.kernel.events import EventSink
 from claybot.permissions.model import Permissions
-from claybot.providers.base import ChatMessage, InferenceRequest, TokenUsage, ToolCall
+from claybot.providers.base import InferenceRequest, TokenUsage, ToolCall
 from claybot.providers.router import InferenceFailed
 from claybot.tools.base import AgentKind, ToolContext, ToolRegistry, ToolResult
 
@@ -133,6 +131,12 @@ def truncate(text: str, limit: int) -> str:
     return text[:limit] + f"\n[truncated: {len(text) - limit} more characters]"
 
 
+def _to_context(work: TurnWork, record: HistoryRecord) -> None:
+    message = record_to_message(record)
+    if message is not None:  # a tool's message (send_file) is not context
+        work.context.append(message)
+
+
 def outcome_of(progress: TurnProgress) -> TurnOutcome:
     """How a finished turn ended, from what the transcript says about it."""
     finals = [sent.text for sent in progress.outgoing if sent.final]
@@ -176,7 +180,6 @@ class TurnLoop:
                 user_message_record(
                     self.now_ms(), work.text, work.item_id, origin=work.origin, files=work.files
                 ),
-                user_message(work.text, work.origin, work.files),
             )
         if progress is not None:
             for call in progress.unanswered_calls:
@@ -185,7 +188,6 @@ class TurnLoop:
                     tool_result_record(
                         self.now_ms(), work.item_id, call, INTERRUPTED_TOOL, is_error=True
                     ),
-                    tool_message(call, INTERRUPTED_TOOL, is_error=True),
                 )
         sent = len(progress.outgoing) if progress is not None else 0
         for iteration in range(limits.max_tool_iterations + 1):
@@ -231,9 +233,9 @@ class TurnLoop:
             )
             if outgoing is None and not self._durable_first(calls):
                 # Written with what its calls write first: an effect, a result, the end.
-                self._append(work, record, assistant_message(text, calls))
+                self._append(work, record)
             else:
-                await self._append_durably(work, record, assistant_message(text, calls))
+                await self._append_durably(work, record)
             owner.count_usage(result.usage, result.provider_id, result.model)
             if outgoing is not None:
                 sent += 1
@@ -256,7 +258,6 @@ class TurnLoop:
                         tool_result_record(
                             self.now_ms(), work.item_id, call, output.text, is_error=output.is_error
                         ),
-                        tool_message(call, output.text, is_error=output.is_error),
                     )
                 if output.ends_turn == "finish":
                     # No checkpoint: the owner commits these last records with the
@@ -287,7 +288,6 @@ class TurnLoop:
             self._append(
                 work,
                 tool_result_record(self.now_ms(), work.item_id, call, text, is_error=True),
-                tool_message(call, text, is_error=True),
             )
 
     async def close(
@@ -305,24 +305,22 @@ class TurnLoop:
                 tool_result_record(
                     self.now_ms(), work.item_id, call, f"Not completed: {text}", is_error=True
                 ),
-                tool_message(call, f"Not completed: {text}", is_error=True),
             )
         await self._fail(owner, work, len(progress.outgoing), text, error=failed)
         return TurnOutcome(text, failed)
 
     # -- steps -------------------------------------------------------------------------
 
-    # Each append names the context entry its record stands for (what
-    # ``record_to_message`` would rebuild from it), rather than parsing the record it
-    # just built: a typed parse costs more than the rest of a record's handling.
+    # Each append puts the record's context entry in the context: what a restarted
+    # engine rebuilds from the same record (``record_to_message``), so the two agree.
 
-    def _append(self, work: TurnWork, record: Record, message: ChatMessage) -> None:
+    def _append(self, work: TurnWork, record: HistoryRecord) -> None:
         work.transcript.append(record)
-        work.context.append(message)
+        _to_context(work, record)
 
-    async def _append_durably(self, work: TurnWork, record: Record, message: ChatMessage) -> None:
+    async def _append_durably(self, work: TurnWork, record: HistoryRecord) -> None:
         await work.transcript.append_durably(record)
-        work.context.append(message)
+        _to_context(work, record)
 
     def _trim(self, work: TurnWork) -> None:
         """Keep memory bounded: what is beyond the window lives only in the transcript."""
@@ -373,7 +371,6 @@ class TurnLoop:
             tool_result_record(
                 self.now_ms(), work.item_id, call, output.text, is_error=output.is_error
             ),
-            tool_message(call, output.text, is_error=output.is_error),
         )
         await self._reply(
             owner, work, outgoing_id, delivery.text, final=False, files=delivery.files
@@ -388,7 +385,6 @@ class TurnLoop:
             assistant_message_record(
                 self.now_ms(), text, work.item_id, final=True, outgoing_id=outgoing_id, error=error
             ),
-            assistant_message(text),
         )
         if error:
             self.events.emit(

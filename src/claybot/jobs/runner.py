@@ -26,14 +26,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from claybot.agents.history import (
-    Record,
-    build_context,
-    tool_result_record,
-    turn_progress,
-)
+from claybot.agents.history import build_context, tool_result_record, turn_progress
 from claybot.agents.ports import ProviderRouter
-from claybot.agents.records import ToolResultRecord, parse_record
+from claybot.agents.records import HistoryRecord, ToolResultRecord
 from claybot.agents.turn import TurnOutcome
 from claybot.agents.turn_loop import LoopLimits, TurnLoop, TurnWork
 from claybot.config.settings import JobSettings
@@ -256,7 +251,7 @@ class JobRunner:
         return JobStatus.FAILED
 
     async def _settle(
-        self, claim: Claim, transcript: JobTranscript, records: list[Record]
+        self, claim: Claim, transcript: JobTranscript, records: list[HistoryRecord]
     ) -> JobStatus | None:
         """What the records already decide before the model is asked anything: the
         answer to a pending question is appended (once), a question still unanswered
@@ -321,13 +316,11 @@ class JobRunner:
         return JobStatus.COMPLETED
 
 
-def _final_answer(records: Sequence[Record], job_id: str) -> str | None:
-    for raw in reversed(records):
-        if raw.get("messageId") != job_id:
-            continue
-        record = parse_record(raw)
+def _final_answer(records: Sequence[HistoryRecord], job_id: str) -> str | None:
+    for record in reversed(records):
         if (
             isinstance(record, ToolResultRecord)
+            and record.messageId == job_id
             and record.toolName == FINAL_ANSWER
             and not record.output.isError
         ):
@@ -341,7 +334,7 @@ def _ran_s(job: Job) -> float:
     return float(ran) if isinstance(ran, int | float) else 0.0
 
 
-def _state(job: Job, records: Sequence[Record], ran_s: float) -> dict[str, Any]:
+def _state(job: Job, records: Sequence[HistoryRecord], ran_s: float) -> dict[str, Any]:
     """Seed 002's ``execution_state``; the conversation itself is in ``job_records``."""
     previous = job.execution_state or {}
     resumed = previous.get("resumed_count", -1)

@@ -15,7 +15,10 @@ after a crash does not log twice.
 
 from __future__ import annotations
 
-from claybot.agents.history import Record, of_turn
+from typing import Any
+
+from claybot.agents.history import of_turn
+from claybot.agents.records import HistoryRecord, parse_record, record_to_builtins
 from claybot.jobs.database import JobDatabase
 from claybot.jobs.model import Claim
 from claybot.jobs.port import Checkpoint, NewArtifact
@@ -26,13 +29,16 @@ class JobTranscript:
         self,
         db: JobDatabase,
         claim: Claim,
-        records: list[Record],
+        rows: list[dict[str, Any]],
         delivered: set[str],
     ) -> None:
         self._db = db
         self._claim = claim
-        self._written = list(records)
-        self._queued: list[Record] = []
+        # The rows as records; a row that is no record of its type is left out, but
+        # still numbered (``_rows``): the next checkpoint's rows follow it.
+        self._written = [record for record in map(parse_record, rows) if record is not None]
+        self._rows = len(rows)
+        self._queued: list[HistoryRecord] = []
         self._delivered = set(delivered)
         self._logs: list[tuple[str, str]] = []  # (step key, line) for the next checkpoint
         self._artifact: NewArtifact | None = None  # for the next checkpoint
@@ -62,10 +68,10 @@ class JobTranscript:
             await self.checkpoint()
         self._artifact = artifact
 
-    def append(self, record: Record) -> None:
+    def append(self, record: HistoryRecord) -> None:
         self._queued.append(record)
 
-    async def append_durably(self, record: Record) -> None:
+    async def append_durably(self, record: HistoryRecord) -> None:
         self._queued.append(record)
         await self.checkpoint()
 
@@ -73,7 +79,9 @@ class JobTranscript:
         """What waits for a checkpoint, written in one fenced transaction."""
         if not self._queued and not self._logs and self._artifact is None and not clear_answer:
             return
-        pending = Checkpoint(len(self._written), self._queued, self._logs, self._artifact)
+        queued = self._queued
+        rows = [record_to_builtins(record) for record in queued]
+        pending = Checkpoint(self._rows, rows, self._logs, self._artifact)
         self._queued, self._logs, self._artifact = [], [], None
         try:
             await self._db.jobs.append_records(
@@ -88,24 +96,27 @@ class JobTranscript:
             # Cancelled as it committed, or failed: sent again with the next checkpoint
             # (the store skips records it already holds, the same, under their numbers,
             # and log lines whose keys it has; an artifact written again is replaced).
-            self._queued[:0] = pending.records
+            self._queued[:0] = queued
             self._logs[:0] = pending.logs
             self._artifact = self._artifact or pending.artifact
             raise
-        self._written.extend(pending.records)
+        self._written.extend(queued)
+        self._rows += len(queued)
 
     def take(self) -> Checkpoint:
         """What waits for a checkpoint, to be written with the job's ending instead; it
         counts as written from now on."""
-        checkpoint = Checkpoint(len(self._written), self._queued, self._logs, self._artifact)
+        rows = [record_to_builtins(record) for record in self._queued]
+        checkpoint = Checkpoint(self._rows, rows, self._logs, self._artifact)
         self._written.extend(self._queued)
+        self._rows += len(self._queued)
         self._queued, self._logs, self._artifact = [], [], None
         return checkpoint
 
-    async def read(self) -> list[Record]:
+    async def read(self) -> list[HistoryRecord]:
         return [*self._written, *self._queued]
 
-    async def read_turn(self, item_id: str) -> list[Record]:
+    async def read_turn(self, item_id: str) -> list[HistoryRecord]:
         return of_turn(await self.read(), item_id)
 
     def delivered(self, item_id: str, outgoing_id: str) -> bool:

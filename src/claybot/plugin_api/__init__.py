@@ -53,6 +53,8 @@ from claybot.plugin_api.errors import (
 )
 from claybot.plugin_api.registrar import PluginRegistrar
 from claybot.providers.base import (
+    AssistantMessage,
+    Attachment,
     ChatMessage,
     ImageProvider,
     InferenceProvider,
@@ -64,7 +66,9 @@ from claybot.providers.base import (
     ProviderType,
     TokenUsage,
     ToolCall,
+    ToolMessage,
     ToolSchema,
+    UserMessage,
 )
 from claybot.sandbox import (
     MIB,
@@ -83,6 +87,8 @@ __all__ = [
     "MIB",
     "SECRET",
     "AgentKind",
+    "AssistantMessage",
+    "Attachment",
     "AuthEntry",
     "Backoff",
     "CamelModel",
@@ -137,10 +143,12 @@ __all__ = [
     "ToolCall",
     "ToolContext",
     "ToolDefinition",
+    "ToolMessage",
     "ToolResult",
     "ToolRun",
     "ToolSchema",
     "UrlFetcher",
+    "UserMessage",
     "address_refusal",
     "atomic_write_json",
     "check_path",

@@ -30,6 +30,7 @@ from typing_extensions import TypedDict
 from claybot.config.auth import AuthEntry
 from claybot.config.settings import ProviderSettings
 from claybot.providers.base import (
+    AssistantMessage,
     ChatMessage,
     DeltaSink,
     Endpoint,
@@ -39,7 +40,9 @@ from claybot.providers.base import (
     ProviderType,
     TokenUsage,
     ToolCall,
+    ToolMessage,
     ToolSchema,
+    UserMessage,
 )
 from claybot.providers.encoded import EncodedRun, encoded_messages, files_to_encode
 from claybot.providers.images import image_parts
@@ -93,14 +96,14 @@ def to_anthropic_messages(request: InferenceRequest) -> list[MessageParam]:
     turns: list[MessageParam] = []
     user: list[UserBlock] | None = None  # the last turn's blocks, while it is a user's
     for message in request.messages:
-        if message.role == "tool":
+        if isinstance(message, ToolMessage):
             block = _tool_result(message)
             if user is not None and _only_tool_results(user):
                 user.append(block)
             else:
                 user = [block]
                 turns.append({"role": "user", "content": user})
-        elif message.role == "assistant":
+        elif isinstance(message, AssistantMessage):
             turn = _assistant_turn(message)
             if turn is not None:
                 turns.append(turn)
@@ -113,10 +116,10 @@ def to_anthropic_messages(request: InferenceRequest) -> list[MessageParam]:
     return turns
 
 
-def _tool_result(message: ChatMessage) -> ToolResultBlockParam:
+def _tool_result(message: ToolMessage) -> ToolResultBlockParam:
     block: ToolResultBlockParam = {
         "type": "tool_result",
-        "tool_use_id": message.tool_call_id or "",
+        "tool_use_id": message.tool_call_id,
         "content": message.text,
     }
     if message.is_error:
@@ -124,7 +127,7 @@ def _tool_result(message: ChatMessage) -> ToolResultBlockParam:
     return block
 
 
-def _assistant_turn(message: ChatMessage) -> AssistantMessageParam | None:
+def _assistant_turn(message: AssistantMessage) -> AssistantMessageParam | None:
     """None for a message that said nothing: an empty turn would be refused."""
     content: list[TextBlockParam | ToolUseBlockParam] = []
     if message.text.strip():
@@ -136,7 +139,7 @@ def _assistant_turn(message: ChatMessage) -> AssistantMessageParam | None:
     return {"role": "assistant", "content": content} if content else None
 
 
-def _user_blocks(message: ChatMessage) -> list[UserBlock]:
+def _user_blocks(message: UserMessage) -> list[UserBlock]:
     """A user's message: its images first (as the API advises), then its text."""
     blocks: list[UserBlock] = [
         {"type": "image", "source": {"type": "base64", "media_type": mime, "data": data}}
@@ -159,9 +162,9 @@ class MessagesCodec:
     key = "anthropic.messages"
 
     def encode(self, message: ChatMessage) -> tuple[int, bytes]:
-        if message.role == "tool":
+        if isinstance(message, ToolMessage):
             return TOOL_RESULT, orjson.dumps(_tool_result(message))
-        if message.role == "assistant":
+        if isinstance(message, AssistantMessage):
             turn = _assistant_turn(message)
             return (ASSISTANT, orjson.dumps(turn)) if turn is not None else (NOTHING, b"")
         # The blocks joined as the inside of a content array: a turn joins fragments so.

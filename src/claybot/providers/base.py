@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeGuard, get_args, runtime_checkable
+from typing import Any, ClassVar, Literal, Protocol, TypeGuard, get_args, runtime_checkable
 
+import msgspec
 from typing_extensions import TypedDict
 
 from claybot.config.auth import AuthEntry
@@ -24,8 +25,10 @@ class ToolCallJson(TypedDict):
     arguments: dict[str, Any]  # the JSON object the model sent, before the tool validates it
 
 
-@dataclass(frozen=True)
-class ToolCall:
+class ToolCall(msgspec.Struct, frozen=True):
+    """A call the model made. History records carry it as it is (an assistant message's
+    ``toolCalls``: ``agents/records.py``), so its fields are seed 001's, in its order."""
+
     id: str
     name: str
     arguments: dict[str, Any]
@@ -34,8 +37,7 @@ class ToolCall:
         return {"id": self.id, "name": self.name, "arguments": self.arguments}
 
 
-@dataclass(frozen=True, slots=True)
-class Attachment:
+class Attachment(msgspec.Struct, frozen=True, array_like=True):
     """A file a user message carries, as the model gets it: where the agent may read it
     (the text says so), and for an image, its bytes as an image part where the
     provider takes images."""
@@ -59,21 +61,35 @@ def is_image_type(mime_type: str) -> TypeGuard[ImageType]:
     return mime_type in IMAGE_TYPES
 
 
-@dataclass(frozen=True, slots=True)
-class ChatMessage:
-    """One entry of the inference context.
+# The messages of the inference context: what a history record is to the model
+# (``agents/history.py``'s ``record_to_message``). A union tagged on ``role``, so each
+# carries only what its kind has: a tool result always names its call. Array-like,
+# because an agent's context keeps them packed as JSON (``agents/packed_context.py``).
+class UserMessage(msgspec.Struct, frozen=True, array_like=True, tag_field="role", tag="user"):
+    role: ClassVar[Literal["user"]] = "user"
+    text: str
+    files: tuple[Attachment, ...] = ()
 
-    ``user`` and ``assistant`` carry text (assistant may add tool calls);
-    ``tool`` carries the result of the tool call ``tool_call_id``.
-    """
 
-    role: Literal["user", "assistant", "tool"]
-    text: str = ""
+class AssistantMessage(
+    msgspec.Struct, frozen=True, array_like=True, tag_field="role", tag="assistant"
+):
+    role: ClassVar[Literal["assistant"]] = "assistant"
+    text: str
     tool_calls: tuple[ToolCall, ...] = ()
-    tool_call_id: str | None = None
-    tool_name: str | None = None
+
+
+class ToolMessage(msgspec.Struct, frozen=True, array_like=True, tag_field="role", tag="tool"):
+    """The result of the tool call ``tool_call_id``."""
+
+    role: ClassVar[Literal["tool"]] = "tool"
+    tool_call_id: str
+    tool_name: str
+    text: str
     is_error: bool = False
-    files: tuple[Attachment, ...] = ()  # a user message's
+
+
+ChatMessage = UserMessage | AssistantMessage | ToolMessage
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from claybot.providers.base import ChatMessage
+from claybot.providers.base import ChatMessage, UserMessage
 
 
 class MessageCodec(Protocol):
@@ -81,7 +81,7 @@ def files_to_encode(messages: Sequence[ChatMessage], codec: MessageCodec) -> boo
     worker thread rather than the event loop: true only until the context keeps them."""
     if isinstance(messages, EncodableMessages):
         return messages.files_to_encode(codec)
-    return any(message.files for message in messages)
+    return any(isinstance(message, UserMessage) and message.files for message in messages)
 
 
 def encoded_messages(messages: Sequence[ChatMessage], codec: MessageCodec) -> EncodedRun:

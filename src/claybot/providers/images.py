@@ -10,10 +10,10 @@ from __future__ import annotations
 import base64
 from pathlib import Path
 
-from claybot.providers.base import Attachment, ChatMessage, ImageType, is_image_type
+from claybot.providers.base import Attachment, ImageType, UserMessage, is_image_type
 
 
-def image_parts(message: ChatMessage, max_bytes: int) -> list[tuple[ImageType, str]]:
+def image_parts(message: UserMessage, max_bytes: int) -> list[tuple[ImageType, str]]:
     """The message's images as (MIME type, base64 data), those that can be sent."""
     parts: list[tuple[ImageType, str]] = []
     for attachment in message.files:

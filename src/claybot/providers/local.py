@@ -33,6 +33,7 @@ from claybot.providers.base import (
     ProviderError,
     ProviderType,
     TokenUsage,
+    ToolMessage,
 )
 from claybot.providers.options import option
 
@@ -77,7 +78,7 @@ def to_chat(request: InferenceRequest) -> Chat:
 
 
 def _chat_message(message: ChatMessage) -> dict[str, str]:
-    if message.role == "tool":
+    if isinstance(message, ToolMessage):
         # No tool calling here: a result from an earlier provider is shown as plain context.
         return {"role": "user", "content": f"[result of tool {message.tool_name}]\n{message.text}"}
     return {"role": message.role, "content": message.text}

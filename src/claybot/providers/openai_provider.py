@@ -37,6 +37,7 @@ from typing_extensions import TypedDict
 from claybot.config.auth import AuthEntry
 from claybot.config.settings import ProviderSettings
 from claybot.providers.base import (
+    AssistantMessage,
     ChatMessage,
     DeltaSink,
     Endpoint,
@@ -46,6 +47,7 @@ from claybot.providers.base import (
     ProviderType,
     TokenUsage,
     ToolCall,
+    ToolMessage,
     ToolSchema,
 )
 from claybot.providers.encoded import encoded_messages, files_to_encode
@@ -118,11 +120,11 @@ def to_openai_messages(request: InferenceRequest) -> list[ChatCompletionMessageP
 
 
 def _message(message: ChatMessage) -> ChatCompletionMessageParam:
-    if message.role == "tool":
+    if isinstance(message, ToolMessage):
         # The API has no error flag on tool results; say it in the content.
         content = f"Error: {message.text}" if message.is_error else message.text
-        return {"role": "tool", "tool_call_id": message.tool_call_id or "", "content": content}
-    if message.role == "assistant":
+        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": content}
+    if isinstance(message, AssistantMessage):
         if not message.tool_calls:
             return {"role": "assistant", "content": message.text}
         return {

@@ -10,15 +10,15 @@ from dataclasses import dataclass
 from claybot.config.auth import AuthEntry
 from claybot.config.settings import ProviderSettings
 from claybot.providers.base import (
-    ChatMessage,
     InferenceProvider,
     InferenceRequest,
+    UserMessage,
     failure_reason,
 )
 from claybot.providers.registry import ProviderRegistry
 
 PROBE = InferenceRequest(
-    [ChatMessage("user", "Reply with one short sentence: are you there?")],
+    [UserMessage("Reply with one short sentence: are you there?")],
     max_output_tokens=32,
 )
 PROBE_TIMEOUT_S = 120.0  # the local model loads on its first call

@@ -13,26 +13,27 @@ import pytest
 
 from claybot.agents.durable_port import AgentStoreError
 from claybot.agents.history import (
-    Record,
+    RawRecord,
     assistant_message_record,
     reset_record,
     user_message_record,
 )
 from claybot.agents.inbox import InboxItem, ItemKind
+from claybot.agents.records import AssistantMessageRecord, UserMessageRecord
 from claybot.agents.state import AgentState
 from claybot.permissions.model import Permissions
 from tests.agents.contract.conftest import Durable, create_agent
 
 
-def said(n: int, text: str = "", message_id: str | None = None) -> Record:
+def said(n: int, text: str = "", message_id: str | None = None) -> UserMessageRecord:
     return user_message_record(n, text or f"message {n}", message_id or f"m{n}")
 
 
-def answered(n: int, message_id: str) -> Record:
+def answered(n: int, message_id: str) -> AssistantMessageRecord:
     return assistant_message_record(n, f"answer {n}", message_id, final=True, outgoing_id=f"o{n}")
 
 
-def texts(records: list[Record]) -> list[str]:
+def texts(records: list[RawRecord]) -> list[str]:
     return [record["text"] for record in records if record["type"] == "user_message"]
 
 
@@ -163,10 +164,10 @@ async def test_loading_reads_back_to_the_last_marker(durable: Durable) -> None:
     await store.flush()
     loaded = await store.read_agent("a1", repair=True, context_records=100, message_ids=100)
     assert loaded.state is not None and loaded.damaged is None
-    assert [r["type"] for r in loaded.history.records] == [
-        "reset",
-        "user_message",
-        "assistant_message",
+    assert [type(r).__name__ for r in loaded.history.records] == [
+        "ResetRecord",
+        "UserMessageRecord",
+        "AssistantMessageRecord",
     ]
     assert loaded.history.message_ids == ["m1", "r1", "m4"]  # resets are remembered too
 
@@ -178,7 +179,8 @@ async def test_loading_reads_only_as_far_back_as_asked(durable: Durable) -> None
         store.append_history_nowait("a1", said(n))
     await store.flush()
     loaded = await store.read_agent("a1", repair=False, context_records=2, message_ids=3)
-    assert texts(loaded.history.records) == ["message 5", "message 6"]
+    said_then = [r.text for r in loaded.history.records if isinstance(r, UserMessageRecord)]
+    assert said_then == ["message 5", "message 6"]
     assert loaded.history.message_ids == ["m4", "m5", "m6"]
 
 
@@ -188,7 +190,7 @@ async def test_a_turns_records_are_read_by_its_message(durable: Durable) -> None
     for record in [said(1), answered(2, "m1"), said(3), answered(4, "m3")]:
         store.append_history_nowait("a1", record)
     turn = await store.read_written_turn("a1", "m1")
-    assert [(r["type"], r["at"]) for r in turn] == [("user_message", 1), ("assistant_message", 2)]
+    assert turn == [said(1), answered(2, "m1")]
     assert await store.read_written_turn("a1", "m9") == []
 
 

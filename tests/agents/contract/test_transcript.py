@@ -16,13 +16,20 @@ import pytest
 from pydantic import BaseModel
 
 from claybot.agents.history import (
-    Record,
     assistant_message_record,
     build_context,
     turn_progress,
     user_message_record,
 )
 from claybot.agents.inbox import InboxItem
+from claybot.agents.records import (
+    AssistantMessageRecord,
+    HistoryRecord,
+    StartRecord,
+    ToolOutput,
+    ToolResultRecord,
+    UserMessageRecord,
+)
 from claybot.agents.transcript import AgentTranscript, MemoryTranscript, Transcript
 from claybot.agents.turn_loop import INTERRUPTED_TOOL, LoopLimits, TurnLoop, TurnWork
 from claybot.config.settings import ProviderSettings
@@ -50,10 +57,18 @@ class Store:
     reopen: Callable[[], Awaitable[Transcript]]
 
 
-async def read(transcript: Transcript) -> list[Record]:
+async def read(transcript: Transcript) -> list[HistoryRecord]:
     """The conversation's records: an agent's history begins with its start marker."""
     records = await transcript.read()
-    return records[1:] if records and records[0]["type"] == "start" else records
+    return records[1:] if records and isinstance(records[0], StartRecord) else records
+
+
+def kinds(records: list[HistoryRecord]) -> list[str]:
+    return [str(record.__struct_config__.tag) for record in records]
+
+
+def texts(records: list[HistoryRecord]) -> list[str]:
+    return [record.text for record in records if isinstance(record, UserMessageRecord)]
 
 
 @pytest.fixture(params=[*BACKENDS, "transcript-twin"])
@@ -86,7 +101,7 @@ async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
         yield Store(AgentTranscript(durable.store, durable.inbox, "a1"), reopen_durable)
 
 
-def said(text: str, n: int) -> Record:
+def said(text: str, n: int) -> UserMessageRecord:
     return user_message_record(n, text, f"m{n}")
 
 
@@ -95,14 +110,14 @@ async def test_records_read_back_in_order_queued_ones_included(store: Store) -> 
     transcript.append(said("one", 1))
     await transcript.append_durably(said("two", 2))
     transcript.append(said("three", 3))
-    assert [r["text"] for r in await read(transcript)] == ["one", "two", "three"]
+    assert texts(await read(transcript)) == ["one", "two", "three"]
 
 
 async def test_a_durable_append_keeps_everything_before_it(store: Store) -> None:
     store.transcript.append(said("one", 1))
     await store.transcript.append_durably(said("two", 2))
     reopened = await store.reopen()
-    assert [r["text"] for r in await read(reopened)][:2] == ["one", "two"]
+    assert texts(await read(reopened))[:2] == ["one", "two"]
 
 
 async def test_deliveries_are_remembered_per_reply(store: Store) -> None:
@@ -199,7 +214,7 @@ async def test_a_turn_with_a_tool_call(store: Store) -> None:
     assert notes == ["milk"]
     assert owner.replies == [("m1#0", "on it", False, False), ("m1#1", "done", True, False)]
     records = await read(store.transcript)
-    assert [r["type"] for r in records] == [
+    assert kinds(records) == [
         "user_message",
         "assistant_message",
         "tool_result",
@@ -240,8 +255,8 @@ async def test_a_turn_resumes_where_the_crash_left_it(store: Store) -> None:
     assert notes == []  # the interrupted call is reported, never run again
     assert owner.replies[0] == ("m1#0", "on it", False, True)  # re-noted, not re-sent
     assert owner.replies[1] == ("m1#1", "done after all", True, False)
-    results = [r for r in await read(transcript) if r["type"] == "tool_result"]
-    assert results[0]["output"] == {"text": INTERRUPTED_TOOL, "isError": True}
+    results = [r for r in await read(transcript) if isinstance(r, ToolResultRecord)]
+    assert results[0].output == ToolOutput(INTERRUPTED_TOOL, True)
 
 
 SEND = {"text": "", "toolCalls": [{"name": "send", "arguments": {"note": "the report"}}]}
@@ -259,13 +274,10 @@ async def test_a_file_a_tool_sends_is_recorded_and_goes_out_as_a_reply(store: St
     ]
     assert owner.files == [("m1#0", (REPORT,), False)]
     records = await read(store.transcript)
-    sent = records[2]
-    assert (sent["type"], sent["outgoingId"], sent["toolCallId"]) == (
-        "assistant_message",
-        "m1#0",
-        records[1]["toolCalls"][0]["id"],
-    )
-    assert sent["files"] == [REPORT.to_dict()] and sent["text"] == "the report"
+    sent, calling = records[2], records[1]
+    assert isinstance(sent, AssistantMessageRecord) and isinstance(calling, AssistantMessageRecord)
+    assert (sent.outgoingId, sent.toolCallId) == ("m1#0", calling.toolCalls[0].id)
+    assert sent.files == [REPORT.to_dict()] and sent.text == "the report"
     # The model knows of it from the call's result, not from a message of its own.
     assert [m.role for m in work.context] == ["user", "assistant", "tool", "assistant"]
     assert build_context(records) == work.context
@@ -294,4 +306,4 @@ async def test_a_sent_file_goes_out_once_across_a_crash(store: Store) -> None:
     )
     await loop_with()[0].run(owner, work)
     assert owner.files == [("m1#0", (REPORT,), True)]
-    assert [r["toolName"] for r in records if r["type"] == "tool_result"] == ["send"]
+    assert [r.toolName for r in records if isinstance(r, ToolResultRecord)] == ["send"]
