@@ -6,7 +6,7 @@ A route names what it needs in its signature and gets the engine's instance
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Annotated, TypeVar
 
 from fastapi import Depends
@@ -43,10 +43,14 @@ def services_of(connection: HTTPConnection) -> ServiceRegistry:
     return services
 
 
-def service(kind: type[T]) -> Callable[[HTTPConnection], T]:
-    """A dependency that answers with the ``kind`` service (HTTP routes and WebSockets)."""
+def service(kind: type[T]) -> Callable[[HTTPConnection], Awaitable[T]]:
+    """A dependency that answers with the ``kind`` service (HTTP routes and WebSockets).
 
-    def dependency(connection: HTTPConnection) -> T:
+    Async although it awaits nothing: FastAPI runs a plain function dependency in a
+    worker thread, and that hand-off, per dependency per request, cost the socket's
+    message route a third of its throughput (bench/compare_agents.py)."""
+
+    async def dependency(connection: HTTPConnection) -> T:
         return services_of(connection).get(kind)
 
     dependency.__name__ = f"{kind.__name__}_service"
@@ -59,6 +63,10 @@ def dashboard_auth_of(connection: HTTPConnection) -> DashboardAuth:
     auth = connection.app.state.dashboard_auth
     assert isinstance(auth, DashboardAuth)
     return auth
+
+
+async def _dashboard_auth(connection: HTTPConnection) -> DashboardAuth:
+    return dashboard_auth_of(connection)  # async: see ``service``
 
 
 ProviderAdminDep = Annotated[ProviderAdmin, Depends(service(ProviderAdmin))]
@@ -76,7 +84,7 @@ CronDep = Annotated[CronScheduler, Depends(service(CronScheduler))]
 PluginsDep = Annotated[PluginManager, Depends(service(PluginManager))]
 StatusDep = Annotated[StatusView, Depends(service(StatusView))]
 ConversationFeedDep = Annotated[ConversationFeed, Depends(service(ConversationFeed))]
-DashboardAuthDep = Annotated[DashboardAuth, Depends(dashboard_auth_of)]
+DashboardAuthDep = Annotated[DashboardAuth, Depends(_dashboard_auth)]
 JobsHostDep = Annotated[JobsHost, Depends(service(JobsHost))]
 HomePathsDep = Annotated[HomePaths, Depends(service(HomePaths))]
 WebchatDep = Annotated[WebchatConversations, Depends(service(WebchatConversations))]

@@ -55,13 +55,13 @@ router = APIRouter(
 UPLOAD_PATH = "/api/v1/jobs/upload"
 
 
-def key_id(request: Request) -> str | None:
+async def key_id(request: Request) -> str | None:
     """The API key's id on TCP; None on the Unix socket (the owner)."""
     record = request.scope.get("state", {}).get("api_key")
     return None if record is None else str(record.id)
 
 
-def viewer(request: Request) -> Owner:
+async def viewer(request: Request) -> Owner:
     """Whose jobs this request may see: a key's own, or all (admin, the socket)."""
     record = request.scope.get("state", {}).get("api_key")
     if record is None:
@@ -69,7 +69,7 @@ def viewer(request: Request) -> Owner:
     return visible_to(str(record.id), record.scopes)
 
 
-def artifact_links(request: Request) -> ArtifactLinks:
+async def artifact_links(request: Request) -> ArtifactLinks:
     """The signer of artifacts' links (the app's: the TCP listener checks them)."""
     links = request.app.state.artifact_links
     assert isinstance(links, ArtifactLinks)

@@ -75,7 +75,7 @@ CHUNK_EVENT: dict[str, Any] = {
 }
 
 
-def caller_of(request: Request) -> Caller:
+async def caller_of(request: Request) -> Caller:
     """Who is asking: the API key on TCP, the owner on the Unix socket."""
     record = request.scope.get("state", {}).get("api_key")
     if record is None:
@@ -83,13 +83,13 @@ def caller_of(request: Request) -> Caller:
     return Caller.of(str(record.id), record.scopes)
 
 
-def openai_chat(
+async def openai_chat(
     agents: AgentsDep, events: EventsDep, files: FilesDep, configuration: ConfigurationDep
 ) -> OpenAiChat:
     return OpenAiChat(agents, events, files, configuration)
 
 
-def engine_started_at(status: StatusDep) -> datetime:
+async def engine_started_at(status: StatusDep) -> datetime:
     """When the engine started: the ``created`` of the model ``claybot``."""
     return status.started_at
 
