@@ -24,6 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+import msgspec
 import orjson
 
 from claybot.agents.packed_context import PackedContext
@@ -41,7 +42,6 @@ from claybot.agents.records import (
     ToolResultRecord,
     UserMessageRecord,
     decode_record,
-    record_to_builtins,
 )
 from claybot.durable.jsonl import parse_line
 from claybot.files.reference import FileReference
@@ -82,7 +82,8 @@ def damaged_record(line: int, raw: bytes) -> DamagedRecord:
 
 def damaged_placeholder(line: int, raw: bytes) -> RawRecord:
     """``damaged_record`` as a page shows it, in place of the line (``jsonl.Placeholder``)."""
-    return record_to_builtins(damaged_record(line, raw))
+    data: RawRecord = msgspec.to_builtins(damaged_record(line, raw))
+    return data
 
 
 def reset_record(at: int, message_id: str, message: str | None = None) -> ResetRecord:
