@@ -44,6 +44,7 @@ from claybot.agents.records import (
     decode_record,
 )
 from claybot.durable.jsonl import parse_line
+from claybot.files.placement import PlacedFile
 from claybot.files.reference import FileReference
 from claybot.providers.base import (
     AssistantMessage,
@@ -96,10 +97,10 @@ def user_message_record(
     message_id: str,
     *,
     origin: str | None = None,
-    files: Sequence[dict[str, Any]] = (),
+    files: Sequence[PlacedFile] = (),
 ) -> UserMessageRecord:
     """``files``: the message's file references, each with the ``path`` the agent
-    reads it at (seed 001's ``FileReference``)."""
+    reads it at, or the ``problem`` that kept it out (seed 001's ``FileReference``)."""
     return UserMessageRecord(
         at=at, messageId=message_id, text=text, files=list(files), origin=origin or UNSET
     )

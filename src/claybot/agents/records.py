@@ -78,8 +78,10 @@ class UserMessageRecord(RecordStruct, tag="user_message", frozen=True):
     at: int
     messageId: str
     text: str
-    # File references (FileReference), each with the path the agent reads it at, or a
-    # ``problem`` when it could not be placed: as the file store gave them.
+    # File references, each with the path the agent reads it at, or a ``problem`` when
+    # it could not be placed (``files.placement.PlacedFile`` when written). Read back
+    # untyped on purpose: a malformed entry in an old line must not lose the message
+    # (its readers, ``history.attachments``, check each entry).
     files: list[Any] = msgspec.field(default_factory=list)
     origin: str | UnsetType = UNSET  # who posted it when no person did: `cron`, a subagent
 
