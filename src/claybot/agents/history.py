@@ -57,6 +57,8 @@ from claybot.providers.base import (
 )
 
 # A line as read, before it is typed: what the API's pages show (the file as it is).
+# A dict on purpose, not a struct: the page keeps the fields and record types this
+# engine does not know (a newer engine's, a hand edit), which a struct would drop.
 RawRecord = dict[str, Any]
 MARKER_TYPES = frozenset({"start", "reset"})
 MARKERS = (StartRecord, ResetRecord)
