@@ -84,7 +84,8 @@ def damaged_record(line: int, raw: bytes) -> DamagedRecord:
 
 
 def damaged_placeholder(line: int, raw: bytes) -> RawRecord:
-    """``damaged_record`` as a page shows it, in place of the line (``jsonl.Placeholder``)."""
+    """``damaged_record`` as a page shows it, in place of the line (``jsonl.Placeholder``):
+    a dict (``RawRecord``), as every line the page shows is."""
     data: RawRecord = msgspec.to_builtins(damaged_record(line, raw))
     return data
 
