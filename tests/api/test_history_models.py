@@ -70,7 +70,7 @@ def test_a_record_written_is_a_valid_page_record() -> None:
         1, "hi", "m1", tool_calls=[ToolCall("c1", "t", {"a": 1})], usage=TokenUsage(1, 2),
         provider="p", model="x", final=True, outgoing_id="m1#0", error=True,
     )  # fmt: skip
-    data: dict[str, Any] = {"seq": 0, **records.record_to_builtins(record)}
+    data: dict[str, Any] = {"seq": 0, **msgspec.to_builtins(record)}
     page = wire.AssistantMessageRecord.model_validate(data)
     assert page.model_dump(exclude_unset=True) == data
 

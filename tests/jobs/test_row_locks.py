@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select, update
 
+from claybot.agents.records import NoteRecord
 from claybot.db.tables import job_queue
 from claybot.jobs.database import JobDatabase
 from claybot.jobs.model import Claim, NewJob
@@ -56,7 +57,7 @@ async def test_fences_and_renewals_in_many_lanes_neither_fail_nor_lose_a_lease(
     for round_ in range(ROUNDS):
         writes: list[Any] = []
         for n, claim in enumerate(claims):
-            note = {"type": "note", "text": f"round {round_}"}
+            note = NoteRecord(at=round_, text=f"round {round_}")
             writes.append(db.jobs.append_records(claim, round_, [note]))
             writes.append(db.logs.add(claim.job.id, f"round {round_}", claim=claim))
             if n % renew_every == renew_every // 2:

@@ -9,12 +9,13 @@ import json
 import socket
 import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from claybot.agents.records import HistoryRecord, NoteRecord, ToolResultRecord, UserMessageRecord
 from claybot.config.settings import ProviderSettings
 from claybot.jobs.database import JobDatabase
 from claybot.jobs.mcp_servers import list_tools
@@ -107,10 +108,15 @@ async def run_once(
     return claim, await runner.run(claim, StopSignal())
 
 
-def tool_results(records: list[dict[str, Any]], name: str) -> list[str]:
+def tool_results(records: Sequence[HistoryRecord], name: str) -> list[str]:
     return [
-        r["output"]["text"] for r in records if r["type"] == "tool_result" and r["toolName"] == name
+        r.output.text for r in records if isinstance(r, ToolResultRecord) and r.toolName == name
     ]
+
+
+def kinds(records: Sequence[HistoryRecord]) -> list[str]:
+    """The records' types, as their rows name them."""
+    return [str(r.__struct_config__.tag) for r in records]
 
 
 async def test_plan_approval_edit_then_approve_writes_the_artifact_and_completes(
@@ -151,7 +157,7 @@ async def test_plan_approval_edit_then_approve_writes_the_artifact_and_completes
         "Additional feedback: shorter please",
         "[PLAN APPROVED] User approved the plan.",
     ]
-    assert sum(1 for r in records if r["type"] == "user_message") == 1
+    assert sum(1 for r in records if isinstance(r, UserMessageRecord)) == 1
     messages = [line.message for line in await jobs_db.logs.page(job.id)]
     assert messages.count("Job started") == 1 and messages[-1] == "Job completed"
 
@@ -240,7 +246,6 @@ async def test_a_job_whose_worker_died_resumes_from_its_last_step_on_another(
     dead = await jobs_db.jobs.claim("dead")
     assert dead is not None
     from claybot.agents.history import assistant_message_record, user_message_record
-    from claybot.agents.records import record_to_builtins
     from claybot.providers.base import ToolCall
 
     write = ToolCall("c1", "write_file", {"filename": "a.txt", "content": "A"})
@@ -248,7 +253,7 @@ async def test_a_job_whose_worker_died_resumes_from_its_last_step_on_another(
         user_message_record(1, "Task: write a", job.id),
         assistant_message_record(2, "", job.id, tool_calls=[write], final=False),
     ]
-    await jobs_db.jobs.append_records(dead, 0, [record_to_builtins(r) for r in written])
+    await jobs_db.jobs.append_records(dead, 0, written)
     clock.advance(31)
     assert (await jobs_db.jobs.sweep()).requeued == [job.id]
     _, status = await run_once(jobs_db, runner, "alive")
@@ -257,7 +262,7 @@ async def test_a_job_whose_worker_died_resumes_from_its_last_step_on_another(
     records = await jobs_db.jobs.records(job.id)
     assert tool_results(records, "write_file")[0].startswith("The engine restarted")
     with pytest.raises(LeaseLost):
-        await jobs_db.jobs.append_records(dead, len(records), [{"type": "note", "text": "late"}])
+        await jobs_db.jobs.append_records(dead, len(records), [NoteRecord(at=3, text="late")])
     assert len(await jobs_db.jobs.records(job.id)) == len(records)
 
 
@@ -295,7 +300,7 @@ async def test_a_file_its_call_and_its_result_are_written_together_or_not_at_all
 
     async def noting(*args: Any, **kwargs: Any) -> None:
         artifact = kwargs.get("artifact")
-        steps.append(([r["type"] for r in args[2]], artifact and artifact.filename))
+        steps.append((kinds(args[2]), artifact and artifact.filename))
         await append_records(*args, **kwargs)
 
     monkeypatch.setattr(jobs_db.jobs, "append_records", noting)
@@ -337,7 +342,7 @@ async def test_a_job_of_one_file_costs_two_writes_after_its_claim(
     # call and its result.
     assert jobs_db.tables.writer.writes - writes == 2
     records = await jobs_db.jobs.records(job.id)
-    assert [r["type"] for r in records] == [
+    assert kinds(records) == [
         "user_message",
         "assistant_message",
         "tool_result",

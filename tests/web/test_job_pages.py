@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from html import unescape
 from typing import Any
 
+import msgspec
 import pytest
 
 from claybot.config.home import HomePaths
@@ -221,7 +222,7 @@ async def test_a_plan_is_edited_approved_and_its_artifact_downloaded(
     db = await engine.jobs.database()
     lines = [line.message for line in await db.logs.page(job_id, limit=1000)]
     assert "User responded (edit)" in lines
-    records = json.dumps(await db.jobs.records(job_id))
+    records = msgspec.json.encode(await db.jobs.records(job_id)).decode()
     assert "[PLAN EDITED] User modified the plan:\\n\\n## Plan v2\\n\\n1. X" in records
 
     approved = await dashboard.tcp.post(

@@ -14,7 +14,6 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from claybot.agents.descriptors import AgentDescriptor, UserDescriptor, agent_kind
 from claybot.agents.durable_port import AgentStore, InboxStore
@@ -34,7 +33,7 @@ from claybot.agents.turn import TurnOutcome
 from claybot.agents.turn_loop import TurnLoop, TurnWork
 from claybot.connectors.base import OutgoingMessage
 from claybot.durable.disk_errors import heals_by_waiting
-from claybot.files.placement import place_files
+from claybot.files.placement import PlacedFile, place_files
 from claybot.files.reference import FileReference
 from claybot.files.store import FileStore
 from claybot.kernel.event_types import EventType
@@ -227,7 +226,7 @@ class Agent:
             self._current = None
             self._stop_requested = False
 
-    async def _files_of(self, item: InboxItem) -> tuple[dict[str, Any], ...]:
+    async def _files_of(self, item: InboxItem) -> tuple[PlacedFile, ...]:
         """The item's files, each copied where this agent alone may read it."""
         listed = item.context.get("files")
         store = self.runtime.files

@@ -131,7 +131,7 @@ class AgentStore(Protocol):
 
     async def read_written_history(self, agent_id: str) -> list[RawRecord]:
         """Every record as read, queued ones included; a damaged one is a ``damaged``
-        record."""
+        record. Dicts (``RawRecord``): lines as read, unknown fields kept."""
         ...
 
     async def read_written_turn(self, agent_id: str, message_id: str) -> list[HistoryRecord]:
@@ -143,21 +143,23 @@ class AgentStore(Protocol):
     ) -> tuple[list[RawRecord], int]:
         """A page of records numbered from 0 (``seq``) and how many there are: with
         ``after``, the ``limit`` records numbered above it; without, the newest ``limit``
-        below ``before`` (or below the end)."""
+        below ``before`` (or below the end). Dicts (``RawRecord``): lines as read,
+        unknown fields kept, for the API page."""
         ...
 
     async def read_history_between(
         self, agent_id: str, *, from_at: int | None, to_at: int | None, limit: int
     ) -> list[RawRecord]:
         """The last ``limit`` numbered records whose ``at`` is within the bounds (unix
-        ms, both included)."""
+        ms, both included). Dicts (``RawRecord``): lines as read, unknown fields kept."""
         ...
 
     async def read_whole_history(
         self, agent_id: str, *, chunk: int = HISTORY_CHUNK
     ) -> tuple[int, AsyncIterator[list[RawRecord]]]:
         """How many records the history holds now, and those records, numbered, in
-        chunks of ``chunk``; records appended after the count are not part of it."""
+        chunks of ``chunk``; records appended after the count are not part of it.
+        Dicts (``RawRecord``): lines as read, unknown fields kept, for the download."""
         ...
 
     def history_updated_ms(self, agent_id: str) -> int:

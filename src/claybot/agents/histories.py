@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
 
 from claybot.agents.directory import AgentDirectory, AgentNotFound
 from claybot.agents.durable_port import AgentStore
+from claybot.agents.history import RawRecord
 
 
 @dataclass(frozen=True)
 class HistoryPage:
-    records: list[dict[str, Any]]
+    records: list[RawRecord]  # lines as read: a dict on purpose (``RawRecord``)
     total: int
 
 
@@ -55,14 +55,18 @@ class AgentHistories:
 
     async def between(
         self, agent_id: str, *, from_at: int | None, to_at: int | None, limit: int
-    ) -> list[dict[str, Any]]:
-        """The last ``limit`` records written between two times (unix ms, included)."""
+    ) -> list[RawRecord]:
+        """The last ``limit`` records written between two times (unix ms, included).
+        Each is a dict (``RawRecord``) because it is the line as read, unknown types and
+        fields kept, for the API page and the agents' history tool to show as it is."""
         self._known(agent_id)
         return await self._store.read_history_between(
             agent_id, from_at=from_at, to_at=to_at, limit=limit
         )
 
-    async def whole(self, agent_id: str) -> tuple[int, AsyncIterator[list[dict[str, Any]]]]:
-        """Every record, numbered from 0, in chunks (see ``AgentStore.read_whole_history``)."""
+    async def whole(self, agent_id: str) -> tuple[int, AsyncIterator[list[RawRecord]]]:
+        """Every record, numbered from 0, in chunks (see ``AgentStore.read_whole_history``).
+        Each is a dict (``RawRecord``) because it is the line as read, unknown types and
+        fields kept, for the API's download to give back as the file holds it."""
         self._known(agent_id)
         return await self._store.read_whole_history(agent_id)

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+import msgspec
 import orjson
 
 from claybot.agents.packed_context import PackedContext
@@ -41,9 +42,9 @@ from claybot.agents.records import (
     ToolResultRecord,
     UserMessageRecord,
     decode_record,
-    record_to_builtins,
 )
 from claybot.durable.jsonl import parse_line
+from claybot.files.placement import PlacedFile
 from claybot.files.reference import FileReference
 from claybot.providers.base import (
     AssistantMessage,
@@ -56,6 +57,8 @@ from claybot.providers.base import (
 )
 
 # A line as read, before it is typed: what the API's pages show (the file as it is).
+# A dict on purpose, not a struct: the page keeps the fields and record types this
+# engine does not know (a newer engine's, a hand edit), which a struct would drop.
 RawRecord = dict[str, Any]
 MARKER_TYPES = frozenset({"start", "reset"})
 MARKERS = (StartRecord, ResetRecord)
@@ -81,8 +84,10 @@ def damaged_record(line: int, raw: bytes) -> DamagedRecord:
 
 
 def damaged_placeholder(line: int, raw: bytes) -> RawRecord:
-    """``damaged_record`` as a page shows it, in place of the line (``jsonl.Placeholder``)."""
-    return record_to_builtins(damaged_record(line, raw))
+    """``damaged_record`` as a page shows it, in place of the line (``jsonl.Placeholder``):
+    a dict (``RawRecord``), as every line the page shows is."""
+    data: RawRecord = msgspec.to_builtins(damaged_record(line, raw))
+    return data
 
 
 def reset_record(at: int, message_id: str, message: str | None = None) -> ResetRecord:
@@ -95,10 +100,10 @@ def user_message_record(
     message_id: str,
     *,
     origin: str | None = None,
-    files: Sequence[dict[str, Any]] = (),
+    files: Sequence[PlacedFile] = (),
 ) -> UserMessageRecord:
     """``files``: the message's file references, each with the ``path`` the agent
-    reads it at (seed 001's ``FileReference``)."""
+    reads it at, or the ``problem`` that kept it out (seed 001's ``FileReference``)."""
     return UserMessageRecord(
         at=at, messageId=message_id, text=text, files=list(files), origin=origin or UNSET
     )

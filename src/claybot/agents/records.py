@@ -51,7 +51,6 @@ __all__ = [
     "decode_record",
     "encode_record_line",
     "parse_record",
-    "record_to_builtins",
 ]
 
 
@@ -79,8 +78,10 @@ class UserMessageRecord(RecordStruct, tag="user_message", frozen=True):
     at: int
     messageId: str
     text: str
-    # File references (FileReference), each with the path the agent reads it at, or a
-    # ``problem`` when it could not be placed: as the file store gave them.
+    # File references, each with the path the agent reads it at, or a ``problem`` when
+    # it could not be placed (``files.placement.PlacedFile`` when written). Read back
+    # untyped on purpose: a malformed entry in an old line must not lose the message
+    # (its readers, ``history.attachments``, check each entry).
     files: list[Any] = msgspec.field(default_factory=list)
     origin: str | UnsetType = UNSET  # who posted it when no person did: `cron`, a subagent
 
@@ -134,10 +135,11 @@ class NoteRecord(RecordStruct, tag="note", frozen=True):
 
 
 class DamagedRecord(RecordStruct, tag="damaged", frozen=True):
-    """A line of history.jsonl that is no JSON object: shown, never given to the model.
-    Readers make it; it is never written."""
+    """A line of history.jsonl that is no JSON object (or a job's row that is no record
+    of a known type): shown, never given to the model. Readers make it; it is never
+    written."""
 
-    line: int
+    line: int  # the line's number (a job's row: its seq)
     raw: str  # the line's first 500 bytes
     error: str
 
@@ -190,9 +192,3 @@ def parse_record(raw: Mapping[str, Any]) -> HistoryRecord | None:
     except msgspec.ValidationError:
         return None
     return record
-
-
-def record_to_builtins(record: HistoryRecord) -> dict[str, Any]:
-    """The record as the JSON object its line holds (a job's row, a reader's page)."""
-    data: dict[str, Any] = msgspec.to_builtins(record)
-    return data

@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Protocol
 
 import orjson
 from pydantic import ValidationError
@@ -43,6 +43,7 @@ from claybot.agents.records import HistoryRecord
 from claybot.agents.transcript import Transcript
 from claybot.agents.turn import TurnOutcome
 from claybot.agents.turn_stream import TurnStream
+from claybot.files.placement import PlacedFile
 from claybot.files.reference import FileReference
 from claybot.kernel.event_types import EventType
 from claybot.kernel.events import EventSink
@@ -117,7 +118,7 @@ class TurnWork:
     context: PackedContext = field(default_factory=PackedContext)
     progress: TurnProgress | None = None  # what the transcript held of it after a crash
     # The message's file references, each with the path the agent reads it at.
-    files: tuple[dict[str, Any], ...] = ()
+    files: tuple[PlacedFile, ...] = ()
 
 
 def _summary(text: str) -> str:

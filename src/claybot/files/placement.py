@@ -19,16 +19,26 @@ import shutil
 import stat
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired
 
 from claybot.durable.disk_errors import heals_by_waiting
 from claybot.files.reference import NAME_MAX_BYTES, FileReference, fit_name
 from claybot.files.store import FileNotFound, FileStore
+from claybot.kernel.event_types import FileReferenceJson
 
 READ_ONLY = 0o400
 PRIVATE_FOLDER = 0o700
 ID_PREFIX_CHARS = 12
 PLACED_NAME = re.compile(r"^[0-9a-f]{12}-")
+
+
+class PlacedFile(FileReferenceJson):
+    """A message's file as its turn and its ``user_message`` record carry it: the
+    reference, with the ``path`` the agent reads it at, or the ``problem`` that kept
+    it out (one of the two)."""
+
+    path: NotRequired[str]
+    problem: NotRequired[str]
 
 
 def placed_name(reference: FileReference) -> str:
@@ -37,13 +47,13 @@ def placed_name(reference: FileReference) -> str:
     return prefix + fit_name(reference.name, NAME_MAX_BYTES - len(prefix))
 
 
-def place_files(store: FileStore, listed: Iterable[Any], folder: Path) -> list[dict[str, Any]]:
+def place_files(store: FileStore, listed: Iterable[Any], folder: Path) -> list[PlacedFile]:
     """Each listed file reference copied into ``folder`` (see the module), and its
     reference with the ``path`` it was placed at, or with the ``problem`` that kept it
     out. A reference that is malformed or names no stored file is left out: the
     message goes on without it. An error waiting can heal (a full disk) raises: the
     turn waits for it; any other is that file's alone, and the agent is told why."""
-    placed: list[dict[str, Any]] = []
+    placed: list[PlacedFile] = []
     for raw in listed:
         try:
             reference = FileReference.from_dict(raw)
@@ -57,9 +67,28 @@ def place_files(store: FileStore, listed: Iterable[Any], folder: Path) -> list[d
             if heals_by_waiting(exc):
                 raise
             problem = f"it could not be saved for you ({exc.strerror or exc})"
-            placed.append({**reference.to_dict(), "problem": problem})
+            placed.append(_placed(reference, problem=problem))
             continue
-        placed.append({**reference.to_dict(), "path": str(target)})
+        placed.append(_placed(reference, path=str(target)))
+    return placed
+
+
+def _placed(
+    reference: FileReference, *, path: str | None = None, problem: str | None = None
+) -> PlacedFile:
+    """The reference's fields, then ``path`` or ``problem``: the order its record writes."""
+    json = reference.to_dict()
+    placed = PlacedFile(
+        id=json["id"],
+        name=json["name"],
+        mimeType=json["mimeType"],
+        size=json["size"],
+        sha256=json["sha256"],
+    )
+    if path is not None:
+        placed["path"] = path
+    if problem is not None:
+        placed["problem"] = problem
     return placed
 
 

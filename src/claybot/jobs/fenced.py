@@ -54,6 +54,7 @@ from claybot.db.tables import job_artifacts, job_logs, job_queue, job_records
 from claybot.jobs.logs import add_log
 from claybot.jobs.model import Claim, LeaseLost
 from claybot.jobs.port import Checkpoint, NewArtifact
+from claybot.jobs.record_rows import RecordRow, record_rows
 from claybot.jobs.sql import JobTables, fence_update, lease_lost
 from claybot.jobs.writer import Events, TwoStep
 from claybot.kernel.event_types import EventType
@@ -108,14 +109,6 @@ async def write_fenced(
     return await tables.write(action, partial(transaction, careful=True), job_id=claim.job.id)
 
 
-class RecordRow(TypedDict):
-    """A ``job_records`` row as its insert binds it."""
-
-    job_id: str
-    seq: int
-    record: dict[str, Any]  # a transcript record: JSON whose shape the agents' history owns
-
-
 class ArtifactParams(TypedDict):
     """The artifact's bind parameters in ``PUT_ARTIFACT`` and the checkpoint statement."""
 
@@ -139,13 +132,9 @@ class _FencedWrite:
     def artifact(self) -> NewArtifact | None:
         return self.checkpoint.artifact
 
-    @property
+    @functools.cached_property
     def rows(self) -> list[RecordRow]:
-        first, job_id = self.checkpoint.first_seq, self.claim.job.id
-        return [
-            RecordRow(job_id=job_id, seq=first + n, record=record)
-            for n, record in enumerate(self.checkpoint.records)
-        ]
+        return record_rows(self.claim.job.id, self.checkpoint.first_seq, self.checkpoint.records)
 
     @property
     def artifact_values(self) -> ArtifactParams | None:
@@ -163,7 +152,7 @@ class _FencedWrite:
     def in_statements(self, connection: Connection, events: Events, *, careful: bool) -> str | None:
         self.tables.fence(connection, self.claim, **self.values)
         if careful:
-            insert_records(connection, self.claim, self.checkpoint, self.rows)
+            insert_records(connection, self.claim, self.checkpoint.first_seq, self.rows)
         elif self.checkpoint.records:
             INSERT_RECORDS.executemany(connection, self.rows)
         now, job_id = self.tables.clock(), self.claim.job.id
@@ -188,7 +177,7 @@ class _FencedWrite:
                 "f_now": now,
                 "f_lease": now + self.tables.lease,
                 "c_first_seq": self.checkpoint.first_seq,
-                "c_records": list(self.checkpoint.records),
+                "c_records": [row["record"] for row in self.rows],
                 "c_logs": [
                     {"key": line.key, "message": line.message, "level": line.level}
                     for line in self.lines
@@ -212,7 +201,7 @@ class _FencedWrite:
             raise lease_lost(claim)
         if recorded < len(self.checkpoint.records):
             # Some numbers were taken: by these records (sent again), or by another's.
-            insert_records(connection, claim, self.checkpoint, [])
+            insert_records(connection, claim, self.checkpoint.first_seq, self.rows, insert=False)
         for log_id, level, message in logged or ():
             events.append(
                 (
@@ -226,18 +215,23 @@ class _FencedWrite:
 
 
 def insert_records(
-    connection: Connection, claim: Claim, checkpoint: Checkpoint, rows: list[RecordRow]
+    connection: Connection,
+    claim: Claim,
+    first_seq: int,
+    rows: list[RecordRow],
+    *,
+    insert: bool = True,
 ) -> None:
     """Insert ``rows``, the checkpoint's records, but those already there under their
-    numbers, which must be the same: a number taken by another record means another
-    writer got there first."""
-    first_seq, records = checkpoint.first_seq, checkpoint.records
+    numbers, which must be the same (their JSON): a number taken by another record
+    means another writer got there first. ``insert=False``: only check (PostgreSQL's
+    statement inserted the others)."""
     present = connection.execute(RECORDS_FROM, {"job_id": claim.job.id, "seq": first_seq}).all()
     for row in present:
         index = row.seq - first_seq
-        if index >= len(records) or dict(row.record) != records[index]:
+        if index >= len(rows) or dict(row.record) != rows[index]["record"]:
             raise LeaseLost(f"job {claim.job.id}'s records were written by another worker")
-    if len(present) < len(rows):
+    if insert and len(present) < len(rows):
         INSERT_RECORDS.executemany(connection, rows[len(present) :])
 
 

@@ -26,6 +26,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from claybot.agents.records import HistoryRecord
 from claybot.jobs.model import (
     EVERYONE,
     Claim,
@@ -55,6 +56,7 @@ from claybot.jobs.port import (
     Renewal,
     Swept,
 )
+from claybot.jobs.record_rows import record_of_row, record_rows
 from claybot.kernel.errors import NotFound
 from claybot.kernel.event_types import EventType
 
@@ -72,7 +74,7 @@ class MemoryJobStore(JobStore, JobEvents):
         self.logs = MemoryJobLogs(self)
         self._jobs: dict[str, Job] = {}  # in the order they were created
         self._leases: dict[str, datetime] = {}  # running jobs' only
-        self._records: dict[str, dict[int, dict[str, Any]]] = {}
+        self._records: dict[str, dict[int, dict[str, Any]]] = {}  # rows' JSON, by number
         self._lines: dict[str, list[LogLine]] = {}
         self._step_keys: dict[str, set[str]] = {}
         self._artifacts: dict[str, dict[str, StoredFile]] = {}  # by job, then filename
@@ -281,16 +283,17 @@ class MemoryJobStore(JobStore, JobEvents):
 
     # -- a claimed job's records and writes (fenced) ---------------------------------
 
-    async def records(self, job_id: str) -> list[dict[str, Any]]:
-        """Transcript records, JSON the agents' history shapes (``JobStore.records``)."""
+    async def records(self, job_id: str) -> list[HistoryRecord]:
+        """The job's records, typed from their rows' JSON (``JobStore.records``)."""
         kept = self._records.get(job_id, {})
-        return [copy.deepcopy(kept[seq]) for seq in sorted(kept)]
+        # A copy: a record's free-form fields (a tool call's arguments) are the row's own.
+        return [record_of_row(seq, copy.deepcopy(kept[seq])) for seq in sorted(kept)]
 
     async def append_records(
         self,
         claim: Claim,
         first_seq: int,
-        records: Sequence[dict[str, Any]],
+        records: Sequence[HistoryRecord],
         *,
         state: dict[str, Any] | None = None,
         clear_answer: bool = False,
@@ -417,7 +420,9 @@ class MemoryJobStore(JobStore, JobEvents):
         level) and ``event``: all of it, or ``LeaseLost`` and none of it."""
         job = self._fenced(claim, values)
         kept = self._records[job.id]
-        new = {checkpoint.first_seq + n: record for n, record in enumerate(checkpoint.records)}
+        # Rows as the SQL stores keep them: the records' JSON, compared as JSON.
+        rows = record_rows(job.id, checkpoint.first_seq, checkpoint.records)
+        new = {row["seq"]: row["record"] for row in rows}
         if new.keys() & kept.keys():
             # Some numbers are taken: by these very records (sent again), or by another's.
             for seq in (seq for seq in kept if seq >= checkpoint.first_seq):
@@ -429,7 +434,7 @@ class MemoryJobStore(JobStore, JobEvents):
             self._leases.pop(job.id, None)
         else:
             self._leases[job.id] = now + self.lease
-        kept.update({seq: copy.deepcopy(r) for seq, r in new.items() if seq not in kept})
+        kept.update({seq: row for seq, row in new.items() if seq not in kept})
         events: list[Event] = []
         lines: list[tuple[str | None, str, str]] = [
             (key, line, "info") for key, line in checkpoint.logs

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from claybot.agents.records import HistoryRecord
 from claybot.jobs.model import EVERYONE, Claim, Job, JobStatus, LogLine, NewJob, Owner
 
 
@@ -41,7 +42,7 @@ class Checkpoint:
     them, and the artifact a tool of the step wrote (``write_file``'s), if any."""
 
     first_seq: int
-    records: Sequence[dict[str, Any]]
+    records: Sequence[HistoryRecord]
     logs: Sequence[tuple[str, str]]
     artifact: NewArtifact | None = None
 
@@ -136,17 +137,18 @@ class JobStore(Protocol):
 
     # -- a claimed job's records and writes (fenced) ---------------------------------
 
-    async def records(self, job_id: str) -> list[dict[str, Any]]:
-        """The job's records, in their order. Each is a transcript record as the agents'
-        turn loop writes it (``jobs/transcript.py``): JSON whose shape the agents' history
-        owns, so it stays a dict here."""
+    async def records(self, job_id: str) -> list[HistoryRecord]:
+        """The job's records, in their order: the agents' typed history records, as the
+        turn loop wrote them (``jobs/transcript.py``). A row that is no record of a known
+        type (a newer engine's) reads as a ``DamagedRecord`` in its place, so the records
+        keep their numbers (``record_rows.py``)."""
         ...
 
     async def append_records(
         self,
         claim: Claim,
         first_seq: int,
-        records: Sequence[dict[str, Any]],
+        records: Sequence[HistoryRecord],
         *,
         state: dict[str, Any] | None = None,
         clear_answer: bool = False,
@@ -157,9 +159,9 @@ class JobStore(Protocol):
         ``logs``, (step key, line) for the job's log (a line whose key was written
         before is not written again) and ``artifact``, the step's.
 
-        Records already there under their numbers, the same, are skipped (a checkpoint
-        sent again); a number taken by a different record means another writer got
-        there first: ``LeaseLost``, and nothing is written."""
+        Records already there under their numbers, the same (their JSON is), are
+        skipped (a checkpoint sent again); a number taken by a different record means
+        another writer got there first: ``LeaseLost``, and nothing is written."""
         ...
 
     async def finish(

@@ -33,6 +33,7 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, delete, func, select, true, update
 
+from claybot.agents.records import HistoryRecord
 from claybot.db.driver_statement import Sent
 from claybot.db.errors import wrap_database_errors
 from claybot.db.tables import job_attachments, job_queue, job_records
@@ -58,6 +59,7 @@ from claybot.jobs.port import (
     Renewal,
     Swept,
 )
+from claybot.jobs.record_rows import record_of_row
 from claybot.jobs.sql import JobTables, job_from_row
 from claybot.jobs.statements import (
     CREATE_ON_POSTGRES,
@@ -333,21 +335,21 @@ class SqlJobStore(JobStore):
 
     # -- a claimed job's writes (fenced) ----------------------------------------------
 
-    async def records(self, job_id: str) -> list[dict[str, Any]]:
-        """Transcript records, JSON the agents' history shapes (``JobStore.records``)."""
+    async def records(self, job_id: str) -> list[HistoryRecord]:
+        """The job's records, typed from their rows' JSON (``JobStore.records``)."""
         async with wrap_database_errors("reading a job's records"), self._db.engine.connect() as c:
             rows = await c.execute(
-                select(job_records.c.record)
+                select(job_records.c.seq, job_records.c.record)
                 .where(job_records.c.job_id == job_id)
                 .order_by(job_records.c.seq)
             )
-            return [dict(row.record) for row in rows]
+            return [record_of_row(row.seq, row.record) for row in rows]
 
     async def append_records(
         self,
         claim: Claim,
         first_seq: int,
-        records: Sequence[dict[str, Any]],
+        records: Sequence[HistoryRecord],
         *,
         state: dict[str, Any] | None = None,
         clear_answer: bool = False,
@@ -359,9 +361,10 @@ class SqlJobStore(JobStore):
         whose key was written before is not written again; and ``artifact``, the
         step's, stored with it).
 
-        Records already there under their numbers, the same, are skipped (a checkpoint
-        sent again because its caller was cancelled as it committed); a number taken by
-        a different record means another writer got there first: ``LeaseLost``.
+        Records already there under their numbers, the same (their JSON is), are
+        skipped (a checkpoint sent again because its caller was cancelled as it
+        committed); a number taken by a different record means another writer got there
+        first: ``LeaseLost``.
         """
         values: dict[str, Any] = {}
         if state is not None:

@@ -15,10 +15,8 @@ after a crash does not log twice.
 
 from __future__ import annotations
 
-from typing import Any
-
 from claybot.agents.history import of_turn
-from claybot.agents.records import HistoryRecord, parse_record, record_to_builtins
+from claybot.agents.records import DamagedRecord, HistoryRecord
 from claybot.jobs.database import JobDatabase
 from claybot.jobs.model import Claim
 from claybot.jobs.port import Checkpoint, NewArtifact
@@ -29,16 +27,18 @@ class JobTranscript:
         self,
         db: JobDatabase,
         claim: Claim,
-        rows: list[dict[str, Any]],
+        rows: list[HistoryRecord],
         delivered: set[str],
     ) -> None:
         self._db = db
         self._claim = claim
-        # The rows as records; a row that is no record of its type is left out, but
+        # A row that is no record of its type (a ``DamagedRecord``) is left out, but
         # still numbered (``_rows``): the next checkpoint's rows follow it.
-        self._written = [record for record in map(parse_record, rows) if record is not None]
+        self._written: list[HistoryRecord] = [
+            record for record in rows if not isinstance(record, DamagedRecord)
+        ]
         self._rows = len(rows)
-        self._queued: list[HistoryRecord] = []
+        self._queued: list[HistoryRecord] = []  # never a DamagedRecord: readers make it
         self._delivered = set(delivered)
         self._logs: list[tuple[str, str]] = []  # (step key, line) for the next checkpoint
         self._artifact: NewArtifact | None = None  # for the next checkpoint
@@ -80,8 +80,7 @@ class JobTranscript:
         if not self._queued and not self._logs and self._artifact is None and not clear_answer:
             return
         queued = self._queued
-        rows = [record_to_builtins(record) for record in queued]
-        pending = Checkpoint(self._rows, rows, self._logs, self._artifact)
+        pending = Checkpoint(self._rows, queued, self._logs, self._artifact)
         self._queued, self._logs, self._artifact = [], [], None
         try:
             await self._db.jobs.append_records(
@@ -106,8 +105,7 @@ class JobTranscript:
     def take(self) -> Checkpoint:
         """What waits for a checkpoint, to be written with the job's ending instead; it
         counts as written from now on."""
-        rows = [record_to_builtins(record) for record in self._queued]
-        checkpoint = Checkpoint(self._rows, rows, self._logs, self._artifact)
+        checkpoint = Checkpoint(self._rows, self._queued, self._logs, self._artifact)
         self._written.extend(self._queued)
         self._rows += len(self._queued)
         self._queued, self._logs, self._artifact = [], [], None

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from claybot.agents.records import NoteRecord, UserMessageRecord
 from claybot.db.sql_keys import SqlApiKeyStore
 from claybot.jobs.database import JobDatabase
 from claybot.jobs.memory_store import MemoryJobStore
@@ -22,6 +23,15 @@ from tests.databases import open_database, url_for
 from tests.jobs.conftest import Clock
 
 LEASE = timedelta(seconds=30)
+
+
+def note(text: str) -> NoteRecord:
+    """A record to checkpoint: the stores take the agents' typed records."""
+    return NoteRecord(at=0, text=text)
+
+
+def user_message(text: str) -> UserMessageRecord:
+    return UserMessageRecord(at=0, messageId="m1", text=text)
 
 
 @dataclass(frozen=True)

@@ -8,21 +8,23 @@ from typing import Any
 
 import pytest
 
+from claybot.agents.records import AssistantMessageRecord
 from claybot.jobs.model import InvalidJobState, JobStatus, LeaseLost, NewJob
 from claybot.jobs.port import Checkpoint, NewArtifact
+from claybot.providers.base import ToolCall
 from tests.jobs.conftest import Clock
-from tests.jobs.contract.conftest import Store
+from tests.jobs.contract.conftest import Store, note
 
 
 async def test_two_records_under_one_number_are_refused(store: Store) -> None:
     job = await store.jobs.create(NewJob("t"))
     claim = await store.claimed()
-    first = {"type": "note", "text": "a"}
+    first = note("a")
     await store.jobs.append_records(claim, 0, [first])
     with pytest.raises(LeaseLost):
-        await store.jobs.append_records(claim, 0, [{"type": "note", "text": "b"}])
+        await store.jobs.append_records(claim, 0, [note("b")])
     # The same checkpoint sent again (its sender was cancelled as it committed) is no error.
-    second = {"type": "note", "text": "c"}
+    second = note("c")
     await store.jobs.append_records(claim, 0, [first, second])
     await store.jobs.append_records(claim, 0, [first, second])
     assert await store.jobs.records(job.id) == [first, second]
@@ -31,14 +33,14 @@ async def test_two_records_under_one_number_are_refused(store: Store) -> None:
 async def test_a_refused_checkpoint_writes_none_of_itself(store: Store) -> None:
     job = await store.jobs.create(NewJob("t"))
     claim = await store.claimed()
-    first = {"type": "note", "text": "a"}
+    first = note("a")
     await store.jobs.append_records(claim, 0, [first], state={"step": 1})
     artifact = NewArtifact("out.txt", "text/plain", b"x", claim.job.created_at)
     with pytest.raises(LeaseLost):
         await store.jobs.append_records(
             claim,
             0,
-            [{"type": "note", "text": "b"}, {"type": "note", "text": "c"}],
+            [note("b"), note("c")],
             state={"step": 2},
             logs=[("s1", "a line")],
             artifact=artifact,
@@ -55,7 +57,10 @@ async def test_records_keep_what_only_json_can_write(store: Store) -> None:
     # integer past 64 bits in a tool call's arguments.
     job = await store.jobs.create(NewJob("t"))
     claim = await store.claimed()
-    records = [{"type": "note", "n": 2**70, "text": "é ✓"}, {"type": "note", "n": -(2**63)}]
+    records = [
+        _calling({"n": 2**70, "text": "é ✓"}),
+        _calling({"n": -(2**63)}),
+    ]
     await store.jobs.append_records(claim, 0, records)
     assert await store.jobs.records(job.id) == records
 
@@ -63,24 +68,33 @@ async def test_records_keep_what_only_json_can_write(store: Store) -> None:
 async def test_records_and_state_are_stored_as_they_were_when_written(store: Store) -> None:
     job = await store.jobs.create(NewJob("t"))
     claim = await store.claimed()
-    record: dict[str, Any] = {"type": "note", "parts": [1, 2]}
+    record = _calling({"parts": [1, 2]})
     state: dict[str, Any] = {"nested": {"n": 1}}
     await store.jobs.append_records(claim, 0, [record], state=state)
-    record["parts"].append(3)  # the caller's objects change afterwards: the stored do not
+    # The caller's objects change afterwards: the stored do not.
+    record.toolCalls[0].arguments["parts"].append(3)
     state["nested"]["n"] = 2
     read = await store.jobs.records(job.id)
-    assert read == [{"type": "note", "parts": [1, 2]}]
-    read[0]["parts"].append(4)  # nor do they through what was read
-    assert await store.jobs.records(job.id) == [{"type": "note", "parts": [1, 2]}]
+    assert read == [_calling({"parts": [1, 2]})]
+    assert isinstance(read[0], AssistantMessageRecord)
+    read[0].toolCalls[0].arguments["parts"].append(4)  # nor do they through what was read
+    assert await store.jobs.records(job.id) == [_calling({"parts": [1, 2]})]
     assert (await store.jobs.get(job.id)).execution_state == {"nested": {"n": 1}}
+
+
+def _calling(arguments: dict[str, Any]) -> AssistantMessageRecord:
+    """A record whose tool call carries ``arguments``: free-form JSON, as the model sent it."""
+    return AssistantMessageRecord(
+        at=0, messageId="m1", text="", toolCalls=[ToolCall("c1", "tool", arguments)], final=False
+    )
 
 
 async def test_the_end_is_written_with_its_last_checkpoint(store: Store, clock: Clock) -> None:
     job = await store.jobs.create(NewJob("t"))
     claim = await store.claimed()
-    await store.jobs.append_records(claim, 0, [{"type": "note", "text": "a"}])
+    await store.jobs.append_records(claim, 0, [note("a")])
     clock.advance(3)
-    last = Checkpoint(1, [{"type": "note", "text": "b"}], [("s9", "last step")])
+    last = Checkpoint(1, [note("b")], [("s9", "last step")])
     await store.jobs.finish(
         claim, JobStatus.COMPLETED, result="done", log="Job completed", checkpoint=last
     )
@@ -89,8 +103,8 @@ async def test_the_end_is_written_with_its_last_checkpoint(store: Store, clock: 
     assert ended.completed_at == ended.updated_at == clock.now
     assert ended.worker_id == "w1"  # who ran it
     assert await store.jobs.records(job.id) == [
-        {"type": "note", "text": "a"},
-        {"type": "note", "text": "b"},
+        note("a"),
+        note("b"),
     ]
     assert [(line.message, line.level) for line in await store.logs.page(job.id)] == [
         ("Job created", "info"),
@@ -98,7 +112,7 @@ async def test_the_end_is_written_with_its_last_checkpoint(store: Store, clock: 
         ("Job completed", "info"),
     ]
     with pytest.raises(LeaseLost):  # it ended: the claim holds no more
-        await store.jobs.append_records(claim, 2, [{"type": "note", "text": "c"}])
+        await store.jobs.append_records(claim, 2, [note("c")])
 
 
 async def test_an_end_the_status_does_not_allow_is_refused_and_not_written(store: Store) -> None:
@@ -203,7 +217,7 @@ async def test_a_checkpoints_lines_are_written_once_in_order_and_heard_with_thei
     job = await store.jobs.create(NewJob("t"))
     claim = await store.claimed()
     lines = [("s1", "first"), ("s2", "second")]
-    record = {"type": "note", "text": "a"}
+    record = note("a")
     await store.jobs.append_records(claim, 0, [record], logs=lines)
     # Sent again (cancelled as it committed), with one line more: only that one is new.
     await store.jobs.append_records(claim, 0, [record], logs=[*lines, ("s3", "third")])

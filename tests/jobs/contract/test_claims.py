@@ -9,7 +9,7 @@ import pytest
 
 from claybot.jobs.model import JobStatus, LeaseLost, NewJob
 from tests.jobs.conftest import Clock
-from tests.jobs.contract.conftest import LEASE, Store
+from tests.jobs.contract.conftest import LEASE, Store, note, user_message
 
 
 async def test_claims_take_priority_then_age_and_none_when_empty(
@@ -73,7 +73,7 @@ async def test_a_lost_lease_is_requeued_and_the_old_workers_writes_are_refused(
 ) -> None:
     job = await store.jobs.create(NewJob("t"))
     first = await store.claimed("dead")
-    await store.jobs.append_records(first, 0, [{"type": "user_message", "text": "t"}])
+    await store.jobs.append_records(first, 0, [user_message("t")])
     clock.advance(31)  # its heartbeat stopped: the lease ran out
     swept = await store.jobs.sweep()
     assert (swept.requeued, swept.failed, swept.cancelled) == ([job.id], [], [])
@@ -83,7 +83,7 @@ async def test_a_lost_lease_is_requeued_and_the_old_workers_writes_are_refused(
     assert second.attempt == 2
     # The dead worker wakes up and writes: nothing of it lands.
     with pytest.raises(LeaseLost):
-        await store.jobs.append_records(first, 1, [{"type": "note", "text": "late"}])
+        await store.jobs.append_records(first, 1, [note("late")])
     with pytest.raises(LeaseLost):
         await store.jobs.finish(first, JobStatus.COMPLETED, result="late")
     with pytest.raises(LeaseLost):
@@ -102,7 +102,7 @@ async def test_a_lost_lease_is_requeued_and_the_old_workers_writes_are_refused(
         "done",
         None,
     )
-    assert await store.jobs.records(job.id) == [{"type": "user_message", "text": "t"}]
+    assert await store.jobs.records(job.id) == [user_message("t")]
     assert [line.message for line in await store.logs.page(job.id)] == ["Job created"]
 
 
@@ -118,11 +118,11 @@ async def test_a_claim_of_an_earlier_attempt_is_refused_to_the_same_worker(
     new = await store.claimed("w1")
     assert (new.job.id, new.attempt) == (job.id, 2)
     with pytest.raises(LeaseLost):
-        await store.jobs.append_records(old, 0, [{"type": "note", "text": "stale"}])
+        await store.jobs.append_records(old, 0, [note("stale")])
     with pytest.raises(LeaseLost):
         await store.jobs.finish(old, JobStatus.COMPLETED)
-    await store.jobs.append_records(new, 0, [{"type": "note", "text": "fresh"}])
-    assert await store.jobs.records(job.id) == [{"type": "note", "text": "fresh"}]
+    await store.jobs.append_records(new, 0, [note("fresh")])
+    assert await store.jobs.records(job.id) == [note("fresh")]
 
 
 async def test_a_lease_runs_its_length_and_no_longer(store: Store, clock: Clock) -> None:
@@ -150,7 +150,7 @@ async def test_a_fenced_write_extends_the_lease(store: Store, clock: Clock) -> N
     job = await store.jobs.create(NewJob("t"))
     claim = await store.claimed()
     clock.advance(20)
-    await store.jobs.append_records(claim, 0, [{"type": "note"}])
+    await store.jobs.append_records(claim, 0, [note("")])
     clock.advance(20)
     await store.logs.add(job.id, "still here", claim=claim)
     clock.advance(20)
@@ -197,7 +197,7 @@ async def test_a_cancelled_job_whose_worker_died_is_swept_to_cancelled(
 async def test_a_released_job_is_queued_again_with_its_retries_untouched(store: Store) -> None:
     job = await store.jobs.create(NewJob("t"))
     first = await store.claimed("draining")
-    await store.jobs.append_records(first, 0, [{"type": "note", "text": "a"}])
+    await store.jobs.append_records(first, 0, [note("a")])
     await store.jobs.release(first)
     released = await store.jobs.get(job.id)
     assert (released.status, released.worker_id, released.retry_count) == (
@@ -210,4 +210,4 @@ async def test_a_released_job_is_queued_again_with_its_retries_untouched(store: 
     second = await store.claimed("next")
     assert (second.job.id, second.attempt) == (job.id, 2)
     assert second.job.started_at == first.job.started_at  # when it first started
-    assert await store.jobs.records(job.id) == [{"type": "note", "text": "a"}]
+    assert await store.jobs.records(job.id) == [note("a")]

@@ -10,7 +10,7 @@ import pytest
 from claybot.jobs.model import HitlMode, InvalidJobState, JobNotFound, JobStatus, NewJob
 from claybot.kernel.errors import NotFound
 from tests.jobs.conftest import Clock
-from tests.jobs.contract.conftest import Store
+from tests.jobs.contract.conftest import Store, note
 
 
 async def test_a_job_is_seen_by_its_key_and_by_everyone_but_not_by_another_key(
@@ -187,7 +187,7 @@ async def test_deleted_jobs_are_gone_with_their_records_and_lines(store: Store) 
     gone = await store.jobs.create(NewJob("gone"))
     kept = await store.jobs.create(NewJob("kept"))
     claim = await store.claimed()
-    await store.jobs.append_records(claim, 0, [{"type": "note"}], logs=[("s1", "line")])
+    await store.jobs.append_records(claim, 0, [note("")], logs=[("s1", "line")])
     await store.jobs.finish(claim, JobStatus.COMPLETED)
     await store.jobs.delete([claim.job.id])
     with pytest.raises(JobNotFound):
