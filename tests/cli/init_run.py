@@ -7,6 +7,7 @@ import asyncio
 import io
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -75,6 +76,15 @@ def auth(paths: HomePaths) -> dict[str, Any]:
     return loaded
 
 
+def default_interrupt() -> None:
+    """In the child, before it runs: Ctrl-C interrupts it, as at a user's terminal.
+
+    An ignored signal stays ignored across exec, and a suite started as a shell's
+    background job (``make test &``) has SIGINT ignored: the command then never saw the
+    Ctrl-C a test typed, and the test waited for its end in vain."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Terminal:
     """`claybot init` on a pseudo-terminal: what it shows, and what is typed."""
 
@@ -85,6 +95,7 @@ class Terminal:
             env={**env, "TERM": "dumb"},
             encoding="utf-8",
             timeout=60,
+            preexec_fn=default_interrupt,
         )
         self.transcript = io.StringIO()  # everything the terminal showed
         self.child.logfile_read = self.transcript

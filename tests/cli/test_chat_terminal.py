@@ -15,6 +15,7 @@ import pexpect
 import pytest
 
 from claybot.config.home import HomePaths
+from tests.cli.init_run import default_interrupt
 from tests.conftest import EngineProcess, write_settings
 from tests.providers.fake_openai import FakeOpenAI
 from tests.providers.loopback import LoopbackServer
@@ -76,6 +77,7 @@ def chat(engine: EngineProcess) -> Iterator[pexpect.spawn]:
         sys.executable,
         ["-m", "claybot", "chat", "--user", "ann"],
         env=env,
+        preexec_fn=default_interrupt,
         encoding="utf-8",
         dimensions=(50, 250),
         timeout=WAIT_S,
