@@ -188,14 +188,20 @@ async def test_a_request_that_expired_while_the_engine_was_down_is_denied_at_boo
     await engine.stop()
     await asyncio.sleep(1.2)
     engine, _ = await start(paths, settings, answer=None)
-    events = record_events(engine)
+    agent_id = requested[0].payload["agentId"]
     try:
-        await next_event(events, "agent.subagent.finished", timeout_s=10)
-        async with asyncio.timeout(5):  # "delivered" is recorded once the inbox holds it
-            while not engine.permissions.list()[0].delivered:
+        # Waited for in what is durable, not in an event: the recovered turn can end
+        # while the engine starts, before a listener added after start() would hear it.
+        async with asyncio.timeout(30):  # "delivered" is recorded once the inbox holds it
+            while not (
+                engine.permissions.list()[0].delivered
+                and any(
+                    r.get("text") == "Nobody answered." for r in await history(engine, agent_id)
+                )
+            ):
                 await asyncio.sleep(0.01)
         [request] = engine.permissions.list()
-        records = await history(engine, requested[0].payload["agentId"])
+        records = await history(engine, agent_id)
     finally:
         await engine.stop()
     assert request.status == "denied" and request.decided_by == "timeout" and request.delivered
