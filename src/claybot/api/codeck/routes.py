@@ -22,8 +22,7 @@ from fastapi import APIRouter, Query, Request, Response, WebSocket
 from pydantic import Field
 
 from claybot.api.codeck.proactive_routes import stream_messages
-from claybot.api.deps import ConfigurationDep, KeysDep, ProactiveDep
-from claybot.api.engine.dashboard_routes import auth_of
+from claybot.api.deps import ConfigurationDep, KeysDep, ProactiveDep, dashboard_auth_of
 from claybot.api.key_check import check_key, client_address
 from claybot.api.responses import BODY_ERRORS, codeck_errors
 from claybot.api.tcp_auth import CODECK_WS_PATH
@@ -95,7 +94,7 @@ async def auth_login(request: Request, keys: KeysDep, body: LoginBody) -> Logged
     try:
         checked = await check_key(
             keys,
-            auth_of(request).login_failures,
+            dashboard_auth_of(request).login_failures,
             client_address(request.scope),
             presented,
         )

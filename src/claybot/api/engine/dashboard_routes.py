@@ -6,16 +6,13 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from claybot.api.deps import AddressDep, DashboardAuthDep, dashboard_auth_of
+from claybot.api.deps import AddressDep, DashboardAuthDep
 from claybot.api.responses import errors
 from claybot.kernel.errors import NotFound
 from claybot.wire.base import AnswerRoute, Ok
 from claybot.wire.dashboard import DashboardLink, DashboardSessions
 
 control = APIRouter(prefix="/v1/engine/dashboard", route_class=AnswerRoute)
-
-# What the dashboard's pages and codeck's login import; routes take ``DashboardAuthDep``.
-auth_of = dashboard_auth_of
 
 
 @control.post(
